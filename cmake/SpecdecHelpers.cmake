@@ -1,0 +1,45 @@
+# Helpers that keep leaf CMakeLists.txt files to one line per target.
+include(GNUInstallDirs)
+
+# Warnings for our own code; third-party headers come in as SYSTEM includes.
+function(specdec_target_warnings target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion>)
+  if(SPECDEC_WERROR)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
+  endif()
+endfunction()
+
+function(specdec_target_sanitize target)
+  if(SPECDEC_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer
+                                             -fno-sanitize-recover=undefined)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  endif()
+endfunction()
+
+# specdec_add_test(NAME name SOURCES a.cpp ... [LIBS lib ...] [LABELS l ...])
+# One Catch2 executable, registered with CTest per TEST_CASE. Tests tagged
+# [cuda] get the CTest label "cuda", [statistical] "statistical", [torch] "torch".
+function(specdec_add_test)
+  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS" ${ARGN})
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE specdec::specdec specdec_catch_main ${T_LIBS})
+  target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+  specdec_target_warnings(${T_NAME})
+  specdec_target_sanitize(${T_NAME})
+  catch_discover_tests(${T_NAME} TEST_SPEC "[statistical]" TEST_PREFIX "statistical: "
+                       PROPERTIES LABELS statistical)
+  catch_discover_tests(${T_NAME} TEST_SPEC "[cuda]" TEST_PREFIX "cuda: "
+                       PROPERTIES LABELS cuda SKIP_REGULAR_EXPRESSION "skipped: no CUDA device")
+  catch_discover_tests(${T_NAME} TEST_SPEC "[torch]" TEST_PREFIX "torch: " PROPERTIES LABELS torch)
+  catch_discover_tests(${T_NAME} TEST_SPEC "~[statistical]~[cuda]~[torch]" PROPERTIES LABELS unit)
+endfunction()
+
+# specdec_add_bench(NAME name SOURCES a.cpp ... [LIBS lib ...])
+function(specdec_add_bench)
+  cmake_parse_arguments(B "" "NAME" "SOURCES;LIBS" ${ARGN})
+  add_executable(${B_NAME} ${B_SOURCES})
+  target_link_libraries(${B_NAME} PRIVATE specdec::specdec benchmark::benchmark ${B_LIBS})
+  specdec_target_warnings(${B_NAME})
+endfunction()

@@ -1,0 +1,70 @@
+// Greedy verification (temperature 0; ALGORITHMS.md §4.2 for chains, §5.2 for
+// trees): from the root, descend into the child whose token is the target's
+// argmax; the bonus token is the argmax after the last accepted node. On a tree
+// this follows the one path that matches, so the deepest matching path wins.
+// Lossless for greedy decoding: the output equals greedy autoregressive output.
+#pragma once
+
+#include <cmath>
+#include <limits>
+
+#include "specdec/accept/input_checks.hpp"
+#include "specdec/core/distribution.hpp"
+#include "specdec/core/draft_tree.hpp"
+#include "specdec/core/prob_matrix.hpp"
+#include "specdec/core/rng.hpp"
+#include "specdec/core/verify_result.hpp"
+#include "specdec/core/warp.hpp"
+
+namespace specdec {
+
+class GreedyAcceptance {
+ public:
+  static constexpr bool kLossless = true;
+  static constexpr bool kNeedsDraftProbs = false;
+  static constexpr const char* kName = "greedy";
+
+  // target: [tree.size() + 1, vocab] rows (root first), probabilities or logits
+  // (only the argmax matters, so rows are checked for NaN/Inf but not for sum).
+  // draft and rng are unused.
+  void verify(const DraftTree& tree, const ProbRows& target, const ProbRows& /*draft*/,
+              RandomStream& /*rng*/, VerifyResult& out) const {
+    detail::check_rule_inputs(kName, tree, target);
+    out.clear();
+    std::int32_t slot = DraftTree::kRoot;
+    while (true) {
+      const auto row = target.row(slot + 1);
+      check_finite(row, slot);
+      const TokenId y = argmax(row);
+      if (tree.num_children(slot) == 0) {
+        out.bonus_token = y;
+        return;
+      }
+      const auto c = tree.find_child(slot, y);
+      out.depth_accepted.push_back(c >= 0 ? 1 : 0);
+      if (c < 0) {
+        out.bonus_token = y;
+        return;
+      }
+      out.accepted_nodes.push_back(c);
+      slot = c;
+    }
+  }
+
+  VerifyResult verify(const DraftTree& tree, const ProbRows& target, const ProbRows& draft,
+                      RandomStream& rng) const {
+    VerifyResult r;
+    verify(tree, target, draft, rng, r);
+    return r;
+  }
+
+ private:
+  static void check_finite(std::span<const float> row, std::int32_t slot) {
+    for (std::size_t i = 0; i < row.size(); ++i)
+      if (!std::isfinite(row[i]) && row[i] != -std::numeric_limits<float>::infinity())
+        throw InvalidDistributionError(
+            fmt::format("greedy: target row of slot {} has {} at token {}", slot, row[i], i));
+  }
+};
+
+}  // namespace specdec

@@ -1,0 +1,139 @@
+// Recursive rejection sampling over a token tree: SpecInfer's multi-step
+// speculative sampling (arXiv 2305.09781), generalised per slot to how the
+// children were drafted (ALGORITHMS.md §5.3). Lossless in every mode.
+//
+// At a slot u with target row P and children c_1..c_m in sibling order:
+//  - kSampledWithReplacement (§5.3 a): accept c w.p. min(1, P(c)/q(c)); on
+//    rejection P <- norm(max(0, P - q)), q unchanged.
+//  - kSampledWithoutReplacement (§5.3 b, Sequoia): the same test, and after a
+//    rejection also q <- q with c removed, renormalised.
+//  - kDeterministic (§5.3 c, target-only): q = one-hot at c, so accept w.p.
+//    P(c) and on rejection remove c from P. Lossless for any child set chosen
+//    without looking at the target.
+// The first accepted child becomes the next slot; if none is accepted the rule
+// emits a draw from the final P; after a leaf it emits the bonus from P(leaf).
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "specdec/accept/input_checks.hpp"
+#include "specdec/accept/row_math.hpp"
+#include "specdec/core/distribution.hpp"
+#include "specdec/core/draft_tree.hpp"
+#include "specdec/core/prob_matrix.hpp"
+#include "specdec/core/rng.hpp"
+#include "specdec/core/verify_result.hpp"
+
+namespace specdec {
+
+class RecursiveRejectionSampling {
+ public:
+  static constexpr bool kLossless = true;
+  static constexpr bool kNeedsDraftProbs = true;
+  static constexpr const char* kName = "recursive_rejection_sampling";
+
+  // target: [tree.size() + 1, vocab] (root first); draft: the rows the tree's
+  // sampled slots refer to (may be empty when every slot is deterministic).
+  // Draws one uniform per child tested plus one for the emitted token.
+  void verify(const DraftTree& tree, const ProbRows& target, const ProbRows& draft,
+              RandomStream& rng, VerifyResult& out) {
+    detail::check_rule_inputs(kName, tree, target);
+    const std::int64_t vocab = target.vocab();
+    out.clear();
+    std::int32_t slot = DraftTree::kRoot;
+    while (true) {
+      const auto p = target.row(slot + 1);
+      check_distribution(p, fmt::format("{}: target row {}", kName, slot + 1));
+      if (tree.num_children(slot) == 0) {
+        out.bonus_token = row_math::sample_row(p.data(), vocab, rng.uniform());
+        return;
+      }
+      detail::check_children_recorded(kName, tree, slot);
+      const std::int32_t next = tree.children_mode(slot) == ChildMode::kDeterministic
+                                    ? verify_deterministic(tree, slot, p, rng, out)
+                                    : verify_sampled(tree, slot, p, draft, rng, out);
+      out.depth_accepted.push_back(next >= 0 ? 1 : 0);
+      if (next < 0) return;  // bonus_token was set from the residual
+      out.accepted_nodes.push_back(next);
+      slot = next;
+    }
+  }
+
+  VerifyResult verify(const DraftTree& tree, const ProbRows& target, const ProbRows& draft,
+                      RandomStream& rng) {
+    VerifyResult r;
+    verify(tree, target, draft, rng, r);
+    return r;
+  }
+
+ private:
+  // Target-only rule. P is never copied until the final residual: a rejected
+  // child's mass is subtracted from the running total instead.
+  std::int32_t verify_deterministic(const DraftTree& tree, std::int32_t slot,
+                                    std::span<const float> p, RandomStream& rng, VerifyResult& out) {
+    double mass = 0.0;
+    for (float v : p) mass += v;
+    removed_.clear();
+    for (auto c = tree.first_child(slot); c >= 0; c = tree.next_sibling(c)) {
+      const TokenId x = tree.token(c);
+      const bool gone = std::find(removed_.begin(), removed_.end(), x) != removed_.end();
+      const double p_x = gone ? 0.0 : static_cast<double>(p[static_cast<std::size_t>(x)]);
+      if (rng.uniform() * mass < p_x) return c;  // P(x) / mass, P renormalised
+      if (!gone) {
+        removed_.push_back(x);
+        mass -= p_x;
+      }
+    }
+    residual_.assign(p.begin(), p.end());
+    for (TokenId x : removed_) residual_[static_cast<std::size_t>(x)] = 0.0;
+    out.bonus_token = emit(residual_, p, rng);
+    return -1;
+  }
+
+  // SpecInfer MSS (with replacement) or Sequoia (without), on double scratch.
+  std::int32_t verify_sampled(const DraftTree& tree, std::int32_t slot, std::span<const float> p,
+                              const ProbRows& draft, RandomStream& rng, VerifyResult& out) {
+    const auto q_row = detail::sampled_children_row(kName, tree, slot, draft, p.size());
+    const bool without_replacement = tree.children_mode(slot) == ChildMode::kSampledWithoutReplacement;
+    residual_.assign(p.begin(), p.end());
+    q_.assign(q_row.begin(), q_row.end());
+    for (auto c = tree.first_child(slot); c >= 0; c = tree.next_sibling(c)) {
+      const auto x = static_cast<std::size_t>(tree.token(c));
+      if (!(q_row[x] > 0.0f))
+        throw InvalidDistributionError(fmt::format(
+            "{}: child {} (token {}) of slot {} has draft probability {}; it cannot have been sampled",
+            kName, c, x, slot, q_row[x]));
+      if (rng.uniform() * q_[x] < residual_[x]) return c;
+      // P <- norm(max(0, P - q)); if nothing is left (P == q up to rounding,
+      // unreachable in exact arithmetic) P stays as it was.
+      double mass = 0.0;
+      for (std::size_t i = 0; i < residual_.size(); ++i) mass += std::max(0.0, residual_[i] - q_[i]);
+      if (mass > 0.0)
+        for (std::size_t i = 0; i < residual_.size(); ++i)
+          residual_[i] = std::max(0.0, residual_[i] - q_[i]) / mass;
+      if (without_replacement) {
+        const double rest = 1.0 - q_[x];
+        q_[x] = 0.0;
+        if (rest > 0.0)
+          for (double& v : q_) v /= rest;
+      }
+    }
+    out.bonus_token = emit(residual_, p, rng);
+    return -1;
+  }
+
+  // The emitted token after every child was rejected: a draw from the residual,
+  // or from p itself if rounding left the residual empty.
+  static TokenId emit(const std::vector<double>& residual, std::span<const float> p, RandomStream& rng) {
+    const double u = rng.uniform();
+    const TokenId y = row_math::sample_row(residual.data(), static_cast<std::int64_t>(residual.size()), u);
+    return y != kNoToken ? y : row_math::sample_row(p.data(), static_cast<std::int64_t>(p.size()), u);
+  }
+
+  std::vector<TokenId> removed_;
+  std::vector<double> residual_;
+  std::vector<double> q_;
+};
+
+}  // namespace specdec

@@ -1,0 +1,119 @@
+// Per-row math of the acceptance rules, shared by the host rules and the CUDA
+// kernels in cuda/ (SPECDEC_HOST_DEVICE), so host tests prove what kernels run.
+//
+// Rows are probability rows used as given (validated by the host callers to
+// sum to 1 within kDistributionSumTolerance). Every draw is an inverse-CDF
+// lookup of one uniform against the exact double-precision sum of what is
+// drawn from, so a residual is never normalised by a rounded total.
+#pragma once
+
+#include <cstdint>
+
+#include "specdec/core/macros.hpp"
+#include "specdec/core/rng.hpp"
+#include "specdec/core/types.hpp"
+
+namespace specdec::row_math {
+
+// Draw from the non-negative weights w[0..n) (unnormalised) with uniform u in
+// [0, 1), skipping token `excluded` (or none when -1): the smallest i with
+// cumsum(w)[i] > u * total. Returns kNoToken when nothing has positive weight.
+template <class T>
+SPECDEC_HOST_DEVICE TokenId sample_row(const T* w, std::int64_t n, double u,
+                                       TokenId excluded = kNoToken) {
+  double total = 0.0;
+  for (std::int64_t i = 0; i < n; ++i)
+    if (i != excluded) total += w[i];
+  if (!(total > 0.0)) return kNoToken;
+  const double t = u * total;
+  double acc = 0.0;
+  TokenId last = kNoToken;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (i == excluded || !(w[i] > T(0))) continue;
+    acc += w[i];
+    last = static_cast<TokenId>(i);
+    if (t < acc) return last;
+  }
+  return last;  // u * total rounded up to the very end
+}
+
+// Draw from norm(max(0, p - q)) (Leviathan et al. 2023, the residual after a
+// rejection). When q is null the draft was deterministic, q = one-hot at
+// `drafted`, and the residual is p without that token. If the residual has no
+// mass (p == q up to rounding, where a rejection cannot happen in exact
+// arithmetic) it falls back to p (ALGORITHMS.md §4.1, numerics pitfalls).
+SPECDEC_HOST_DEVICE TokenId sample_residual(const float* p, const float* q, TokenId drafted,
+                                            std::int64_t n, double u) {
+  if (q == nullptr) {
+    const TokenId y = sample_row(p, n, u, drafted);
+    return y == kNoToken ? sample_row(p, n, u) : y;
+  }
+  double total = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(p[i]) - static_cast<double>(q[i]);
+    if (d > 0.0) total += d;
+  }
+  if (!(total > 0.0)) return sample_row(p, n, u);
+  const double t = u * total;
+  double acc = 0.0;
+  TokenId last = kNoToken;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(p[i]) - static_cast<double>(q[i]);
+    if (!(d > 0.0)) continue;
+    acc += d;
+    last = static_cast<TokenId>(i);
+    if (t < acc) return last;
+  }
+  return last;
+}
+
+// Accept a drafted token with probability min(1, p(x) / q(x)): u * q(x) < p(x)
+// for u in [0, 1). With q(x) = 1 (a deterministic draft) this is u < p(x).
+SPECDEC_HOST_DEVICE bool accept_draft(float p_x, float q_x, double u) {
+  return u * static_cast<double>(q_x) < static_cast<double>(p_x);
+}
+
+// Rows laid out `stride` floats apart from `base`: row(i) = base + i * stride.
+// A null base means "no draft probabilities" (deterministic drafts).
+struct StridedRows {
+  const float* base = nullptr;
+  std::int64_t stride = 0;
+  SPECDEC_HOST_DEVICE const float* operator()(std::int64_t i) const {
+    return base == nullptr ? nullptr : base + i * stride;
+  }
+};
+
+// Chain speculative sampling for one sequence (Leviathan et al. 2023, Chen et
+// al. 2023; ALGORITHMS.md §4.1). Lossless.
+//   draft_row(i):   q_i, the draft distribution x_i was drawn from [vocab], or
+//                   null when x_i was chosen deterministically (q_i = one-hot)
+//   tokens:         x_1..x_gamma                                    [gamma]
+//   target_row(i):  p_i, i in [0, gamma]                            [vocab]
+//   uniforms[j]:    j < gamma: the acceptance test of x_{j+1};
+//                   j = gamma: the final draw (residual or bonus)
+//   out:            accepted tokens, then the emitted one, then kNoToken
+//                   padding                                         [gamma + 1]
+// Returns the number of accepted drafts. Consumes exactly gamma + 1 uniforms
+// whatever happens, so a batch row's draws never depend on another row's.
+template <class DraftRows, class TargetRows>
+SPECDEC_HOST_DEVICE std::int32_t chain_speculative_sampling_row(
+    DraftRows draft_row, const TokenId* tokens, TargetRows target_row, std::int32_t gamma,
+    std::int64_t vocab, PhiloxUniforms uniforms, TokenId* out) {
+  std::int32_t i = 0;
+  for (; i < gamma; ++i) {
+    const TokenId x = tokens[i];
+    const float* q = draft_row(i);
+    const float q_x = q == nullptr ? 1.0f : q[x];
+    if (!accept_draft(target_row(i)[x], q_x, uniforms[static_cast<std::uint64_t>(i)])) break;
+    out[i] = x;
+  }
+  const double u = uniforms[static_cast<std::uint64_t>(gamma)];
+  if (i < gamma)
+    out[i] = sample_residual(target_row(i), draft_row(i), tokens[i], vocab, u);
+  else
+    out[i] = sample_row(target_row(gamma), vocab, u);
+  for (std::int32_t j = i + 1; j <= gamma; ++j) out[j] = kNoToken;
+  return i;
+}
+
+}  // namespace specdec::row_math

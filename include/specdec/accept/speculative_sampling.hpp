@@ -1,0 +1,104 @@
+// Speculative sampling on a chain (Leviathan et al. 2023; Chen et al. 2023;
+// ALGORITHMS.md §4.1): accept x_i with probability min(1, p_i(x_i) / q_i(x_i));
+// on the first rejection emit a draw from norm(max(0, p_i - q_i)); after full
+// acceptance emit the bonus token from p_{gamma+1}. Lossless: the emitted
+// tokens are distributed exactly as the (warped) target's.
+//
+// Drafts chosen deterministically (n-gram lookup, greedy drafting) have
+// q = one-hot, which this rule handles as the special case it is (accept with
+// probability p(x); residual = p without x).
+//
+// The per-row work is row_math::chain_speculative_sampling_row, the same
+// function the CUDA kernel runs, with the same Philox draws: one stream, gamma
+// + 1 uniforms per call whatever the outcome.
+#pragma once
+
+#include <vector>
+
+#include "specdec/accept/input_checks.hpp"
+#include "specdec/accept/row_math.hpp"
+#include "specdec/core/distribution.hpp"
+#include "specdec/core/draft_tree.hpp"
+#include "specdec/core/prob_matrix.hpp"
+#include "specdec/core/rng.hpp"
+#include "specdec/core/verify_result.hpp"
+
+namespace specdec {
+
+class SpeculativeSampling {
+ public:
+  static constexpr bool kLossless = true;
+  static constexpr bool kNeedsDraftProbs = true;
+  static constexpr const char* kName = "speculative_sampling";
+
+  // tree: a chain (parents -1, 0, 1, ...), each slot's children source recorded.
+  // target: [gamma + 1, vocab]; draft: the rows the chain's slots refer to.
+  void verify(const DraftTree& tree, const ProbRows& target, const ProbRows& draft,
+              RandomStream& rng, VerifyResult& out) {
+    detail::check_rule_inputs(kName, tree, target);
+    if (!tree.is_chain())
+      throw InvalidTreeError(
+          "speculative_sampling: the tree is not a chain; use RecursiveRejectionSampling for trees");
+    const std::int32_t gamma = tree.size();
+    const std::int64_t vocab = target.vocab();
+    draft_rows_.assign(static_cast<std::size_t>(gamma), nullptr);
+    tokens_.resize(static_cast<std::size_t>(gamma));
+    for (std::int32_t i = 0; i < gamma; ++i) {
+      const std::int32_t slot = i - 1;
+      detail::check_children_recorded(kName, tree, slot);
+      tokens_[static_cast<std::size_t>(i)] = tree.token(i);
+      if (tree.children_mode(slot) != ChildMode::kDeterministic)
+        draft_rows_[static_cast<std::size_t>(i)] =
+            detail::sampled_children_row(kName, tree, slot, draft, vocab).data();
+    }
+    emitted_.resize(static_cast<std::size_t>(gamma) + 1);
+    const auto accepted = row_math::chain_speculative_sampling_row(
+        PointerRows{draft_rows_.data()}, tokens_.data(), TargetRows{target},
+        gamma, vocab, rng.take(static_cast<std::uint64_t>(gamma) + 1), emitted_.data());
+
+    // Check what the kernel read (rows 0..accepted): NaN or a row that is not a
+    // distribution makes the outcome meaningless, so it is an error, not a result.
+    for (std::int32_t i = 0; i <= accepted; ++i)
+      check_distribution(target.row(i), fmt::format("{}: target row {}", kName, i));
+    for (std::int32_t i = 0; i < gamma && i <= accepted; ++i) {
+      const float* q = draft_rows_[static_cast<std::size_t>(i)];
+      if (q != nullptr && !(q[tree.token(i)] > 0.0f))
+        throw InvalidDistributionError(fmt::format(
+            "{}: drafted token {} at depth {} has draft probability {}; it cannot have been sampled",
+            kName, tree.token(i), i + 1, q[tree.token(i)]));
+    }
+    if (emitted_[static_cast<std::size_t>(accepted)] == kNoToken)
+      throw InvalidDistributionError(fmt::format("{}: target row {} has no mass", kName, accepted));
+
+    out.clear();
+    for (std::int32_t i = 0; i < accepted; ++i) {
+      out.accepted_nodes.push_back(i);
+      out.depth_accepted.push_back(1);
+    }
+    if (accepted < gamma) out.depth_accepted.push_back(0);
+    out.bonus_token = emitted_[static_cast<std::size_t>(accepted)];
+  }
+
+  VerifyResult verify(const DraftTree& tree, const ProbRows& target, const ProbRows& draft,
+                      RandomStream& rng) {
+    VerifyResult r;
+    verify(tree, target, draft, rng, r);
+    return r;
+  }
+
+ private:
+  struct PointerRows {
+    const float* const* rows;
+    const float* operator()(std::int64_t i) const { return rows[i]; }
+  };
+  struct TargetRows {
+    const ProbRows& rows;
+    const float* operator()(std::int64_t i) const { return rows.data() + i * rows.row_stride(); }
+  };
+
+  std::vector<const float*> draft_rows_;
+  std::vector<TokenId> tokens_;
+  std::vector<TokenId> emitted_;
+};
+
+}  // namespace specdec

@@ -1,0 +1,61 @@
+// The vocabulary one speculative round passes between components (DESIGN.md
+// §1): the budget a LengthPolicy grants, the request a TreeBuilder makes of a
+// Drafter, the batch a Model runs, and the outcome a policy observes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "specdec/core/bit_matrix.hpp"
+#include "specdec/core/draft_tree.hpp"
+#include "specdec/core/tensor_view.hpp"
+#include "specdec/core/types.hpp"
+
+namespace specdec {
+
+// What a LengthPolicy grants a round.
+struct DraftBudget {
+  std::int32_t max_depth = 4;     // deepest draft level
+  std::int32_t max_nodes = 4;     // nodes the builder may draft
+  std::int32_t verify_nodes = 4;  // nodes sent to the target (<= max_nodes)
+};
+
+// A TreeBuilder's request to a Drafter: next-token distributions for the
+// `frontier` slots (DraftTree::kRoot or node indices) of `tree`.
+struct DraftRequest {
+  const DraftTree* tree = nullptr;
+  std::span<const std::int32_t> frontier;
+};
+
+// One sequence's new tokens in a Model forward: their positions and the
+// ancestor mask among them (every new token sees the whole committed prefix).
+// A null mask means a causal chain.
+struct SequenceInput {
+  std::int32_t seq_id = 0;
+  std::span<const TokenId> tokens;
+  std::span<const std::int64_t> positions;
+  const BitMatrix* mask = nullptr;
+};
+
+struct ForwardRequest {
+  std::span<const SequenceInput> sequences;
+  bool want_hidden = false;         // also return hidden states
+  std::int32_t hidden_layer = -1;   // which layer's output; -1 = last (pre-norm)
+};
+
+// Rows follow the request: sequence 0's tokens first, then sequence 1's, ...
+struct ForwardResult {
+  TensorView logits;  // [total new tokens, vocab]
+  TensorView hidden;  // [total new tokens, hidden] when requested, else empty
+};
+
+// What a LengthPolicy observes after each round.
+struct RoundOutcome {
+  std::int32_t num_drafted = 0;   // nodes drafted
+  std::int32_t num_verified = 0;  // nodes sent to the target
+  std::int32_t num_accepted = 0;  // drafts accepted
+  double draft_us = 0.0;
+  double verify_us = 0.0;
+};
+
+}  // namespace specdec

@@ -1,0 +1,63 @@
+// Batched chain speculative sampling on a CUDA device (Leviathan et al. 2023;
+// Chen et al. 2023; ALGORITHMS.md §4.1). Lossless.
+//
+// Each batch row runs row_math::chain_speculative_sampling_row, the function
+// the host rule SpeculativeSampling runs, with the same Philox draws: batch
+// row b draws from Philox stream b starting at `offset`, i.e. its j-th uniform
+// (j in [0, gamma]) is philox_uniform(seed, b, offset + j), exactly what the
+// host rule draws from a RandomStream(seed, b, offset). Host and device
+// therefore emit identical tokens for identical inputs. Every row consumes
+// gamma + 1 uniforms whatever it accepts, so the next call's offset is
+// offset + gamma + 1.
+//
+// This header declares host launchers only and needs no CUDA headers (link
+// specdec::cuda; a cudaStream_t is passed as void*).
+#pragma once
+
+#include <cstdint>
+
+#include "specdec/core/status.hpp"
+#include "specdec/core/types.hpp"
+
+namespace specdec::cuda {
+
+// Enqueues chain speculative sampling of `batch` independent sequences on
+// `stream` (null: the legacy default stream) and returns without waiting.
+// Every pointer is device memory, rows densely packed (row stride = vocab).
+//
+//   draft_probs    q_i: the distribution each drafted token was drawn from,
+//                  or null when every draft was chosen deterministically
+//                  (q_i = one-hot at the drafted token)
+//   draft_tokens   x_1..x_gamma of each row
+//   target_probs   p_0..p_gamma of each row (p_gamma: the bonus row)
+//   output_tokens  the accepted drafts, then the one emitted token (the
+//                  residual draw or the bonus), then kNoToken padding
+//   num_accepted   accepted drafts per row, in [0, gamma]
+//
+// Rows are used as given: like the row function, the kernel does not check
+// that they are distributions (the host rule does; validate upstream). It
+// does check each drafted token: a row with a token outside [0, vocab) is not
+// sampled, its output is all kNoToken and its num_accepted is -1. A target
+// row with no mass at the emitted position yields kNoToken there.
+//
+// Returns kInvalidArgument, before touching the device, when batch < 0,
+// gamma < 0, vocab <= 0, vocab > the largest TokenId, batch * (gamma + 1) *
+// vocab overflows int64, or (for batch > 0) target_probs, output_tokens,
+// num_accepted or (for gamma > 0) draft_tokens is null; kCudaError when the
+// launch fails (the kernel's own faults surface at the next synchronisation,
+// as for any asynchronous launch); kOk otherwise. batch == 0 launches nothing.
+Status chain_speculative_sampling(const float* draft_probs,     // [batch, gamma, vocab]
+                                  const TokenId* draft_tokens,  // [batch, gamma]
+                                  const float* target_probs,    // [batch, gamma + 1, vocab]
+                                  TokenId* output_tokens,       // [batch, gamma + 1]
+                                  std::int32_t* num_accepted,   // [batch]
+                                  std::int32_t batch, std::int32_t gamma, std::int64_t vocab,
+                                  std::uint64_t seed, std::uint64_t offset, void* stream = nullptr);
+
+// The number of CUDA devices visible to this process, for callers (tests)
+// that must know whether one exists without including CUDA headers. On
+// failure (no driver, no device, ...) sets *count to 0 and returns kCudaError;
+// kInvalidArgument when count is null.
+Status cuda_device_count(int* count);
+
+}  // namespace specdec::cuda

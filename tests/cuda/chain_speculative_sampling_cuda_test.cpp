@@ -1,0 +1,278 @@
+// specdec::cuda::chain_speculative_sampling against the host row function it is
+// built on: for the same inputs, seed and offset, the device must emit exactly
+// the tokens and accepted counts of row_math::chain_speculative_sampling_row
+// with PhiloxUniforms{seed, b, offset} for batch row b (what the host rule
+// SpeculativeSampling draws from RandomStream(seed, b, offset)).
+//
+// [cuda] tests need a device; without one they WARN "skipped: no CUDA device"
+// and pass (Catch2 v2 has no SKIP). The [unit] test needs no device.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "specdec/accept/row_math.hpp"
+#include "specdec/core/rng.hpp"
+#include "specdec/core/status.hpp"
+#include "specdec/core/types.hpp"
+#include "specdec/cuda/chain_speculative_sampling.hpp"
+#include "support/catch.hpp"
+
+namespace {
+
+using specdec::kNoToken;
+using specdec::Status;
+using specdec::TokenId;
+
+bool have_cuda_device() {
+  int count = 0;
+  return specdec::cuda::cuda_device_count(&count) == Status::kOk && count > 0;
+}
+
+// Device memory holding a copy of a host vector; freed on scope exit.
+template <class T>
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(const std::vector<T>& host) : size_(host.size()) {
+    // At least one element, so that an empty buffer is still a valid address.
+    REQUIRE(cudaMalloc(reinterpret_cast<void**>(&ptr_), std::max<std::size_t>(bytes(), 1)) ==
+            cudaSuccess);
+    if (size_ > 0)
+      REQUIRE(cudaMemcpy(ptr_, host.data(), bytes(), cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { cudaFree(ptr_); }
+
+  T* get() const { return ptr_; }
+  std::vector<T> to_host() const {
+    std::vector<T> host(size_);
+    if (size_ > 0)
+      REQUIRE(cudaMemcpy(host.data(), ptr_, bytes(), cudaMemcpyDeviceToHost) == cudaSuccess);
+    return host;
+  }
+
+ private:
+  std::size_t bytes() const { return size_ * sizeof(T); }
+  std::size_t size_;
+  T* ptr_ = nullptr;
+};
+
+// LLM-like rows: softmax of N(0, 3^2) logits; a quarter of them truncated to
+// their top 50 tokens (zeros force rejections and exercise the residual).
+void fill_distribution(std::mt19937_64& gen, const std::vector<double>& logits, float* row) {
+  const auto n = static_cast<std::int64_t>(logits.size());
+  std::vector<double> w(logits.size());
+  const double m = *std::max_element(logits.begin(), logits.end());
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = std::exp(logits[i] - m);
+  if (std::uniform_int_distribution<int>(0, 3)(gen) == 0 && n > 50) {
+    std::vector<double> sorted = w;
+    std::nth_element(sorted.begin(), sorted.begin() + 49, sorted.end(), std::greater<>());
+    const double cut = sorted[49];
+    for (double& x : w)
+      if (x < cut) x = 0.0;
+  }
+  double total = 0.0;
+  for (double x : w) total += x;
+  for (std::size_t i = 0; i < w.size(); ++i) row[i] = static_cast<float>(w[i] / total);
+}
+
+TokenId sample_from(std::mt19937_64& gen, const float* row, std::int64_t vocab) {
+  std::discrete_distribution<TokenId> d(row, row + vocab);
+  return d(gen);
+}
+
+struct Batch {
+  std::vector<float> draft_probs;     // [batch, gamma, vocab]
+  std::vector<TokenId> draft_tokens;  // [batch, gamma]
+  std::vector<float> target_probs;    // [batch, gamma + 1, vocab]
+};
+
+// Drafts sampled from q; targets near q (q's logits plus N(0, 1) noise) so that
+// some drafts are accepted and some rejected.
+Batch make_batch(std::mt19937_64& gen, std::int32_t batch, std::int32_t gamma, std::int64_t vocab) {
+  Batch out;
+  const auto v = static_cast<std::size_t>(vocab);
+  out.draft_probs.resize(static_cast<std::size_t>(batch) * static_cast<std::size_t>(gamma) * v);
+  out.draft_tokens.resize(static_cast<std::size_t>(batch) * static_cast<std::size_t>(gamma));
+  out.target_probs.resize(static_cast<std::size_t>(batch) * static_cast<std::size_t>(gamma + 1) *
+                          v);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<double> logits(v), noisy(v);
+  for (std::int32_t b = 0; b < batch; ++b) {
+    for (std::int32_t i = 0; i <= gamma; ++i) {
+      for (double& x : logits) x = 3.0 * normal(gen);
+      for (std::size_t k = 0; k < v; ++k) noisy[k] = logits[k] + normal(gen);
+      float* p = out.target_probs.data() + (static_cast<std::size_t>(b) * (gamma + 1) + i) * v;
+      fill_distribution(gen, noisy, p);
+      if (i == gamma) break;  // the bonus row has no draft
+      float* q = out.draft_probs.data() + (static_cast<std::size_t>(b) * gamma + i) * v;
+      fill_distribution(gen, logits, q);
+      out.draft_tokens[static_cast<std::size_t>(b) * gamma + i] = sample_from(gen, q, vocab);
+    }
+  }
+  return out;
+}
+
+struct Result {
+  std::vector<TokenId> tokens;         // [batch, gamma + 1]
+  std::vector<std::int32_t> accepted;  // [batch]
+};
+
+Result run_host(const float* draft_probs, const Batch& in, std::int32_t batch, std::int32_t gamma,
+                std::int64_t vocab, std::uint64_t seed, std::uint64_t offset) {
+  using specdec::row_math::StridedRows;
+  Result r;
+  r.tokens.assign(static_cast<std::size_t>(batch) * static_cast<std::size_t>(gamma + 1), 0);
+  r.accepted.assign(static_cast<std::size_t>(batch), 0);
+  for (std::int32_t b = 0; b < batch; ++b) {
+    const StridedRows draft{
+        draft_probs == nullptr ? nullptr : draft_probs + std::int64_t{b} * gamma * vocab, vocab};
+    const StridedRows target{in.target_probs.data() + std::int64_t{b} * (gamma + 1) * vocab, vocab};
+    r.accepted[static_cast<std::size_t>(b)] = specdec::row_math::chain_speculative_sampling_row(
+        draft, in.draft_tokens.data() + std::int64_t{b} * gamma, target, gamma, vocab,
+        specdec::PhiloxUniforms{seed, static_cast<std::uint64_t>(b), offset},
+        r.tokens.data() + std::int64_t{b} * (gamma + 1));
+  }
+  return r;
+}
+
+Result run_device(bool with_draft_probs, const Batch& in, std::int32_t batch, std::int32_t gamma,
+                  std::int64_t vocab, std::uint64_t seed, std::uint64_t offset) {
+  const DeviceBuffer<float> draft_probs(with_draft_probs ? in.draft_probs : std::vector<float>{});
+  const DeviceBuffer<TokenId> draft_tokens(in.draft_tokens);
+  const DeviceBuffer<float> target_probs(in.target_probs);
+  // Filled with a value the kernel never writes, so an unwritten slot shows.
+  const DeviceBuffer<TokenId> tokens(std::vector<TokenId>(
+      static_cast<std::size_t>(batch) * static_cast<std::size_t>(gamma + 1), -7));
+  const DeviceBuffer<std::int32_t> accepted(
+      std::vector<std::int32_t>(static_cast<std::size_t>(batch), -7));
+  const Status s = specdec::cuda::chain_speculative_sampling(
+      with_draft_probs ? draft_probs.get() : nullptr, draft_tokens.get(), target_probs.get(),
+      tokens.get(), accepted.get(), batch, gamma, vocab, seed, offset);
+  REQUIRE(std::string(specdec::status_string(s)) == "ok");
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  return {tokens.to_host(), accepted.to_host()};
+}
+
+}  // namespace
+
+TEST_CASE("cuda::chain_speculative_sampling rejects bad arguments before touching a device",
+          "[unit]") {
+  using specdec::cuda::chain_speculative_sampling;
+  // Host addresses stand in for device pointers: a call that passed validation
+  // would launch on them, so every call below must fail validation.
+  float probs[4] = {};
+  TokenId tokens[4] = {};
+  std::int32_t accepted[1] = {};
+  const auto call = [&](const float* q, const TokenId* x, const float* p, TokenId* out,
+                        std::int32_t* n, std::int32_t batch, std::int32_t gamma,
+                        std::int64_t vocab) {
+    return chain_speculative_sampling(q, x, p, out, n, batch, gamma, vocab, 1, 0);
+  };
+  const auto kInvalid = Status::kInvalidArgument;
+  CHECK(call(probs, tokens, probs, tokens, accepted, -1, 1, 2) == kInvalid);
+  CHECK(call(probs, tokens, probs, tokens, accepted, 1, -1, 2) == kInvalid);
+  CHECK(call(probs, tokens, probs, tokens, accepted, 1, 1, 0) == kInvalid);
+  CHECK(call(probs, tokens, probs, tokens, accepted, 1, 1, -5) == kInvalid);
+  CHECK(call(probs, tokens, probs, tokens, accepted, 1, 1, std::int64_t{1} << 31) == kInvalid);
+  CHECK(call(probs, tokens, probs, tokens, accepted, 1, INT32_MAX, 2) == kInvalid);
+  CHECK(call(probs, tokens, probs, tokens, accepted, INT32_MAX, 1 << 20, INT32_MAX) == kInvalid);
+  CHECK(call(probs, nullptr, probs, tokens, accepted, 1, 1, 2) == kInvalid);
+  CHECK(call(probs, tokens, nullptr, tokens, accepted, 1, 1, 2) == kInvalid);
+  CHECK(call(probs, tokens, probs, nullptr, accepted, 1, 1, 2) == kInvalid);
+  CHECK(call(probs, tokens, probs, tokens, nullptr, 1, 1, 2) == kInvalid);
+  CHECK(call(nullptr, tokens, nullptr, nullptr, nullptr, 1, 0, 2) == kInvalid);
+
+  // An empty batch launches nothing, so it needs no memory.
+  CHECK(call(nullptr, nullptr, nullptr, nullptr, nullptr, 0, 3, 10) == Status::kOk);
+  CHECK(specdec::cuda::cuda_device_count(nullptr) == kInvalid);
+  CHECK(std::string(specdec::status_string(Status::kInvalidArgument)) == "invalid argument");
+}
+
+TEST_CASE("cuda::chain_speculative_sampling emits exactly the host row function's tokens",
+          "[cuda]") {
+  if (!have_cuda_device()) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  std::mt19937_64 gen(20240611);  // the inputs; the draws are Philox(seed, row, offset)
+  std::int32_t total_accepted = 0, total_rejections = 0;
+  for (const std::int64_t vocab : {std::int64_t{1000}, std::int64_t{32000}}) {
+    // Over one block of 128 threads for the small vocabulary.
+    const std::int32_t batch = vocab == 1000 ? 300 : 20;
+    for (std::int32_t gamma = 1; gamma <= 8; ++gamma) {
+      const Batch in = make_batch(gen, batch, gamma, vocab);
+      for (const bool with_draft_probs : {true, false}) {
+        const std::uint64_t seed = 0x9E3779B97F4A7C15ull ^ static_cast<std::uint64_t>(gamma);
+        const std::uint64_t offset = 3 + 7 * static_cast<std::uint64_t>(gamma);
+        CAPTURE(vocab, batch, gamma, with_draft_probs, seed, offset);
+        const Result host = run_host(with_draft_probs ? in.draft_probs.data() : nullptr, in, batch,
+                                     gamma, vocab, seed, offset);
+        const Result device = run_device(with_draft_probs, in, batch, gamma, vocab, seed, offset);
+        REQUIRE(device.accepted == host.accepted);
+        REQUIRE(device.tokens == host.tokens);
+        for (const std::int32_t n : host.accepted) {
+          total_accepted += n;
+          total_rejections += n < gamma ? 1 : 0;
+        }
+      }
+    }
+  }
+  // The inputs exercise both outcomes, so the equality covers both paths.
+  CHECK(total_accepted > 0);
+  CHECK(total_rejections > 0);
+}
+
+TEST_CASE("cuda::chain_speculative_sampling draws row b from Philox stream b at the offset",
+          "[cuda]") {
+  if (!have_cuda_device()) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  // gamma = 0: the single emitted token is the inverse-CDF draw of uniform
+  // philox_uniform(seed, b, offset) from the row's target distribution.
+  std::mt19937_64 gen(7);
+  const std::int32_t batch = 64, gamma = 0;
+  const std::int64_t vocab = 1000;
+  const Batch in = make_batch(gen, batch, gamma, vocab);
+  const std::uint64_t seed = 42, offset = 1001;
+  const Result device = run_device(false, in, batch, gamma, vocab, seed, offset);
+  for (std::int32_t b = 0; b < batch; ++b) {
+    CAPTURE(b);
+    const double u = specdec::philox_uniform(seed, static_cast<std::uint64_t>(b), offset);
+    CHECK(device.accepted[static_cast<std::size_t>(b)] == 0);
+    CHECK(
+        device.tokens[static_cast<std::size_t>(b)] ==
+        specdec::row_math::sample_row(in.target_probs.data() + std::int64_t{b} * vocab, vocab, u));
+  }
+}
+
+TEST_CASE("cuda::chain_speculative_sampling flags rows whose drafted token is out of range",
+          "[cuda]") {
+  if (!have_cuda_device()) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  std::mt19937_64 gen(11);
+  const std::int32_t batch = 3, gamma = 4;
+  const std::int64_t vocab = 1000;
+  Batch in = make_batch(gen, batch, gamma, vocab);
+  in.draft_tokens[1 * gamma + 2] = static_cast<TokenId>(vocab);  // row 1
+  in.draft_tokens[2 * gamma + 0] = -3;                           // row 2
+  const Result device = run_device(true, in, batch, gamma, vocab, 5, 0);
+  const Result host = run_host(in.draft_probs.data(), in, 1, gamma, vocab, 5, 0);
+  CHECK(device.accepted[0] == host.accepted[0]);  // row 0 is sampled as usual
+  for (std::size_t b = 1; b < 3; ++b) {
+    CAPTURE(b);
+    CHECK(device.accepted[b] == -1);
+    for (std::size_t j = 0; j <= static_cast<std::size_t>(gamma); ++j)
+      CHECK(device.tokens[b * (gamma + 1) + j] == kNoToken);
+  }
+}

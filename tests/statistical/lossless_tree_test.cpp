@@ -1,0 +1,92 @@
+// Recursive rejection sampling over token trees is lossless for every way a
+// tree's children can be drafted (i.i.d., without replacement, deterministic
+// top-k) and for trees made by pruning and by trie union; checked on the first
+// and first two emitted tokens at every warp setting and p/q pair. A tree rule
+// that forgets to remove rejected deterministic children from the residual
+// fails the same test.
+#include "lossless_harness.hpp"
+#include "specdec/accept/recursive_rejection_sampling.hpp"
+#include "specdec/accept/row_math.hpp"
+#include "support/catch.hpp"
+
+namespace sd = specdec;
+namespace st = specdec::testing;
+
+namespace {
+
+void check_all(st::Strategy strategy) {
+  sd::RecursiveRejectionSampling rule;
+  for (const auto& c : st::pair_cases())
+    for (const auto& params : st::warp_settings()) {
+      const auto fit = st::run_lossless_check(c, params, strategy,
+                                              [&](auto&&... args) { return rule.verify(args...); });
+      INFO(st::name(strategy) << ", " << c.name << ", " << st::describe(params));
+      INFO("first token: " << fit.first.describe());
+      INFO("first two tokens: " << fit.joint.describe());
+      CHECK_FALSE(fit.first.rejects(st::kAlpha));
+      CHECK_FALSE(fit.joint.rejects(st::kAlpha));
+    }
+}
+
+// Target-only rule with the bug: after every child is rejected it emits from
+// P itself, not from P without the rejected children.
+struct ResidualForgettingRule {
+  sd::VerifyResult operator()(const sd::DraftTree& tree, const sd::ProbRows& target, const sd::ProbRows&,
+                              sd::RandomStream& rng) const {
+    sd::VerifyResult r;
+    std::int32_t slot = sd::DraftTree::kRoot;
+    while (true) {
+      const auto p = target.row(slot + 1);
+      std::int32_t next = -1;
+      double mass = 1.0;
+      for (auto c = tree.first_child(slot); c >= 0 && next < 0; c = tree.next_sibling(c)) {
+        const double p_x = p[static_cast<std::size_t>(tree.token(c))];
+        if (rng.uniform() * mass < p_x) next = c;
+        else mass -= p_x;
+      }
+      if (next < 0) {
+        r.bonus_token = sd::row_math::sample_row(p.data(), target.vocab(), rng.uniform());
+        return r;
+      }
+      r.accepted_nodes.push_back(next);
+      slot = next;
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Recursive rejection sampling is lossless on sampled chains", "[statistical][accept][tree]") {
+  check_all(st::Strategy::kChainSampled);
+}
+
+TEST_CASE("Recursive rejection sampling is lossless on i.i.d. sampled trees", "[statistical][accept][tree]") {
+  check_all(st::Strategy::kTreeIid);
+}
+
+TEST_CASE("Recursive rejection sampling is lossless on trees sampled without replacement",
+          "[statistical][accept][tree]") {
+  check_all(st::Strategy::kTreeNoReplacement);
+}
+
+TEST_CASE("Recursive rejection sampling is lossless on deterministic top-k trees", "[statistical][accept][tree]") {
+  check_all(st::Strategy::kTreeTopK);
+}
+
+TEST_CASE("Recursive rejection sampling is lossless on pruned trees", "[statistical][accept][tree]") {
+  check_all(st::Strategy::kTreePruned);
+}
+
+TEST_CASE("Recursive rejection sampling is lossless on trie unions of trees", "[statistical][accept][tree]") {
+  check_all(st::Strategy::kTreeUnion);
+}
+
+TEST_CASE("The losslessness test rejects a tree rule that forgets rejected children", "[statistical][accept][tree]") {
+  const auto c = st::pair_cases()[0];
+  const auto fit = st::run_lossless_check(c, st::warp_settings()[0], st::Strategy::kTreeTopK,
+                                          ResidualForgettingRule{});
+  INFO("first token: " << fit.first.describe());
+  INFO("first two tokens: " << fit.joint.describe());
+  CHECK(fit.first.rejects(st::kAlpha));
+  CHECK(fit.joint.rejects(st::kAlpha));
+}

@@ -1,0 +1,128 @@
+// Compile-time checks: an archetype of each concept satisfies it, and a type
+// that misses one member does not (so the concepts actually constrain).
+#include "specdec/accept/greedy.hpp"
+#include "specdec/accept/recursive_rejection_sampling.hpp"
+#include "specdec/accept/speculative_sampling.hpp"
+#include "specdec/accept/typical_acceptance.hpp"
+#include "specdec/concepts.hpp"
+#include "support/catch.hpp"
+
+namespace sd = specdec;
+
+namespace {
+
+struct RuleArchetype {
+  static constexpr bool kLossless = true;
+  static constexpr bool kNeedsDraftProbs = false;
+  sd::VerifyResult verify(const sd::DraftTree&, const sd::ProbRows&, const sd::ProbRows&, sd::RandomStream&) {
+    return {};
+  }
+};
+struct RuleWithoutLosslessTrait {
+  static constexpr bool kNeedsDraftProbs = false;
+  sd::VerifyResult verify(const sd::DraftTree&, const sd::ProbRows&, const sd::ProbRows&, sd::RandomStream&) {
+    return {};
+  }
+};
+struct RuleReturningWrongType {
+  static constexpr bool kLossless = true;
+  static constexpr bool kNeedsDraftProbs = false;
+  int verify(const sd::DraftTree&, const sd::ProbRows&, const sd::ProbRows&, sd::RandomStream&) { return 0; }
+};
+
+struct DrafterArchetype {
+  static constexpr bool kProvidesProbs = true;
+  std::int64_t vocab_size() const { return 8; }
+  void begin(std::span<const sd::TokenId>) {}
+  void propose(const sd::DraftRequest&, sd::ProbMatrix&) {}
+  void commit(std::span<const sd::TokenId>) {}
+};
+struct DrafterWithoutCommit {
+  static constexpr bool kProvidesProbs = true;
+  std::int64_t vocab_size() const { return 8; }
+  void begin(std::span<const sd::TokenId>) {}
+  void propose(const sd::DraftRequest&, sd::ProbMatrix&) {}
+};
+
+struct BuilderArchetype {
+  template <sd::Drafter D>
+  void build(D& drafter, const sd::DraftBudget&, sd::TokenId root, sd::RandomStream&, sd::DraftTree& tree,
+             sd::ProbMatrix& rows) {
+    tree.clear(root);
+    const std::int32_t frontier[] = {sd::DraftTree::kRoot};
+    drafter.propose(sd::DraftRequest{&tree, frontier}, rows);
+  }
+};
+// Uses a member the Drafter concept does not promise, so it must not satisfy
+// TreeBuilder (checked against the minimal archetype drafter).
+struct BuilderNeedingMoreThanTheConcept {
+  template <class D>
+  void build(D& drafter, const sd::DraftBudget&, sd::TokenId, sd::RandomStream&, sd::DraftTree&, sd::ProbMatrix&)
+    requires requires { drafter.hidden_states(); }
+  {}
+};
+
+struct VerifierArchetype {
+  sd::ProbRows score(std::int32_t, const sd::DraftTree&) { return {}; }
+  void commit(std::int32_t, const sd::DraftTree&, const sd::VerifyResult&) {}
+};
+struct VerifierWithoutScore {
+  void commit(std::int32_t, const sd::DraftTree&, const sd::VerifyResult&) {}
+};
+
+struct PolicyArchetype {
+  sd::DraftBudget budget() { return {}; }
+  void observe(const sd::RoundOutcome&) {}
+};
+struct PolicyWithoutObserve {
+  sd::DraftBudget budget() { return {}; }
+};
+
+struct ModelArchetype {
+  std::int64_t vocab_size() const { return 8; }
+  std::int64_t hidden_size() const { return 4; }
+  std::int64_t cached_length(std::int32_t) const { return 0; }
+  sd::ForwardResult forward(const sd::ForwardRequest&) { return {}; }
+  void accept(std::int32_t, std::span<const std::int32_t>) {}
+  void rollback(std::int32_t, std::int64_t) {}
+};
+struct ModelWithoutRollback {
+  std::int64_t vocab_size() const { return 8; }
+  std::int64_t hidden_size() const { return 4; }
+  std::int64_t cached_length(std::int32_t) const { return 0; }
+  sd::ForwardResult forward(const sd::ForwardRequest&) { return {}; }
+  void accept(std::int32_t, std::span<const std::int32_t>) {}
+};
+
+}  // namespace
+
+static_assert(sd::AcceptanceRule<RuleArchetype>);
+static_assert(!sd::AcceptanceRule<RuleWithoutLosslessTrait>);
+static_assert(!sd::AcceptanceRule<RuleReturningWrongType>);
+static_assert(sd::AcceptanceRule<sd::GreedyAcceptance>);
+static_assert(sd::AcceptanceRule<sd::SpeculativeSampling>);
+static_assert(sd::AcceptanceRule<sd::RecursiveRejectionSampling>);
+static_assert(sd::AcceptanceRule<sd::TypicalAcceptance>);
+static_assert(!sd::TypicalAcceptance::kLossless, "typical acceptance is lossy and must say so");
+
+static_assert(sd::Drafter<DrafterArchetype>);
+static_assert(sd::Drafter<sd::archetypes::Drafter>);
+static_assert(!sd::Drafter<DrafterWithoutCommit>);
+
+static_assert(sd::TreeBuilder<BuilderArchetype>);
+static_assert(!sd::TreeBuilder<BuilderNeedingMoreThanTheConcept>);
+
+static_assert(sd::Verifier<VerifierArchetype>);
+static_assert(!sd::Verifier<VerifierWithoutScore>);
+
+static_assert(sd::LengthPolicy<PolicyArchetype>);
+static_assert(!sd::LengthPolicy<PolicyWithoutObserve>);
+
+static_assert(sd::Model<ModelArchetype>);
+static_assert(!sd::Model<ModelWithoutRollback>);
+
+TEST_CASE("Component archetypes satisfy their concepts and near-misses do not", "[unit][concepts]") {
+  // The checks are the static_asserts above; this case makes the file a test.
+  CHECK(sd::AcceptanceRule<RuleArchetype>);
+  CHECK_FALSE(sd::Model<ModelWithoutRollback>);
+}

@@ -1,0 +1,877 @@
+// Tests of the tree operations in include/specdec/core/draft_tree_ops.hpp:
+// trie_union (Lyanna's verification fusion, ALGORITHMS.md §3.4) and
+// prune_to_budget (EAGLE-2's rerank, §5.4), including the rules that keep
+// each slot's acceptance mode lossless (§5.3). Those rules look at structure
+// only, never at which tokens were drawn: a union slot filled by more than one
+// contributor (a and b, or two slots of b) becomes kDeterministic even when b's
+// children coincide with a's, and a prune that selects (budget < size) makes
+// every slot that keeps children kDeterministic even when it kept them all.
+// Random cases are checked against brute force over root-to-node token
+// sequences and sorted scores.
+#include "specdec/core/draft_tree_ops.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "support/catch.hpp"
+
+using specdec::ChildMode;
+using specdec::DraftTree;
+using specdec::InvalidArgumentError;
+using specdec::InvalidTreeError;
+using specdec::prune_to_budget;
+using specdec::TokenId;
+using specdec::trie_union;
+
+namespace {
+
+constexpr std::int32_t kRoot = DraftTree::kRoot;
+using Sequence = std::vector<TokenId>;
+
+// The message of the E that f throws; fails the test if f throws nothing.
+template <class E, class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  FAIL("expected an exception, none was thrown");
+  return {};
+}
+
+// Draft probabilities with exact 1 (child ties parent), 0 (-inf) and
+// repeated values, so cum_logprob ties are common.
+float random_prob(std::mt19937& rng) {
+  switch (std::uniform_int_distribution<int>(0, 9)(rng)) {
+    case 0:
+      return 1.0f;
+    case 1:
+      return 0.5f;
+    case 2:
+      return 0.25f;
+    case 3:
+      if (std::uniform_int_distribution<int>(0, 3)(rng) == 0) return 0.0f;
+      [[fallthrough]];
+    default:
+      return std::uniform_real_distribution<float>(0.01f, 1.0f)(rng);
+  }
+}
+
+// A random tree: parents are the previous node (per-tree probability) or
+// uniform over the root and earlier nodes; tokens from [0, alphabet). With
+// distinct_siblings, a token already used under the same parent is bumped to
+// the next free one. Most slots with children get a random draft source.
+DraftTree random_tree(std::mt19937& rng, std::int32_t num_nodes, bool distinct_siblings,
+                      TokenId alphabet = 4, TokenId root = 500) {
+  std::uniform_real_distribution<double> u01(0.0, 1.0);
+  const double chain_bias = u01(rng);
+  DraftTree t(root);
+  std::vector<std::set<TokenId>> used(static_cast<std::size_t>(num_nodes) + 1);
+  for (std::int32_t i = 0; i < num_nodes; ++i) {
+    const std::int32_t parent = i > 0 && u01(rng) < chain_bias
+                                    ? i - 1
+                                    : std::uniform_int_distribution<std::int32_t>(-1, i - 1)(rng);
+    auto token = std::uniform_int_distribution<TokenId>(0, alphabet - 1)(rng);
+    if (distinct_siblings) {
+      auto& taken = used[static_cast<std::size_t>(parent + 1)];
+      while (taken.count(token) != 0) ++token;
+      taken.insert(token);
+    }
+    t.add_node(parent, token, random_prob(rng));
+  }
+  for (std::int32_t s = kRoot; s < t.size(); ++s)
+    if (t.num_children(s) > 0 && u01(rng) < 0.8)
+      t.set_children_source(s, std::uniform_int_distribution<std::int32_t>(-1, 30)(rng),
+                            static_cast<ChildMode>(std::uniform_int_distribution<int>(1, 3)(rng)));
+  return t;
+}
+
+// Tokens from the root's child down to node i, by walking parent links.
+Sequence sequence_of(const DraftTree& t, std::int32_t i) {
+  Sequence s;
+  for (; i != kRoot; i = t.node(i).parent) s.push_back(t.node(i).token);
+  std::reverse(s.begin(), s.end());
+  return s;
+}
+
+std::multiset<Sequence> sequences(const DraftTree& t) {
+  std::multiset<Sequence> out;
+  for (std::int32_t i = 0; i < t.size(); ++i) out.insert(sequence_of(t, i));
+  return out;
+}
+
+bool has_duplicate_siblings(const DraftTree& t) {
+  for (std::int32_t s = kRoot; s < t.size(); ++s) {
+    std::set<TokenId> seen;
+    for (auto c : t.children(s))
+      if (!seen.insert(t.token(c)).second) return true;
+  }
+  return false;
+}
+
+// Requires x and y to be the same tree: root, nodes, sibling order and the
+// draft source of every slot (b's rows shifted by row_offset).
+void require_same_tree(const DraftTree& x, const DraftTree& y, std::int32_t row_offset = 0) {
+  REQUIRE(x.root_token() == y.root_token());
+  REQUIRE(x.size() == y.size());
+  for (std::int32_t i = 0; i < x.size(); ++i) {
+    REQUIRE(x.token(i) == y.token(i));
+    REQUIRE(x.parent(i) == y.parent(i));
+    REQUIRE(x.node(i).draft_prob == y.node(i).draft_prob);
+    REQUIRE(x.node(i).depth == y.node(i).depth);
+    REQUIRE(x.node(i).cum_logprob == y.node(i).cum_logprob);
+  }
+  for (std::int32_t s = kRoot; s < x.size(); ++s) {
+    REQUIRE(x.children(s) == y.children(s));
+    REQUIRE(x.children_mode(s) == y.children_mode(s));
+    const auto row = y.children_draft_row(s);
+    REQUIRE(x.children_draft_row(s) == (row < 0 ? row : row + row_offset));
+  }
+}
+
+// How often each case of the union's source rule was met (for coverage).
+struct UnionSourceCases {
+  int a_alone = 0;          // children from a alone: a's source
+  int one_b_slot = 0;       // children from one slot of b alone: its source, row shifted
+  int a_and_b = 0;          // a and b: deterministic
+  int coinciding = 0;       // ... of which b's children were all a's children
+  int two_b_slots = 0;      // two or more slots of b: deterministic
+};
+
+// Checks the draft source of every slot of u = trie_union(a, b, offset)
+// against the rule. The contributors of a union slot s are a (when a has
+// children at s) and every slot of b that has children and maps to s:
+//  * none: a's source stands (none, row -1, for nodes new from b);
+//  * a alone: a's source;
+//  * one slot of b alone: that slot's source, row shifted by the offset
+//    (-1 stays -1);
+//  * more than one (a and b, or two slots of b): kDeterministic, even when
+//    b's children are all a's children.
+// The slot's children are also rebuilt from the maps: exactly a's children at
+// s and the images of those b slots' children.
+void require_union_sources(const DraftTree& a, const DraftTree& b, const specdec::TreeUnion& u,
+                           std::int32_t offset, UnionSourceCases& cases) {
+  const auto map_b = [&](std::int32_t i) {
+    return i == kRoot ? kRoot : u.from_b[static_cast<std::size_t>(i)];
+  };
+  for (std::int32_t s = kRoot; s < u.tree.size(); ++s) {
+    INFO("union slot " << s);
+    const bool in_a = s < a.size();
+    const bool a_contributes = in_a && a.num_children(s) > 0;
+    std::set<std::int32_t> a_children, b_children;
+    if (in_a)
+      for (auto c : a.children(s)) a_children.insert(u.from_a[static_cast<std::size_t>(c)]);
+    std::vector<std::int32_t> b_slots;
+    for (std::int32_t t = kRoot; t < b.size(); ++t) {
+      if (map_b(t) != s || b.num_children(t) == 0) continue;
+      b_slots.push_back(t);
+      for (auto c : b.children(t)) b_children.insert(map_b(c));
+    }
+    std::set<std::int32_t> all_children = a_children;
+    all_children.insert(b_children.begin(), b_children.end());
+    const auto kids = u.tree.children(s);
+    REQUIRE(std::set<std::int32_t>(kids.begin(), kids.end()) == all_children);
+    REQUIRE(kids.size() == all_children.size());
+
+    const auto contributors = (a_contributes ? 1u : 0u) + b_slots.size();
+    const auto mode = u.tree.children_mode(s);
+    const auto row = u.tree.children_draft_row(s);
+    if (contributors == 0) {
+      REQUIRE(kids.empty());
+      REQUIRE(mode == (in_a ? a.children_mode(s) : ChildMode::kNone));
+      REQUIRE(row == (in_a ? a.children_draft_row(s) : -1));
+    } else if (contributors == 1 && a_contributes) {
+      ++cases.a_alone;
+      REQUIRE(mode == a.children_mode(s));
+      REQUIRE(row == a.children_draft_row(s));
+    } else if (contributors == 1) {
+      ++cases.one_b_slot;
+      const auto b_row = b.children_draft_row(b_slots[0]);
+      REQUIRE(mode == b.children_mode(b_slots[0]));
+      REQUIRE(row == (b_row < 0 ? b_row : b_row + offset));
+    } else {
+      if (a_contributes) {
+        ++cases.a_and_b;
+        if (std::includes(a_children.begin(), a_children.end(), b_children.begin(),
+                          b_children.end()))
+          ++cases.coinciding;
+      }
+      if (b_slots.size() >= 2) ++cases.two_b_slots;
+      REQUIRE(mode == ChildMode::kDeterministic);
+    }
+  }
+}
+
+// The brute-force rerank: indices of the top `budget` nodes by cum_logprob,
+// ties to the lower index, in increasing order.
+std::vector<std::int32_t> top_by_score(const DraftTree& t, std::int32_t budget) {
+  std::vector<std::int32_t> order(static_cast<std::size_t>(t.size()));
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::int32_t x, std::int32_t y) {
+    const auto sx = t.node(x).cum_logprob, sy = t.node(y).cum_logprob;
+    return sx > sy || (sx == sy && x < y);
+  });
+  order.resize(static_cast<std::size_t>(std::min(budget, t.size())));
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+}  // namespace
+
+// --- trie_union ---------------------------------------------------------------------
+
+TEST_CASE("trie_union requires both trees to have the same root token", "[unit][tree]") {
+  DraftTree a(5), b(6);
+  a.add_node(kRoot, 1, 0.5f);
+  b.add_node(kRoot, 1, 0.5f);
+  const auto msg = message_of<InvalidTreeError>([&] { (void)trie_union(a, b); });
+  CHECK_THAT(msg, Catch::Contains("roots differ"));
+  CHECK_THAT(msg, Catch::Contains("token 5 vs token 6"));
+  REQUIRE_THROWS_AS(trie_union(DraftTree(5), DraftTree(6)), InvalidTreeError);
+  REQUIRE_NOTHROW(trie_union(a, DraftTree(5)));
+}
+
+TEST_CASE("trie_union merges shared prefixes, keeps a's indices and appends b's new nodes in order",
+          "[unit][tree]") {
+  // a: root ─┬─ 0:10 ── 2:20        b: root ─┬─ 0:10 ─┬─ 1:21
+  //          └─ 1:11                         │        └─ 2:20 ── 5:40
+  //                                          └─ 3:12 ── 4:30
+  DraftTree a(9);
+  a.add_node(kRoot, 10, 0.5f);
+  a.add_node(kRoot, 11, 0.25f);
+  a.add_node(0, 20, 0.5f);
+  DraftTree b(9);
+  b.add_node(kRoot, 10, 0.125f);
+  b.add_node(0, 21, 0.75f);
+  b.add_node(0, 20, 0.125f);
+  b.add_node(kRoot, 12, 1.0f);
+  b.add_node(3, 30, 0.5f);
+  b.add_node(2, 40, 0.5f);
+
+  const auto u = trie_union(a, b);
+  REQUIRE(u.tree.size() == 7);
+  CHECK(u.tree.root_token() == 9);
+  CHECK(u.from_a == std::vector<std::int32_t>{0, 1, 2});
+  CHECK(u.from_b == std::vector<std::int32_t>{0, 3, 2, 4, 5, 6});
+  const std::vector<TokenId> tokens{10, 11, 20, 21, 12, 30, 40};
+  const std::vector<std::int32_t> parents{-1, -1, 0, 0, -1, 4, 2};
+  for (std::int32_t i = 0; i < 7; ++i) {
+    CHECK(u.tree.token(i) == tokens[static_cast<std::size_t>(i)]);
+    CHECK(u.tree.parent(i) == parents[static_cast<std::size_t>(i)]);
+  }
+  // Merged nodes keep a's draft probability; new ones bring b's.
+  CHECK(u.tree.node(0).draft_prob == 0.5f);
+  CHECK(u.tree.node(2).draft_prob == 0.5f);
+  CHECK(u.tree.node(3).draft_prob == 0.75f);
+  CHECK(u.tree.node(4).draft_prob == 1.0f);
+  CHECK(u.tree.children(kRoot) == std::vector<std::int32_t>{0, 1, 4});
+  CHECK(u.tree.children(0) == std::vector<std::int32_t>{2, 3});
+  CHECK(u.tree.depth(6) == 3);
+  CHECK(u.tree.tokens_of(u.tree.path_to(6)) == std::vector<TokenId>{10, 20, 40});
+  // No sources were recorded: slots both trees fill still become
+  // deterministic; the others keep "none".
+  CHECK(u.tree.children_mode(kRoot) == ChildMode::kDeterministic);
+  CHECK(u.tree.children_mode(0) == ChildMode::kDeterministic);
+  CHECK(u.tree.children_mode(2) == ChildMode::kNone);
+  CHECK(u.tree.children_mode(4) == ChildMode::kNone);
+  CHECK(u.tree.children_draft_row(4) == -1);
+}
+
+TEST_CASE("trie_union keeps the draft source of a slot whose children come from one contributor",
+          "[unit][tree]") {
+  // a: root ── 0:1 ─┬─ 1:2             b: root ── 0:1 ─┬─ 1:2 ── 3:5
+  //                 └─ 2:3 ── 3:4                      └─ 2:3
+  //                                    b: root ── 4:7 ── 5:8   (added below)
+  DraftTree a(0);
+  a.add_node(kRoot, 1, 0.5f);
+  a.add_node(0, 2, 0.5f);
+  a.add_node(0, 3, 0.5f);
+  a.add_node(2, 4, 0.5f);
+  a.set_children_source(kRoot, 0, ChildMode::kSampledWithReplacement);
+  a.set_children_source(0, 1, ChildMode::kSampledWithoutReplacement);
+  a.set_children_source(2, 2, ChildMode::kSampledWithReplacement);
+
+  DraftTree b(0);
+  b.add_node(kRoot, 1, 0.25f);
+  b.add_node(0, 2, 0.25f);
+  b.add_node(0, 3, 0.25f);
+  b.add_node(1, 5, 0.25f);
+  b.set_children_source(kRoot, 0, ChildMode::kSampledWithReplacement);
+  b.set_children_source(0, 1, ChildMode::kSampledWithoutReplacement);
+  b.set_children_source(1, 2, ChildMode::kSampledWithoutReplacement);
+
+  SECTION("a-only and b-only slots keep their source; slots both fill are deterministic") {
+    const auto u = trie_union(a, b, 10);
+    REQUIRE(u.tree.size() == 5);
+    CHECK(u.from_b == std::vector<std::int32_t>{0, 1, 2, 4});
+    // a-only slot: a's source, untouched by the offset.
+    CHECK(u.tree.children(2) == std::vector<std::int32_t>{3});
+    CHECK(u.tree.children_mode(2) == ChildMode::kSampledWithReplacement);
+    CHECK(u.tree.children_draft_row(2) == 2);
+    // b-only children under a leaf of a: b's source, row shifted.
+    CHECK(u.tree.children(1) == std::vector<std::int32_t>{4});
+    CHECK(u.tree.children_mode(1) == ChildMode::kSampledWithoutReplacement);
+    CHECK(u.tree.children_draft_row(1) == 12);
+    // The root and node 0 get children from both trees (b only repeats a's,
+    // in the same modes): deterministic.
+    CHECK(u.tree.children_mode(kRoot) == ChildMode::kDeterministic);
+    CHECK(u.tree.children_mode(0) == ChildMode::kDeterministic);
+    // Leaves have none.
+    CHECK(u.tree.children_mode(3) == ChildMode::kNone);
+    CHECK(u.tree.children_draft_row(3) == -1);
+    CHECK(u.tree.children_mode(4) == ChildMode::kNone);
+    CHECK(u.tree.children_draft_row(4) == -1);
+  }
+  SECTION("children under a node new from b keep b's source; row -1 stays -1") {
+    b.add_node(kRoot, 7, 0.5f);  // 4
+    b.add_node(4, 8, 0.5f);      // 5
+    b.set_children_source(4, -1, ChildMode::kSampledWithReplacement);
+    const auto u = trie_union(a, b, 10);
+    REQUIRE(u.tree.size() == 7);
+    const auto n7 = u.from_b[4];
+    CHECK(n7 == 5);
+    CHECK(u.tree.children(n7) == std::vector<std::int32_t>{6});
+    CHECK(u.tree.children_mode(n7) == ChildMode::kSampledWithReplacement);
+    CHECK(u.tree.children_draft_row(n7) == -1);
+    CHECK(u.tree.children(kRoot) == std::vector<std::int32_t>{0, 5});
+    CHECK(u.tree.children_mode(kRoot) == ChildMode::kDeterministic);
+  }
+  SECTION("a union of a with an empty tree changes no source") {
+    const auto u = trie_union(a, DraftTree(0), 10);
+    require_same_tree(u.tree, a);
+    CHECK(u.from_a == std::vector<std::int32_t>{0, 1, 2, 3});
+    CHECK(u.from_b.empty());
+  }
+  SECTION("a union of an empty tree with b is b with its rows shifted") {
+    const auto u = trie_union(DraftTree(0), b, 10);
+    require_same_tree(u.tree, b, 10);
+    CHECK(u.from_a.empty());
+    CHECK(u.from_b == std::vector<std::int32_t>{0, 1, 2, 3});
+  }
+}
+
+TEST_CASE("trie_union makes a slot deterministic when b's children all coincide with a's",
+          "[unit][tree]") {
+  // a: root ── 0:1 ─┬─ 1:2
+  //                 └─ 2:3
+  DraftTree a(0);
+  a.add_node(kRoot, 1, 0.5f);
+  a.add_node(0, 2, 0.5f);
+  a.add_node(0, 3, 0.5f);
+  a.set_children_source(kRoot, 0, ChildMode::kSampledWithReplacement);
+  a.set_children_source(0, 1, ChildMode::kSampledWithoutReplacement);
+
+  SECTION("b repeats a's child set in the same modes") {
+    DraftTree b(0);
+    b.add_node(kRoot, 1, 0.25f);
+    b.add_node(0, 2, 0.25f);
+    b.add_node(0, 3, 0.25f);
+    b.set_children_source(kRoot, 0, ChildMode::kSampledWithReplacement);
+    b.set_children_source(0, 1, ChildMode::kSampledWithoutReplacement);
+    const auto u = trie_union(a, b, 7);
+    // No node is added and every node keeps a's data...
+    REQUIRE(u.tree.size() == 3);
+    CHECK(u.from_b == std::vector<std::int32_t>{0, 1, 2});
+    for (std::int32_t i = 0; i < 3; ++i) {
+      CHECK(u.tree.token(i) == a.token(i));
+      CHECK(u.tree.parent(i) == a.parent(i));
+      CHECK(u.tree.node(i).draft_prob == a.node(i).draft_prob);
+    }
+    CHECK(u.tree.children(kRoot) == a.children(kRoot));
+    CHECK(u.tree.children(0) == a.children(0));
+    // ...but both slots with children had two contributors.
+    CHECK(u.tree.children_mode(kRoot) == ChildMode::kDeterministic);
+    CHECK(u.tree.children_mode(0) == ChildMode::kDeterministic);
+    CHECK(u.tree.children_mode(1) == ChildMode::kNone);
+    CHECK(u.tree.children_mode(2) == ChildMode::kNone);
+  }
+  SECTION("b's children are a strict subset of a's") {
+    DraftTree b(0);
+    b.add_node(kRoot, 1, 0.25f);
+    b.add_node(0, 3, 0.25f);
+    b.set_children_source(0, 4, ChildMode::kSampledWithReplacement);
+    const auto u = trie_union(a, b, 7);
+    REQUIRE(u.tree.size() == 3);
+    CHECK(u.from_b == std::vector<std::int32_t>{0, 2});
+    CHECK(u.tree.children(0) == std::vector<std::int32_t>{1, 2});
+    CHECK(u.tree.children_mode(0) == ChildMode::kDeterministic);
+    CHECK(u.tree.children_mode(kRoot) == ChildMode::kDeterministic);
+  }
+  SECTION("b adds a sibling to a's children") {
+    DraftTree b(0);
+    b.add_node(kRoot, 1, 0.5f);
+    b.add_node(0, 9, 0.5f);  // new sibling of a's nodes 1 and 2
+    b.set_children_source(kRoot, 0, ChildMode::kSampledWithReplacement);
+    b.set_children_source(0, 1, ChildMode::kSampledWithReplacement);
+    const auto u = trie_union(a, b, 5);
+    CHECK(u.from_b == std::vector<std::int32_t>{0, 3});
+    CHECK(u.tree.children(0) == std::vector<std::int32_t>{1, 2, 3});
+    CHECK(u.tree.children_mode(0) == ChildMode::kDeterministic);
+    CHECK(u.tree.children_mode(kRoot) == ChildMode::kDeterministic);
+    CHECK(u.tree.children_mode(3) == ChildMode::kNone);
+  }
+}
+
+TEST_CASE("trie_union never merges b's nodes with each other", "[unit][tree]") {
+  // a: root ── 0:1 ── 1:2
+  DraftTree a(0);
+  a.add_node(kRoot, 1, 0.5f);  // 0
+  a.add_node(0, 2, 0.5f);      // 1
+  a.set_children_source(kRoot, 3, ChildMode::kSampledWithReplacement);
+  a.set_children_source(0, 4, ChildMode::kSampledWithoutReplacement);
+
+  SECTION("duplicate siblings of b under a node that is new in the union stay distinct") {
+    // b: root ─┬─ 0:1
+    //          └─ 1:7 ─┬─ 2:5      7 is new in the union; b's two draws of
+    //                  ├─ 3:5      token 5 under it stay two nodes.
+    //                  └─ 4:6
+    DraftTree b(0);
+    b.add_node(kRoot, 1, 0.5f);
+    b.add_node(kRoot, 7, 0.5f);
+    b.add_node(1, 5, 0.5f);
+    b.add_node(1, 5, 0.25f);
+    b.add_node(1, 6, 0.5f);
+    b.set_children_source(kRoot, 0, ChildMode::kSampledWithReplacement);
+    b.set_children_source(1, 2, ChildMode::kSampledWithReplacement);
+    const auto u = trie_union(a, b, 5);
+    REQUIRE(u.tree.size() == 6);
+    CHECK(u.from_b == std::vector<std::int32_t>{0, 2, 3, 4, 5});
+    CHECK(u.tree.children(2) == std::vector<std::int32_t>{3, 4, 5});
+    CHECK(u.tree.token(3) == 5);
+    CHECK(u.tree.token(4) == 5);
+    CHECK(u.tree.node(4).draft_prob == 0.25f);
+    // One contributor (b's slot 1): its source, row shifted.
+    CHECK(u.tree.children_mode(2) == ChildMode::kSampledWithReplacement);
+    CHECK(u.tree.children_draft_row(2) == 7);
+    CHECK(u.tree.children_mode(kRoot) == ChildMode::kDeterministic);
+    CHECK(u.tree.children_mode(0) == ChildMode::kSampledWithoutReplacement);
+    CHECK(u.tree.children_draft_row(0) == 4);
+    const auto seqs = sequences(u.tree);
+    CHECK(seqs.count(Sequence{7, 5}) == 2);
+  }
+  SECTION("duplicate siblings of b under a leaf of a stay distinct") {
+    // b: root ── 0:1 ── 1:2 ─┬─ 2:5      a's node 1 (token 2) is a leaf; b's
+    //                        ├─ 3:5      three draws 5, 5, 6 stay three nodes.
+    //                        └─ 4:6
+    DraftTree b(0);
+    b.add_node(kRoot, 1, 0.5f);
+    b.add_node(0, 2, 0.5f);
+    b.add_node(1, 5, 0.5f);
+    b.add_node(1, 5, 0.5f);
+    b.add_node(1, 6, 0.5f);
+    b.set_children_source(1, 2, ChildMode::kSampledWithReplacement);
+    const auto u = trie_union(a, b, 5);
+    REQUIRE(u.tree.size() == 5);
+    CHECK(u.from_b == std::vector<std::int32_t>{0, 1, 2, 3, 4});
+    CHECK(u.tree.children(1) == std::vector<std::int32_t>{2, 3, 4});
+    CHECK(u.tree.children_mode(1) == ChildMode::kSampledWithReplacement);
+    CHECK(u.tree.children_draft_row(1) == 7);
+  }
+  SECTION("duplicate siblings of b under a node of a with other children stay distinct") {
+    // b: root ── 0:1 ─┬─ 1:3 ── 3:8      a's node 0 has one child (token 2);
+    //                 └─ 2:3 ── 4:9      b's two 3s are two new nodes, each
+    //                                    keeping its own children's source.
+    DraftTree b(0);
+    b.add_node(kRoot, 1, 0.5f);
+    b.add_node(0, 3, 0.5f);
+    b.add_node(0, 3, 0.5f);
+    b.add_node(1, 8, 0.5f);
+    b.add_node(2, 9, 0.5f);
+    b.set_children_source(0, 0, ChildMode::kSampledWithReplacement);
+    b.set_children_source(1, 6, ChildMode::kSampledWithReplacement);
+    b.set_children_source(2, 7, ChildMode::kSampledWithoutReplacement);
+    const auto u = trie_union(a, b, 5);
+    REQUIRE(u.tree.size() == 6);
+    CHECK(u.from_b == std::vector<std::int32_t>{0, 2, 3, 4, 5});
+    CHECK(u.tree.children(0) == std::vector<std::int32_t>{1, 2, 3});
+    CHECK(u.tree.children_mode(0) == ChildMode::kDeterministic);
+    CHECK(u.tree.children(2) == std::vector<std::int32_t>{4});
+    CHECK(u.tree.children_mode(2) == ChildMode::kSampledWithReplacement);
+    CHECK(u.tree.children_draft_row(2) == 11);
+    CHECK(u.tree.children(3) == std::vector<std::int32_t>{5});
+    CHECK(u.tree.children_mode(3) == ChildMode::kSampledWithoutReplacement);
+    CHECK(u.tree.children_draft_row(3) == 12);
+  }
+  SECTION("b's duplicates that both match a node of a merge into it; their slots are mixed") {
+    // a': root ── 0:1 ── 1:3 (leaf)
+    // b:  root ── 0:1 ─┬─ 1:3 ── 3:8     both 3s merge into a's node 1; their
+    //                  └─ 2:3 ── 4:8     children (two 8s) stay two nodes,
+    //                                    and node 1 has two contributors.
+    DraftTree a2(0);
+    a2.add_node(kRoot, 1, 0.5f);
+    a2.add_node(0, 3, 0.5f);
+    DraftTree b(0);
+    b.add_node(kRoot, 1, 0.5f);
+    b.add_node(0, 3, 0.5f);
+    b.add_node(0, 3, 0.5f);
+    b.add_node(1, 8, 0.5f);
+    b.add_node(2, 8, 0.5f);
+    b.set_children_source(1, 6, ChildMode::kSampledWithReplacement);
+    b.set_children_source(2, 7, ChildMode::kSampledWithReplacement);
+    const auto u = trie_union(a2, b, 5);
+    REQUIRE(u.tree.size() == 4);
+    CHECK(u.from_b == std::vector<std::int32_t>{0, 1, 1, 2, 3});
+    CHECK(u.tree.children(1) == std::vector<std::int32_t>{2, 3});
+    CHECK(u.tree.token(2) == 8);
+    CHECK(u.tree.token(3) == 8);
+    CHECK(u.tree.children_mode(1) == ChildMode::kDeterministic);
+  }
+  SECTION("a childless duplicate of b does not disturb its twin's source") {
+    // a': root ── 0:1 ── 1:3 (leaf)
+    // b:  root ── 0:1 ─┬─ 1:3            both 3s merge into a's node 1; only
+    //                  └─ 2:3 ── 3:8     b's node 2 brings children there.
+    DraftTree a2(0);
+    a2.add_node(kRoot, 1, 0.5f);
+    a2.add_node(0, 3, 0.5f);
+    DraftTree b(0);
+    b.add_node(kRoot, 1, 0.5f);
+    b.add_node(0, 3, 0.5f);
+    b.add_node(0, 3, 0.5f);
+    b.add_node(2, 8, 0.5f);
+    b.set_children_source(2, 7, ChildMode::kSampledWithoutReplacement);
+    const auto u = trie_union(a2, b, 5);
+    CHECK(u.from_b == std::vector<std::int32_t>{0, 1, 1, 2});
+    CHECK(u.tree.children(1) == std::vector<std::int32_t>{2});
+    CHECK(u.tree.children_mode(1) == ChildMode::kSampledWithoutReplacement);
+    CHECK(u.tree.children_draft_row(1) == 12);
+  }
+}
+
+TEST_CASE("trie_union with duplicates in a merges b's nodes into a's first matching child",
+          "[unit][tree]") {
+  // a: root ─┬─ 0:1 ── 2:5        union(a, a): b's node 1 (the second 1)
+  //          └─ 1:1 ── 3:6        merges into a's node 0, so its child 6 is
+  //                               new under node 0; a's node 1 is left alone.
+  DraftTree a(0);
+  a.add_node(kRoot, 1, 0.5f);
+  a.add_node(kRoot, 1, 0.5f);
+  a.add_node(0, 5, 0.5f);
+  a.add_node(1, 6, 0.25f);
+  a.set_children_source(kRoot, 0, ChildMode::kSampledWithReplacement);
+  a.set_children_source(0, 1, ChildMode::kSampledWithReplacement);
+  a.set_children_source(1, 2, ChildMode::kSampledWithoutReplacement);
+  const auto u = trie_union(a, a, 10);
+  REQUIRE(u.tree.size() == 5);
+  CHECK(u.from_a == std::vector<std::int32_t>{0, 1, 2, 3});
+  CHECK(u.from_b == std::vector<std::int32_t>{0, 0, 2, 4});
+  CHECK(u.tree.parent(4) == 0);
+  CHECK(u.tree.token(4) == 6);
+  CHECK(u.tree.node(4).draft_prob == 0.25f);
+  CHECK(u.tree.children(0) == std::vector<std::int32_t>{2, 4});
+  CHECK(u.tree.children_mode(kRoot) == ChildMode::kDeterministic);
+  CHECK(u.tree.children_mode(0) == ChildMode::kDeterministic);
+  // Only a fills node 1: a's source.
+  CHECK(u.tree.children(1) == std::vector<std::int32_t>{3});
+  CHECK(u.tree.children_mode(1) == ChildMode::kSampledWithoutReplacement);
+  CHECK(u.tree.children_draft_row(1) == 2);
+}
+
+TEST_CASE("trie_union of a tree with itself keeps its nodes and makes every filled slot "
+          "deterministic; with an empty tree it is the tree",
+          "[unit][tree][property]") {
+  std::mt19937 rng(0x0a11);
+  int sampled_slots = 0;
+  for (int k = 0; k < 200; ++k) {
+    const auto n = std::uniform_int_distribution<std::int32_t>(0, 80)(rng);
+    const auto a = random_tree(rng, n, /*distinct_siblings=*/true);
+    const auto offset = std::uniform_int_distribution<std::int32_t>(0, 40)(rng);
+    INFO("tree " << k << " of " << n << " nodes");
+
+    const auto self = trie_union(a, a, offset);
+    REQUIRE(self.tree.root_token() == a.root_token());
+    REQUIRE(self.tree.size() == a.size());
+    for (std::int32_t i = 0; i < n; ++i) {
+      REQUIRE(self.tree.token(i) == a.token(i));
+      REQUIRE(self.tree.parent(i) == a.parent(i));
+      REQUIRE(self.tree.node(i).draft_prob == a.node(i).draft_prob);
+      REQUIRE(self.tree.node(i).depth == a.node(i).depth);
+      REQUIRE(self.tree.node(i).cum_logprob == a.node(i).cum_logprob);
+    }
+    for (std::int32_t s = kRoot; s < n; ++s) {
+      REQUIRE(self.tree.children(s) == a.children(s));
+      if (a.num_children(s) > 0) {
+        if (a.children_mode(s) == ChildMode::kSampledWithReplacement ||
+            a.children_mode(s) == ChildMode::kSampledWithoutReplacement)
+          ++sampled_slots;
+        REQUIRE(self.tree.children_mode(s) == ChildMode::kDeterministic);
+      } else {
+        REQUIRE(self.tree.children_mode(s) == a.children_mode(s));
+        REQUIRE(self.tree.children_draft_row(s) == a.children_draft_row(s));
+      }
+    }
+    std::vector<std::int32_t> identity(static_cast<std::size_t>(n));
+    std::iota(identity.begin(), identity.end(), 0);
+    REQUIRE(self.from_a == identity);
+    REQUIRE(self.from_b == identity);
+
+    const auto with_empty = trie_union(a, DraftTree(a.root_token()), offset);
+    require_same_tree(with_empty.tree, a);
+    REQUIRE(with_empty.from_a == identity);
+    REQUIRE(with_empty.from_b.empty());
+
+    // The other way round, b's tree comes back with its rows shifted.
+    const auto onto_empty = trie_union(DraftTree(a.root_token()), a, offset);
+    require_same_tree(onto_empty.tree, a, offset);
+    REQUIRE(onto_empty.from_a.empty());
+    REQUIRE(onto_empty.from_b == identity);
+  }
+  REQUIRE(sampled_slots > 100);  // the sampled -> deterministic change was exercised
+}
+
+TEST_CASE("Random pairs: trie_union holds every token sequence of both trees exactly once",
+          "[unit][tree][property]") {
+  std::mt19937 rng(0x0a12);
+  for (int k = 0; k < 500; ++k) {
+    // Small alphabets make the trees overlap a lot; larger ones rarely.
+    const auto alphabet = std::uniform_int_distribution<TokenId>(2, 8)(rng);
+    const auto a =
+        random_tree(rng, std::uniform_int_distribution<std::int32_t>(0, 80)(rng), true, alphabet);
+    const auto b =
+        random_tree(rng, std::uniform_int_distribution<std::int32_t>(0, 80)(rng), true, alphabet);
+    REQUIRE_FALSE(has_duplicate_siblings(a));
+    REQUIRE_FALSE(has_duplicate_siblings(b));
+    const auto offset = std::uniform_int_distribution<std::int32_t>(0, 40)(rng);
+    const auto u = trie_union(a, b, offset);
+    INFO("pair " << k << ": |a| = " << a.size() << ", |b| = " << b.size());
+
+    // a is a prefix of the union, node for node.
+    REQUIRE(u.tree.root_token() == a.root_token());
+    REQUIRE(u.from_a.size() == static_cast<std::size_t>(a.size()));
+    REQUIRE(u.from_b.size() == static_cast<std::size_t>(b.size()));
+    for (std::int32_t i = 0; i < a.size(); ++i) {
+      REQUIRE(u.from_a[static_cast<std::size_t>(i)] == i);
+      REQUIRE(u.tree.token(i) == a.token(i));
+      REQUIRE(u.tree.parent(i) == a.parent(i));
+      REQUIRE(u.tree.node(i).draft_prob == a.node(i).draft_prob);
+    }
+
+    // Sequences: each exactly once, and exactly those of a and b.
+    const auto in_union = sequences(u.tree);
+    const std::set<Sequence> distinct(in_union.begin(), in_union.end());
+    REQUIRE(distinct.size() == in_union.size());
+    std::set<Sequence> expected;
+    for (const auto& s : sequences(a)) expected.insert(s);
+    for (const auto& s : sequences(b)) expected.insert(s);
+    REQUIRE(distinct == expected);
+
+    // from_b lands on the node with the same sequence; b's new nodes come
+    // after a's, in b's order; a node new from b keeps b's draft probability.
+    std::int32_t next_new = a.size();
+    for (std::int32_t i = 0; i < b.size(); ++i) {
+      const auto ui = u.from_b[static_cast<std::size_t>(i)];
+      REQUIRE(ui >= 0);
+      REQUIRE(ui < u.tree.size());
+      REQUIRE(sequence_of(u.tree, ui) == sequence_of(b, i));
+      if (ui >= a.size()) {
+        REQUIRE(ui == next_new++);
+        REQUIRE(u.tree.node(ui).draft_prob == b.node(i).draft_prob);
+      }
+    }
+    REQUIRE(next_new == u.tree.size());
+    require_union_sources(a, b, u, offset);
+  }
+}
+
+TEST_CASE("Random pairs with duplicate siblings: trie_union maps every node to its sequence",
+          "[unit][tree][property]") {
+  std::mt19937 rng(0x0a13);
+  for (int k = 0; k < 500; ++k) {
+    const auto a =
+        random_tree(rng, std::uniform_int_distribution<std::int32_t>(0, 60)(rng), false, 3);
+    const auto b =
+        random_tree(rng, std::uniform_int_distribution<std::int32_t>(0, 60)(rng), false, 3);
+    const auto offset = std::uniform_int_distribution<std::int32_t>(0, 40)(rng);
+    const auto u = trie_union(a, b, offset);
+    INFO("pair " << k);
+    for (std::int32_t i = 0; i < a.size(); ++i) {
+      REQUIRE(u.tree.token(i) == a.token(i));
+      REQUIRE(u.tree.parent(i) == a.parent(i));
+    }
+    for (std::int32_t i = 0; i < b.size(); ++i)
+      REQUIRE(sequence_of(u.tree, u.from_b[static_cast<std::size_t>(i)]) == sequence_of(b, i));
+    // Nothing beyond a's and b's sequences. a's duplicate siblings stay, but
+    // a node new from b shares its token with no sibling: b's duplicates
+    // merge, and b merges into the first matching child of a. (b can still
+    // re-spell a sequence that a reaches only through a's second duplicate.)
+    std::set<Sequence> known;
+    for (const auto& s : sequences(a)) known.insert(s);
+    for (const auto& s : sequences(b)) known.insert(s);
+    for (std::int32_t i = 0; i < u.tree.size(); ++i)
+      REQUIRE(known.count(sequence_of(u.tree, i)) == 1);
+    for (std::int32_t i = a.size(); i < u.tree.size(); ++i) {
+      const auto parent = u.tree.parent(i);
+      for (auto c : u.tree.children(parent))
+        if (c != i) REQUIRE(u.tree.token(c) != u.tree.token(i));
+      REQUIRE(u.tree.find_child(parent, u.tree.token(i)) == i);
+    }
+    require_union_sources(a, b, u, offset);
+  }
+}
+
+// --- prune_to_budget ----------------------------------------------------------------
+
+namespace {
+
+// root ─┬─ 0 (0.6) ─┬─ 2 (0.4: 0.24) ── 5 (0.5: 0.12)
+//       │           └─ 3 (0.25: 0.15)
+//       └─ 1 (0.3) ── 4 (0.9: 0.27)
+// Ranking by path probability: 0, 1, 4, 2, 3, 5.
+DraftTree scored_tree() {
+  DraftTree t(42);
+  t.add_node(kRoot, 10, 0.6f);
+  t.add_node(kRoot, 11, 0.3f);
+  t.add_node(0, 20, 0.4f);
+  t.add_node(0, 21, 0.25f);
+  t.add_node(1, 22, 0.9f);
+  t.add_node(2, 30, 0.5f);
+  t.set_children_source(kRoot, 0, ChildMode::kSampledWithReplacement);
+  t.set_children_source(0, 1, ChildMode::kSampledWithoutReplacement);
+  t.set_children_source(1, 2, ChildMode::kSampledWithReplacement);
+  t.set_children_source(2, 3, ChildMode::kSampledWithoutReplacement);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("prune_to_budget keeps the best nodes by path probability", "[unit][tree]") {
+  const auto t = scored_tree();
+  const std::vector<std::vector<std::int32_t>> expected{
+      {}, {0}, {0, 1}, {0, 1, 4}, {0, 1, 2, 4}, {0, 1, 2, 3, 4}, {0, 1, 2, 3, 4, 5}};
+  for (std::int32_t budget = 0; budget <= 8; ++budget) {
+    INFO("budget " << budget);
+    const auto p = prune_to_budget(t, budget);
+    CHECK(p.kept == expected[static_cast<std::size_t>(std::min(budget, 6))]);
+    CHECK(p.tree.size() == std::min(budget, 6));
+    CHECK(p.tree.root_token() == 42);
+  }
+
+  const auto p = prune_to_budget(t, 4);  // keeps 0, 1, 2, 4
+  REQUIRE(p.tree.size() == 4);
+  CHECK(p.tree.tokens_of(p.tree.path_to(2)) == std::vector<TokenId>{10, 20});
+  CHECK(p.tree.tokens_of(p.tree.path_to(3)) == std::vector<TokenId>{11, 22});
+  CHECK(p.tree.parent(3) == 1);
+  CHECK(p.tree.node(3).draft_prob == 0.9f);
+  CHECK(p.tree.node(3).cum_logprob == t.node(4).cum_logprob);
+  // Root kept both children: its source stands.
+  CHECK(p.tree.children_mode(kRoot) == ChildMode::kSampledWithReplacement);
+  CHECK(p.tree.children_draft_row(kRoot) == 0);
+  // Node 0 lost child 3: deterministic, row kept.
+  CHECK(p.tree.children_mode(0) == ChildMode::kDeterministic);
+  CHECK(p.tree.children_draft_row(0) == 1);
+  // Node 1 kept its only child.
+  CHECK(p.tree.children_mode(1) == ChildMode::kSampledWithReplacement);
+  CHECK(p.tree.children_draft_row(1) == 2);
+  // Node 2 lost its only child: no children, no source.
+  CHECK(p.tree.num_children(2) == 0);
+  CHECK(p.tree.children_mode(2) == ChildMode::kNone);
+  CHECK(p.tree.children_draft_row(2) == -1);
+
+  // A budget covering the tree returns it unchanged.
+  require_same_tree(prune_to_budget(t, 6).tree, t);
+  require_same_tree(prune_to_budget(t, 100).tree, t);
+}
+
+TEST_CASE("prune_to_budget breaks score ties by the lower index", "[unit][tree]") {
+  SECTION("all scores equal: the first nodes win") {
+    DraftTree t(0);
+    for (std::int32_t p : {-1, -1, 0, 1, 0, 2}) t.add_node(p, 1, 1.0f);
+    CHECK(prune_to_budget(t, 3).kept == std::vector<std::int32_t>{0, 1, 2});
+    CHECK(prune_to_budget(t, 5).kept == std::vector<std::int32_t>{0, 1, 2, 3, 4});
+  }
+  SECTION("a deeper node of lower index beats a shallower tied node") {
+    // root ─┬─ 0 (1.0) ── 1 (0.5)      1 and 2 both score log 0.5.
+    //       └─ 2 (0.5)
+    DraftTree t(0);
+    t.add_node(kRoot, 1, 1.0f);
+    t.add_node(0, 2, 0.5f);
+    t.add_node(kRoot, 3, 0.5f);
+    REQUIRE(t.node(1).cum_logprob == t.node(2).cum_logprob);
+    CHECK(prune_to_budget(t, 2).kept == std::vector<std::int32_t>{0, 1});
+  }
+  SECTION("zero-probability nodes tie at -inf and come last") {
+    DraftTree t(0);
+    t.add_node(kRoot, 1, 0.0f);  // 0: -inf
+    t.add_node(kRoot, 2, 0.1f);  // 1
+    t.add_node(1, 3, 0.0f);      // 2: -inf
+    t.add_node(0, 4, 0.5f);      // 3: -inf
+    CHECK(prune_to_budget(t, 1).kept == std::vector<std::int32_t>{1});
+    CHECK(prune_to_budget(t, 2).kept == std::vector<std::int32_t>{0, 1});
+    CHECK(prune_to_budget(t, 3).kept == std::vector<std::int32_t>{0, 1, 2});
+    CHECK(prune_to_budget(t, 4).kept == std::vector<std::int32_t>{0, 1, 2, 3});
+  }
+}
+
+TEST_CASE("prune_to_budget with budget 0 gives an empty tree and rejects a negative budget",
+          "[unit][tree]") {
+  const auto t = scored_tree();
+  const auto p = prune_to_budget(t, 0);
+  CHECK(p.tree.empty());
+  CHECK(p.kept.empty());
+  CHECK(p.tree.root_token() == 42);
+  CHECK(p.tree.children_mode(kRoot) == ChildMode::kNone);
+  CHECK(prune_to_budget(DraftTree(3), 5).tree.empty());
+
+  CHECK_THAT(message_of<InvalidArgumentError>([&] { (void)prune_to_budget(t, -1); }),
+             Catch::Contains("budget must be >= 0, got -1"));
+  REQUIRE_THROWS_AS(prune_to_budget(DraftTree(3), -7), InvalidArgumentError);
+}
+
+TEST_CASE("Random trees: prune_to_budget keeps the top nodes by cum_logprob and their ancestors",
+          "[unit][tree][property]") {
+  std::mt19937 rng(0x9e11);
+  for (int k = 0; k < 500; ++k) {
+    const auto n = std::uniform_int_distribution<std::int32_t>(1, 80)(rng);
+    const auto t = random_tree(rng, n, /*distinct_siblings=*/false, 5);
+    const auto budget = std::uniform_int_distribution<std::int32_t>(0, n + 3)(rng);
+    INFO("tree " << k << " of " << n << " nodes, budget " << budget);
+    const auto p = prune_to_budget(t, budget);
+
+    REQUIRE(p.tree.size() == std::min(budget, n));
+    REQUIRE(p.kept.size() == static_cast<std::size_t>(p.tree.size()));
+    REQUIRE(std::is_sorted(p.kept.begin(), p.kept.end()));
+    REQUIRE(std::adjacent_find(p.kept.begin(), p.kept.end()) == p.kept.end());
+    REQUIRE(p.kept == top_by_score(t, budget));
+
+    // Closure, and the kept nodes form the induced subtree.
+    std::vector<std::int32_t> new_index(static_cast<std::size_t>(n), -1);
+    for (std::size_t j = 0; j < p.kept.size(); ++j)
+      new_index[static_cast<std::size_t>(p.kept[j])] = static_cast<std::int32_t>(j);
+    for (std::int32_t j = 0; j < p.tree.size(); ++j) {
+      const auto& old = t.node(p.kept[static_cast<std::size_t>(j)]);
+      if (old.parent != kRoot) REQUIRE(new_index[static_cast<std::size_t>(old.parent)] >= 0);
+      const auto expected_parent =
+          old.parent == kRoot ? kRoot : new_index[static_cast<std::size_t>(old.parent)];
+      REQUIRE(p.tree.parent(j) == expected_parent);
+      REQUIRE(p.tree.token(j) == old.token);
+      REQUIRE(p.tree.node(j).draft_prob == old.draft_prob);
+      REQUIRE(p.tree.node(j).depth == old.depth);
+      REQUIRE(p.tree.node(j).cum_logprob == old.cum_logprob);
+    }
+
+    // Sources: all children kept -> unchanged; some lost -> deterministic
+    // (row kept); all lost -> none.
+    for (std::int32_t s = kRoot; s < n; ++s) {
+      const auto ns = s == kRoot ? kRoot : new_index[static_cast<std::size_t>(s)];
+      if (ns == -1 && s != kRoot) continue;
+      const auto kept_children = p.tree.num_children(ns);
+      if (kept_children == 0) {
+        REQUIRE(p.tree.children_mode(ns) == ChildMode::kNone);
+        REQUIRE(p.tree.children_draft_row(ns) == -1);
+      } else if (kept_children == t.num_children(s)) {
+        REQUIRE(p.tree.children_mode(ns) == t.children_mode(s));
+        REQUIRE(p.tree.children_draft_row(ns) == t.children_draft_row(s));
+      } else {
+        REQUIRE(kept_children < t.num_children(s));
+        REQUIRE(p.tree.children_mode(ns) == ChildMode::kDeterministic);
+        REQUIRE(p.tree.children_draft_row(ns) == t.children_draft_row(s));
+      }
+    }
+  }
+}
