@@ -46,7 +46,6 @@ enum class Children { kChain, kSampled, kTopK };
 struct Method {
   std::string name;
   Children children;
-  int rule;  // 0 greedy, 1 speculative sampling, 2 recursive rejection, 3 typical
 };
 
 struct Outcome {
@@ -225,18 +224,18 @@ int run_demo(const DemoOptions& o) {
   RecursiveRejectionSampling tree_rule;
   TypicalAcceptance typical;
   if (params.is_greedy()) {
-    const Method m{"greedy, chain", Children::kChain, 0};
+    const Method m{"greedy, chain", Children::kChain};
     print_row(m.name, true, run_method(greedy, m, target, draft, o), target, o.gamma);
-    const Method t{fmt::format("greedy, top-{} tree", o.width), Children::kTopK, 0};
+    const Method t{fmt::format("greedy, top-{} tree", o.width), Children::kTopK};
     print_row(t.name, true, run_method(greedy, t, target, draft, o), target, o.gamma);
   }
-  const Method m1{"speculative sampling, chain", Children::kChain, 1};
+  const Method m1{"speculative sampling, chain", Children::kChain};
   print_row(m1.name, true, run_method(chain, m1, target, draft, o), target, o.gamma);
-  const Method m2{fmt::format("recursive rejection, {} i.i.d. children", o.width), Children::kSampled, 2};
+  const Method m2{fmt::format("recursive rejection, {} i.i.d. children", o.width), Children::kSampled};
   print_row(m2.name, true, run_method(tree_rule, m2, target, draft, o), target, o.gamma);
-  const Method m3{fmt::format("recursive rejection, top-{} tree", o.width), Children::kTopK, 2};
+  const Method m3{fmt::format("recursive rejection, top-{} tree", o.width), Children::kTopK};
   print_row(m3.name, true, run_method(tree_rule, m3, target, draft, o), target, o.gamma);
-  const Method m4{fmt::format("typical acceptance, top-{} tree", o.width), Children::kTopK, 3};
+  const Method m4{fmt::format("typical acceptance, top-{} tree", o.width), Children::kTopK};
   print_row(m4.name, false, run_method(typical, m4, target, draft, o), target, o.gamma);
   std::printf("\nTV: count-weighted mean total-variation distance between the empirical next-token\n"
               "distribution and the target's, per context. Lossless rules match the autoregressive\n"

@@ -628,6 +628,7 @@ TEST_CASE("trie_union of a tree with itself keeps its nodes and makes every fill
 TEST_CASE("Random pairs: trie_union holds every token sequence of both trees exactly once",
           "[unit][tree][property]") {
   std::mt19937 rng(0x0a12);
+  UnionSourceCases cases;
   for (int k = 0; k < 500; ++k) {
     // Small alphabets make the trees overlap a lot; larger ones rarely.
     const auto alphabet = std::uniform_int_distribution<TokenId>(2, 8)(rng);
@@ -675,13 +676,22 @@ TEST_CASE("Random pairs: trie_union holds every token sequence of both trees exa
       }
     }
     REQUIRE(next_new == u.tree.size());
-    require_union_sources(a, b, u, offset);
+    require_union_sources(a, b, u, offset, cases);
   }
+  // Every case of the rule was met, coinciding child sets included. (b has no
+  // duplicate siblings, so no two of its slots map to the same union slot.)
+  CHECK(cases.a_alone > 0);
+  CHECK(cases.one_b_slot > 0);
+  CHECK(cases.a_and_b > 0);
+  CHECK(cases.coinciding > 0);
+  CHECK(cases.two_b_slots == 0);
 }
 
-TEST_CASE("Random pairs with duplicate siblings: trie_union maps every node to its sequence",
+TEST_CASE("Random pairs with duplicate siblings: trie_union merges b only into a's nodes",
           "[unit][tree][property]") {
   std::mt19937 rng(0x0a13);
+  UnionSourceCases cases;
+  int distinct_b_duplicates = 0;  // new nodes that share parent and token with an earlier new one
   for (int k = 0; k < 500; ++k) {
     const auto a =
         random_tree(rng, std::uniform_int_distribution<std::int32_t>(0, 60)(rng), false, 3);
@@ -689,17 +699,44 @@ TEST_CASE("Random pairs with duplicate siblings: trie_union maps every node to i
         random_tree(rng, std::uniform_int_distribution<std::int32_t>(0, 60)(rng), false, 3);
     const auto offset = std::uniform_int_distribution<std::int32_t>(0, 40)(rng);
     const auto u = trie_union(a, b, offset);
-    INFO("pair " << k);
+    INFO("pair " << k << ": |a| = " << a.size() << ", |b| = " << b.size());
+
+    // a is a prefix of the union, node for node, duplicates included.
+    REQUIRE(u.tree.root_token() == a.root_token());
+    REQUIRE(u.from_a.size() == static_cast<std::size_t>(a.size()));
+    REQUIRE(u.from_b.size() == static_cast<std::size_t>(b.size()));
     for (std::int32_t i = 0; i < a.size(); ++i) {
+      REQUIRE(u.from_a[static_cast<std::size_t>(i)] == i);
       REQUIRE(u.tree.token(i) == a.token(i));
       REQUIRE(u.tree.parent(i) == a.parent(i));
+      REQUIRE(u.tree.node(i).draft_prob == a.node(i).draft_prob);
     }
-    for (std::int32_t i = 0; i < b.size(); ++i)
-      REQUIRE(sequence_of(u.tree, u.from_b[static_cast<std::size_t>(i)]) == sequence_of(b, i));
-    // Nothing beyond a's and b's sequences. a's duplicate siblings stay, but
-    // a node new from b shares its token with no sibling: b's duplicates
-    // merge, and b merges into the first matching child of a. (b can still
-    // re-spell a sequence that a reaches only through a's second duplicate.)
+
+    // Node i of b, under union slot P (the image of its parent), goes to a's
+    // first child of P with its token when P is a's and has one; otherwise it
+    // is a new node (appended in b's order, b's token and probability), even
+    // when an earlier node of b with the same token was appended under P.
+    std::int32_t next_new = a.size();
+    for (std::int32_t i = 0; i < b.size(); ++i) {
+      const auto bp = b.parent(i);
+      const auto parent = bp == kRoot ? kRoot : u.from_b[static_cast<std::size_t>(bp)];
+      const auto match = parent < a.size() ? a.find_child(parent, b.token(i)) : -1;
+      const auto ui = u.from_b[static_cast<std::size_t>(i)];
+      if (match >= 0) {
+        REQUIRE(ui == match);
+      } else {
+        REQUIRE(ui == next_new++);
+        REQUIRE(u.tree.parent(ui) == parent);
+        REQUIRE(u.tree.token(ui) == b.token(i));
+        REQUIRE(u.tree.node(ui).draft_prob == b.node(i).draft_prob);
+        if (u.tree.find_child(parent, b.token(i)) != ui) ++distinct_b_duplicates;
+      }
+      REQUIRE(sequence_of(u.tree, ui) == sequence_of(b, i));
+    }
+    REQUIRE(next_new == u.tree.size());
+
+    // Nothing beyond a's and b's sequences, and a node new from b never
+    // shares its token with a child of a under the same parent.
     std::set<Sequence> known;
     for (const auto& s : sequences(a)) known.insert(s);
     for (const auto& s : sequences(b)) known.insert(s);
@@ -707,12 +744,16 @@ TEST_CASE("Random pairs with duplicate siblings: trie_union maps every node to i
       REQUIRE(known.count(sequence_of(u.tree, i)) == 1);
     for (std::int32_t i = a.size(); i < u.tree.size(); ++i) {
       const auto parent = u.tree.parent(i);
-      for (auto c : u.tree.children(parent))
-        if (c != i) REQUIRE(u.tree.token(c) != u.tree.token(i));
-      REQUIRE(u.tree.find_child(parent, u.tree.token(i)) == i);
+      if (parent < a.size()) REQUIRE(a.find_child(parent, u.tree.token(i)) == -1);
     }
-    require_union_sources(a, b, u, offset);
+    require_union_sources(a, b, u, offset, cases);
   }
+  CHECK(distinct_b_duplicates > 0);
+  CHECK(cases.a_alone > 0);
+  CHECK(cases.one_b_slot > 0);
+  CHECK(cases.a_and_b > 0);
+  CHECK(cases.coinciding > 0);
+  CHECK(cases.two_b_slots > 0);
 }
 
 // --- prune_to_budget ----------------------------------------------------------------
@@ -759,23 +800,71 @@ TEST_CASE("prune_to_budget keeps the best nodes by path probability", "[unit][tr
   CHECK(p.tree.parent(3) == 1);
   CHECK(p.tree.node(3).draft_prob == 0.9f);
   CHECK(p.tree.node(3).cum_logprob == t.node(4).cum_logprob);
-  // Root kept both children: its source stands.
-  CHECK(p.tree.children_mode(kRoot) == ChildMode::kSampledWithReplacement);
+  // A selecting prune makes every slot that keeps children deterministic,
+  // with its draft row kept: the root kept both children, node 0 lost child 3,
+  // node 1 kept its only child.
+  CHECK(p.tree.children_mode(kRoot) == ChildMode::kDeterministic);
   CHECK(p.tree.children_draft_row(kRoot) == 0);
-  // Node 0 lost child 3: deterministic, row kept.
   CHECK(p.tree.children_mode(0) == ChildMode::kDeterministic);
   CHECK(p.tree.children_draft_row(0) == 1);
-  // Node 1 kept its only child.
-  CHECK(p.tree.children_mode(1) == ChildMode::kSampledWithReplacement);
+  CHECK(p.tree.children_mode(1) == ChildMode::kDeterministic);
   CHECK(p.tree.children_draft_row(1) == 2);
   // Node 2 lost its only child: no children, no source.
   CHECK(p.tree.num_children(2) == 0);
   CHECK(p.tree.children_mode(2) == ChildMode::kNone);
   CHECK(p.tree.children_draft_row(2) == -1);
+  CHECK(p.tree.children_mode(3) == ChildMode::kNone);
+}
 
-  // A budget covering the tree returns it unchanged.
-  require_same_tree(prune_to_budget(t, 6).tree, t);
-  require_same_tree(prune_to_budget(t, 100).tree, t);
+TEST_CASE("prune_to_budget returns the tree unchanged when the budget covers it, and otherwise "
+          "makes even a slot that kept all its children deterministic",
+          "[unit][tree]") {
+  const auto t = scored_tree();
+  SECTION("budget >= size: same nodes, same sampled modes and rows") {
+    for (std::int32_t budget : {6, 7, 100}) {
+      INFO("budget " << budget);
+      const auto p = prune_to_budget(t, budget);
+      CHECK(p.kept == std::vector<std::int32_t>{0, 1, 2, 3, 4, 5});
+      require_same_tree(p.tree, t);
+      CHECK(p.tree.children_mode(kRoot) == ChildMode::kSampledWithReplacement);
+      CHECK(p.tree.children_draft_row(kRoot) == 0);
+      CHECK(p.tree.children_mode(0) == ChildMode::kSampledWithoutReplacement);
+      CHECK(p.tree.children_draft_row(0) == 1);
+      CHECK(p.tree.children_mode(1) == ChildMode::kSampledWithReplacement);
+      CHECK(p.tree.children_draft_row(1) == 2);
+      CHECK(p.tree.children_mode(2) == ChildMode::kSampledWithoutReplacement);
+      CHECK(p.tree.children_draft_row(2) == 3);
+    }
+  }
+  SECTION("budget = size - 1: only node 5 goes, yet the root, 0 and 1 become deterministic") {
+    const auto p = prune_to_budget(t, 5);
+    REQUIRE(p.kept == std::vector<std::int32_t>{0, 1, 2, 3, 4});
+    // The root, node 0 and node 1 keep all their children.
+    CHECK(p.tree.children(kRoot) == std::vector<std::int32_t>{0, 1});
+    CHECK(p.tree.children(0) == std::vector<std::int32_t>{2, 3});
+    CHECK(p.tree.children(1) == std::vector<std::int32_t>{4});
+    CHECK(p.tree.children_mode(kRoot) == ChildMode::kDeterministic);
+    CHECK(p.tree.children_draft_row(kRoot) == 0);
+    CHECK(p.tree.children_mode(0) == ChildMode::kDeterministic);
+    CHECK(p.tree.children_draft_row(0) == 1);
+    CHECK(p.tree.children_mode(1) == ChildMode::kDeterministic);
+    CHECK(p.tree.children_draft_row(1) == 2);
+    // Node 2 lost its only child.
+    CHECK(p.tree.num_children(2) == 0);
+    CHECK(p.tree.children_mode(2) == ChildMode::kNone);
+    CHECK(p.tree.children_draft_row(2) == -1);
+  }
+  SECTION("a slot with children and no recorded source also becomes deterministic") {
+    DraftTree u(1);
+    u.add_node(kRoot, 2, 0.5f);
+    u.add_node(kRoot, 3, 0.25f);
+    const auto p = prune_to_budget(u, 1);
+    REQUIRE(p.kept == std::vector<std::int32_t>{0});
+    CHECK(p.tree.children_mode(kRoot) == ChildMode::kDeterministic);
+    CHECK(p.tree.children_draft_row(kRoot) == -1);
+    const auto whole = prune_to_budget(u, 2);
+    CHECK(whole.tree.children_mode(kRoot) == ChildMode::kNone);
+  }
 }
 
 TEST_CASE("prune_to_budget breaks score ties by the lower index", "[unit][tree]") {
@@ -826,6 +915,8 @@ TEST_CASE("prune_to_budget with budget 0 gives an empty tree and rejects a negat
 TEST_CASE("Random trees: prune_to_budget keeps the top nodes by cum_logprob and their ancestors",
           "[unit][tree][property]") {
   std::mt19937 rng(0x9e11);
+  int unchanged = 0;                // budget >= size
+  int sampled_slot_kept_whole = 0;  // a sampled slot that kept all children, budget < size
   for (int k = 0; k < 500; ++k) {
     const auto n = std::uniform_int_distribution<std::int32_t>(1, 80)(rng);
     const auto t = random_tree(rng, n, /*distinct_siblings=*/false, 5);
@@ -855,23 +946,32 @@ TEST_CASE("Random trees: prune_to_budget keeps the top nodes by cum_logprob and 
       REQUIRE(p.tree.node(j).cum_logprob == old.cum_logprob);
     }
 
-    // Sources: all children kept -> unchanged; some lost -> deterministic
-    // (row kept); all lost -> none.
+    if (budget >= n) {
+      // Nothing selected: the tree comes back as it is, sources included.
+      require_same_tree(p.tree, t);
+      ++unchanged;
+      continue;
+    }
+    // Selected: every slot that keeps a child is deterministic with its row
+    // kept, whether or not it lost any; a slot that keeps none has no source.
     for (std::int32_t s = kRoot; s < n; ++s) {
       const auto ns = s == kRoot ? kRoot : new_index[static_cast<std::size_t>(s)];
       if (ns == -1 && s != kRoot) continue;
       const auto kept_children = p.tree.num_children(ns);
+      REQUIRE(kept_children <= t.num_children(s));
       if (kept_children == 0) {
         REQUIRE(p.tree.children_mode(ns) == ChildMode::kNone);
         REQUIRE(p.tree.children_draft_row(ns) == -1);
-      } else if (kept_children == t.num_children(s)) {
-        REQUIRE(p.tree.children_mode(ns) == t.children_mode(s));
-        REQUIRE(p.tree.children_draft_row(ns) == t.children_draft_row(s));
       } else {
-        REQUIRE(kept_children < t.num_children(s));
+        if (kept_children == t.num_children(s) &&
+            (t.children_mode(s) == ChildMode::kSampledWithReplacement ||
+             t.children_mode(s) == ChildMode::kSampledWithoutReplacement))
+          ++sampled_slot_kept_whole;
         REQUIRE(p.tree.children_mode(ns) == ChildMode::kDeterministic);
         REQUIRE(p.tree.children_draft_row(ns) == t.children_draft_row(s));
       }
     }
   }
+  CHECK(unchanged > 0);
+  CHECK(sampled_slot_kept_whole > 0);
 }

@@ -1,0 +1,136 @@
+// Per-round cost of building and reshaping draft trees on the host, and of
+// warping one row of logits: what a decoder does around each verification.
+// Inputs (bench_inputs.hpp) are precomputed; each iteration takes the next of
+// kInstances inputs. Time per iteration is one round (microseconds).
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "bench_inputs.hpp"
+#include "specdec/core/draft_tree.hpp"
+#include "specdec/core/draft_tree_ops.hpp"
+#include "specdec/core/sampling_params.hpp"
+#include "specdec/core/warp.hpp"
+
+namespace specdec::bench {
+namespace {
+
+// Trees whose shape, not vocabulary, matters are built from 32k rows.
+constexpr std::int64_t kShapeVocab = kVocabLlama2;
+
+// Breadth-first top-2 tree from precomputed draft rows: per expanded slot a
+// partial sort of the vocab row, add_node per child, set_children_source.
+void BM_DraftTree_BuildTopK(benchmark::State& state) {
+  const std::int64_t vocab = state.range(0);
+  const auto num_nodes = static_cast<std::int32_t>(state.range(1));
+  const RowPool& pool = row_pool(vocab);
+  std::vector<ProbRows> drafts;
+  for (std::int32_t k = 0; k < kInstances; ++k) drafts.push_back(window(pool.draft, k, num_nodes + 1));
+  DraftTree tree;
+  TopK top_k;
+  std::size_t next = 0;
+  for (auto _ : state) {
+    build_topk_tree(tree, drafts[next], num_nodes, kWidth, top_k);
+    next = (next + 1) % drafts.size();
+    benchmark::DoNotOptimize(tree.nodes().data());
+  }
+}
+
+// The packed [nodes + 1, nodes + 1] tree attention mask, root included.
+void BM_DraftTree_AncestorMask(benchmark::State& state) {
+  const auto num_nodes = static_cast<std::int32_t>(state.range(0));
+  const auto& inputs = verify_inputs(kShapeVocab, num_nodes, kWidth, Children::kTopK);
+  std::size_t next = 0;
+  for (auto _ : state) {
+    const BitMatrix mask = inputs[next].tree.ancestor_mask();
+    next = (next + 1) % inputs.size();
+    benchmark::DoNotOptimize(mask.words().data());
+  }
+}
+
+// EAGLE-2 style rerank: a width-4 top-k tree of `source` nodes cut to the
+// `budget` nodes of highest cumulative draft log-probability.
+void BM_DraftTree_PruneToBudget(benchmark::State& state) {
+  const auto source = static_cast<std::int32_t>(state.range(0));
+  const auto budget = static_cast<std::int32_t>(state.range(1));
+  const auto& inputs = verify_inputs(kShapeVocab, source, 4, Children::kTopK);
+  std::size_t next = 0;
+  for (auto _ : state) {
+    const PrunedTree pruned = prune_to_budget(inputs[next].tree, budget);
+    next = (next + 1) % inputs.size();
+    benchmark::DoNotOptimize(pruned.tree.nodes().data());
+  }
+}
+
+// Lyanna verification fusion: the trie union of a top-2 tree and an i.i.d.
+// tree drafted from the same rows (so they share part of their nodes).
+// Counter union_nodes: mean size of the union (2 * nodes when nothing merges).
+void BM_DraftTree_TrieUnion(benchmark::State& state) {
+  const auto num_nodes = static_cast<std::int32_t>(state.range(0));
+  const auto& a = verify_inputs(kShapeVocab, num_nodes, kWidth, Children::kTopK);
+  const auto& b = verify_inputs(kShapeVocab, num_nodes, kWidth, Children::kSampled);
+  std::int64_t union_nodes = 0;
+  std::size_t next = 0;
+  for (auto _ : state) {
+    const TreeUnion u = trie_union(a[next].tree, b[next].tree, num_nodes + 1);
+    next = (next + 1) % a.size();
+    union_nodes += u.tree.size();
+    benchmark::DoNotOptimize(u.tree.nodes().data());
+  }
+  state.counters["union_nodes"] =
+      benchmark::Counter(static_cast<double>(union_nodes), benchmark::Counter::kAvgIterations);
+}
+
+// One row of logits to a distribution with a long-lived Warper.
+void BM_Warp(benchmark::State& state, SamplingParams params) {
+  const std::int64_t vocab = state.range(0);
+  constexpr int kRows = 8;
+  std::mt19937_64 gen(kSeed);
+  std::vector<std::vector<float>> logits(kRows, std::vector<float>(static_cast<std::size_t>(vocab)));
+  for (auto& row : logits) fill_target_logits(gen, row);
+  std::vector<float> probs(static_cast<std::size_t>(vocab));
+  Warper warp;
+  std::size_t next = 0;
+  for (auto _ : state) {
+    warp(logits[next], params, probs);
+    next = (next + 1) % logits.size();
+    benchmark::DoNotOptimize(probs.data());
+    benchmark::ClobberMemory();
+  }
+}
+
+BENCHMARK(BM_DraftTree_BuildTopK)
+    ->ArgsProduct({{kVocabLlama2, kVocabLlama3}, {8, 16, 32, 64}})
+    ->ArgNames({"vocab", "nodes"})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DraftTree_AncestorMask)
+    ->ArgsProduct({{8, 16, 32, 64}})
+    ->ArgNames({"nodes"})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DraftTree_PruneToBudget)
+    ->ArgsProduct({{64, 128}, {8, 16, 32, 64}})
+    ->ArgNames({"source", "budget"})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DraftTree_TrieUnion)
+    ->ArgsProduct({{8, 16, 32, 64}})
+    ->ArgNames({"nodes"})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Warp, temperature, SamplingParams{.temperature = 0.8f})
+    ->ArgsProduct({{kVocabLlama2, kVocabLlama3}})
+    ->ArgNames({"vocab"})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Warp, top_k50, SamplingParams{.temperature = 0.8f, .top_k = 50})
+    ->ArgsProduct({{kVocabLlama2, kVocabLlama3}})
+    ->ArgNames({"vocab"})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Warp, top_p0.9, SamplingParams{.temperature = 0.8f, .top_p = 0.9f})
+    ->ArgsProduct({{kVocabLlama2, kVocabLlama3}})
+    ->ArgNames({"vocab"})
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace specdec::bench
+
+BENCHMARK_MAIN();

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs specdec's Debian dependencies (only what is missing) and builds it
+# into build/ (Release, every backend whose toolchain is present).
+#   bash scripts/setup.sh            extra CMake arguments: SPECDEC_CMAKE_ARGS="..."
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  cmake ninja-build g++ pkg-config
+  libfmt-dev libeigen3-dev libdlpack-dev nlohmann-json3-dev libcli11-dev
+  catch2 libbenchmark-dev
+  libtorch-dev libopenblas0-openmp libdnnl-dev   # OpenBLAS-OpenMP: without it libtorch GEMMs are ~40x slower
+  libsentencepiece-dev sentencepiece              # tokenizer oracle (tests) and trainer (spm_train)
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+# shellcheck disable=SC2086
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${SPECDEC_CMAKE_ARGS:-}
+cmake --build build -j"$(nproc)"
