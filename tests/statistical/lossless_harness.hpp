@@ -131,6 +131,9 @@ enum class Strategy {
   kTreeTopK,            // widths {3, 2}, deterministic top-k
   kTreePruned,          // widths {3, 3} i.i.d., pruned to the best 5 nodes
   kTreeUnion,           // i.i.d. {2, 1} trie-union deterministic top-{2, 2}
+  // Wrong on purpose, for the power test: the pruned i.i.d. tree with MSS kept
+  // on every slot that happened to keep all its children.
+  kTreePrunedKeepingModes,
 };
 
 inline const char* name(Strategy s) {
@@ -142,6 +145,7 @@ inline const char* name(Strategy s) {
     case Strategy::kTreeTopK: return "top-k tree";
     case Strategy::kTreePruned: return "pruned i.i.d. tree";
     case Strategy::kTreeUnion: return "union of i.i.d. and top-k trees";
+    case Strategy::kTreePrunedKeepingModes: return "pruned i.i.d. tree keeping MSS (wrong)";
   }
   return "?";
 }
@@ -164,6 +168,19 @@ class Drafting {
         DraftTree full;
         grow(ctx, {3, 3}, ChildMode::kSampledWithReplacement, full, rows);
         tree = prune_to_budget(full, 5).tree;
+        break;
+      }
+      case Strategy::kTreePrunedKeepingModes: {
+        DraftTree full;
+        grow(ctx, {3, 3}, ChildMode::kSampledWithReplacement, full, rows);
+        auto pruned = prune_to_budget(full, 5);
+        for (std::int32_t slot = DraftTree::kRoot; slot < pruned.tree.size(); ++slot) {
+          const auto original = slot == DraftTree::kRoot ? slot : pruned.kept[static_cast<std::size_t>(slot)];
+          const auto n = pruned.tree.num_children(slot);
+          if (n > 0 && n == full.num_children(original))
+            pruned.tree.set_children_source(slot, pruned.tree.children_draft_row(slot), full.children_mode(original));
+        }
+        tree = pruned.tree;
         break;
       }
       case Strategy::kTreeUnion: {

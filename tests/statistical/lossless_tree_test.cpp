@@ -3,7 +3,8 @@
 // top-k) and for trees made by pruning and by trie union; checked on the first
 // and first two emitted tokens at every warp setting and p/q pair. A tree rule
 // that forgets to remove rejected deterministic children from the residual
-// fails the same test.
+// fails the same test, and so does MSS kept on pruned slots that happened to
+// keep all their children (the choice of rule then depends on the draws).
 #include "lossless_harness.hpp"
 #include "specdec/accept/recursive_rejection_sampling.hpp"
 #include "specdec/accept/row_math.hpp"
@@ -85,6 +86,17 @@ TEST_CASE("The losslessness test rejects a tree rule that forgets rejected child
   const auto c = st::pair_cases()[0];
   const auto fit = st::run_lossless_check(c, st::warp_settings()[0], st::Strategy::kTreeTopK,
                                           ResidualForgettingRule{});
+  INFO("first token: " << fit.first.describe());
+  INFO("first two tokens: " << fit.joint.describe());
+  CHECK(fit.first.rejects(st::kAlpha));
+  CHECK(fit.joint.rejects(st::kAlpha));
+}
+
+TEST_CASE("The losslessness test rejects MSS on pruned slots chosen by their draws", "[statistical][accept][tree]") {
+  sd::RecursiveRejectionSampling rule;
+  const auto c = st::pair_cases()[0];
+  const auto fit = st::run_lossless_check(c, st::warp_settings()[0], st::Strategy::kTreePrunedKeepingModes,
+                                          [&](auto&&... args) { return rule.verify(args...); });
   INFO("first token: " << fit.first.describe());
   INFO("first two tokens: " << fit.joint.describe());
   CHECK(fit.first.rejects(st::kAlpha));

@@ -44,13 +44,12 @@ struct TreeUnion {
 // the drawn tokens; see the note at the top).
 inline TreeUnion trie_union(const DraftTree& a, const DraftTree& b, std::int32_t b_row_offset = 0) {
   if (a.root_token() != b.root_token())
-    throw InvalidTreeError(fmt::format("trie_union: roots differ (token {} vs token {})",
-                                       a.root_token(), b.root_token()));
+    throw InvalidTreeError(
+        fmt::format("trie_union: roots differ (token {} vs token {})", a.root_token(), b.root_token()));
   TreeUnion u{a, {}, {}};
   for (std::int32_t i = 0; i < a.size(); ++i) u.from_a.push_back(i);
   const auto map_b = [&](std::int32_t b_index) {
-    return b_index == DraftTree::kRoot ? DraftTree::kRoot
-                                       : u.from_b[static_cast<std::size_t>(b_index)];
+    return b_index == DraftTree::kRoot ? DraftTree::kRoot : u.from_b[static_cast<std::size_t>(b_index)];
   };
   const auto child_of_a = [&](std::int32_t parent, TokenId token) {
     if (parent >= a.size()) return -1;  // parent is one of b's new nodes
@@ -114,6 +113,11 @@ inline PrunedTree prune_to_budget(const DraftTree& t, std::int32_t budget) {
       return score < o.score || (score == o.score && index > o.index);
     }
   };
+  if (budget >= t.size()) {  // nothing to select: the tree as it is
+    PrunedTree all{t, std::vector<std::int32_t>(static_cast<std::size_t>(t.size()))};
+    for (std::int32_t i = 0; i < t.size(); ++i) all.kept[static_cast<std::size_t>(i)] = i;
+    return all;
+  }
   std::priority_queue<Entry> frontier;
   for (auto c = t.first_child(DraftTree::kRoot); c >= 0; c = t.next_sibling(c))
     frontier.push({t.node(c).cum_logprob, c});
@@ -131,17 +135,16 @@ inline PrunedTree prune_to_budget(const DraftTree& t, std::int32_t budget) {
   for (std::int32_t i = 0; i < t.size(); ++i) {
     if (!keep[static_cast<std::size_t>(i)]) continue;
     const auto& n = t.node(i);
-    const auto parent = n.parent == DraftTree::kRoot ? DraftTree::kRoot : new_index[static_cast<std::size_t>(n.parent)];
+    const auto parent =
+        n.parent == DraftTree::kRoot ? DraftTree::kRoot : new_index[static_cast<std::size_t>(n.parent)];
     new_index[static_cast<std::size_t>(i)] = out.tree.add_node(parent, n.token, n.draft_prob);
     out.kept.push_back(i);
   }
-  const bool selected = budget < t.size();
   for (std::int32_t s = DraftTree::kRoot; s < t.size(); ++s) {
     const auto ns = s == DraftTree::kRoot ? DraftTree::kRoot : new_index[static_cast<std::size_t>(s)];
     if (s != DraftTree::kRoot && ns < 0) continue;
     if (out.tree.num_children(ns) == 0) continue;
-    out.tree.set_children_source(ns, t.children_draft_row(s),
-                                 selected ? ChildMode::kDeterministic : t.children_mode(s));
+    out.tree.set_children_source(ns, t.children_draft_row(s), ChildMode::kDeterministic);
   }
   return out;
 }
