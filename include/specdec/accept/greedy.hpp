@@ -14,7 +14,6 @@
 #include "specdec/core/prob_matrix.hpp"
 #include "specdec/core/rng.hpp"
 #include "specdec/core/verify_result.hpp"
-#include "specdec/core/warp.hpp"
 
 namespace specdec {
 
@@ -33,9 +32,7 @@ class GreedyAcceptance {
     out.clear();
     std::int32_t slot = DraftTree::kRoot;
     while (true) {
-      const auto row = target.row(slot + 1);
-      check_finite(row, slot);
-      const TokenId y = argmax(row);
+      const TokenId y = checked_argmax(target.row(slot + 1), slot);
       if (tree.num_children(slot) == 0) {
         out.bonus_token = y;
         return;
@@ -59,11 +56,21 @@ class GreedyAcceptance {
   }
 
  private:
-  static void check_finite(std::span<const float> row, std::int32_t slot) {
-    for (std::size_t i = 0; i < row.size(); ++i)
-      if (!std::isfinite(row[i]) && row[i] != -std::numeric_limits<float>::infinity())
-        throw InvalidDistributionError(
-            fmt::format("greedy: target row of slot {} has {} at token {}", slot, row[i], i));
+  // argmax (ties to the lowest id) and the NaN/+inf check in one pass.
+  static TokenId checked_argmax(std::span<const float> row, std::int32_t slot) {
+    if (row.empty()) throw InvalidDistributionError(fmt::format("greedy: empty target row for slot {}", slot));
+    std::size_t best = 0;
+    bool bad = false;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      bad |= std::isnan(row[i]) || row[i] == std::numeric_limits<float>::infinity();
+      best = row[i] > row[best] ? i : best;
+    }
+    if (bad)
+      for (std::size_t i = 0; i < row.size(); ++i)
+        if (std::isnan(row[i]) || row[i] == std::numeric_limits<float>::infinity())
+          throw InvalidDistributionError(
+              fmt::format("greedy: target row of slot {} has {} at token {}", slot, row[i], i));
+    return static_cast<TokenId>(best);
   }
 };
 

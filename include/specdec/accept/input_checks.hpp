@@ -28,10 +28,11 @@ inline void check_rule_inputs(std::string_view rule, const DraftTree& tree, cons
                                    rule, n.token, target.vocab()));
 }
 
-// The draft row the children of `slot` were sampled from, checked.
+// The draft row the children of `slot` were sampled from; its shape is always
+// checked, its contents unless the caller checks them later (`check`).
 inline std::span<const float> sampled_children_row(std::string_view rule, const DraftTree& tree,
                                                    std::int32_t slot, const ProbRows& draft,
-                                                   std::int64_t vocab) {
+                                                   std::int64_t vocab, bool check = true) {
   const auto r = tree.children_draft_row(slot);
   if (r < 0)
     throw InvalidTreeError(fmt::format(
@@ -43,7 +44,7 @@ inline std::span<const float> sampled_children_row(std::string_view rule, const 
     throw ShapeError(fmt::format("{}: draft vocabulary {} differs from target vocabulary {}", rule,
                                  draft.vocab(), vocab));
   const auto row = draft.row(r);
-  check_distribution(row, fmt::format("{}: draft row {}", rule, r));
+  if (check) check_distribution(row, fmt::format("{}: draft row {}", rule, r));
   return row;
 }
 

@@ -44,14 +44,14 @@ class RecursiveRejectionSampling {
     std::int32_t slot = DraftTree::kRoot;
     while (true) {
       const auto p = target.row(slot + 1);
-      check_distribution(p, fmt::format("{}: target row {}", kName, slot + 1));
+      const double p_mass = check_distribution(p, fmt::format("{}: target row {}", kName, slot + 1));
       if (tree.num_children(slot) == 0) {
         out.bonus_token = row_math::sample_row(p.data(), vocab, rng.uniform());
         return;
       }
       detail::check_children_recorded(kName, tree, slot);
       const std::int32_t next = tree.children_mode(slot) == ChildMode::kDeterministic
-                                    ? verify_deterministic(tree, slot, p, rng, out)
+                                    ? verify_deterministic(tree, slot, p, p_mass, rng, out)
                                     : verify_sampled(tree, slot, p, draft, rng, out);
       out.depth_accepted.push_back(next >= 0 ? 1 : 0);
       if (next < 0) return;  // bonus_token was set from the residual
@@ -71,9 +71,8 @@ class RecursiveRejectionSampling {
   // Target-only rule. P is never copied until the final residual: a rejected
   // child's mass is subtracted from the running total instead.
   std::int32_t verify_deterministic(const DraftTree& tree, std::int32_t slot,
-                                    std::span<const float> p, RandomStream& rng, VerifyResult& out) {
-    double mass = 0.0;
-    for (float v : p) mass += v;
+                                    std::span<const float> p, double mass, RandomStream& rng,
+                                    VerifyResult& out) {
     removed_.clear();
     for (auto c = tree.first_child(slot); c >= 0; c = tree.next_sibling(c)) {
       const TokenId x = tree.token(c);

@@ -49,20 +49,25 @@ class SpeculativeSampling {
       tokens_[static_cast<std::size_t>(i)] = tree.token(i);
       if (tree.children_mode(slot) != ChildMode::kDeterministic)
         draft_rows_[static_cast<std::size_t>(i)] =
-            detail::sampled_children_row(kName, tree, slot, draft, vocab).data();
+            detail::sampled_children_row(kName, tree, slot, draft, vocab, /*check=*/false).data();
     }
     emitted_.resize(static_cast<std::size_t>(gamma) + 1);
     const auto accepted = row_math::chain_speculative_sampling_row(
         PointerRows{draft_rows_.data()}, tokens_.data(), TargetRows{target},
         gamma, vocab, rng.take(static_cast<std::uint64_t>(gamma) + 1), emitted_.data());
 
-    // Check what the kernel read (rows 0..accepted): NaN or a row that is not a
-    // distribution makes the outcome meaningless, so it is an error, not a result.
+    // Check what the kernel read (target and draft rows 0..accepted), after the
+    // fact: rows past the first rejection are never read, so checking them would
+    // cost O(gamma * vocab) for nothing. NaN or a row that is not a distribution
+    // makes the outcome meaningless, so it is an error, not a result.
     for (std::int32_t i = 0; i <= accepted; ++i)
       check_distribution(target.row(i), fmt::format("{}: target row {}", kName, i));
     for (std::int32_t i = 0; i < gamma && i <= accepted; ++i) {
       const float* q = draft_rows_[static_cast<std::size_t>(i)];
-      if (q != nullptr && !(q[tree.token(i)] > 0.0f))
+      if (q == nullptr) continue;
+      check_distribution({q, static_cast<std::size_t>(vocab)},
+                         fmt::format("{}: draft row {}", kName, tree.children_draft_row(i - 1)));
+      if (!(q[tree.token(i)] > 0.0f))
         throw InvalidDistributionError(fmt::format(
             "{}: drafted token {} at depth {} has draft probability {}; it cannot have been sampled",
             kName, tree.token(i), i + 1, q[tree.token(i)]));

@@ -71,18 +71,24 @@ class TypicalAcceptance {
     ok_.assign(n, 0);
     score_.assign(n, 0.0);
     slot_threshold_.assign(n + 1, -1.0);
+    slot_checked_.assign(n + 1, 0);
     std::int32_t best = DraftTree::kRoot;
     for (std::int32_t c = 0; c < tree.size(); ++c) {
       const auto parent = tree.parent(c);
       if (parent != DraftTree::kRoot && !ok_[static_cast<std::size_t>(parent)]) continue;
       const auto p = target.row(parent + 1);
-      auto& thr = slot_threshold_[static_cast<std::size_t>(parent + 1)];
-      if (thr < 0.0) {
+      const auto slot = static_cast<std::size_t>(parent + 1);
+      if (!slot_checked_[slot]) {
         check_distribution(p, fmt::format("{}: target row {}", kName, parent + 1));
-        thr = threshold(p);
+        slot_checked_[slot] = 1;
       }
       const double p_x = p[static_cast<std::size_t>(tree.token(c))];
-      if (!(p_x > thr)) continue;
+      // The threshold is at most posterior_threshold, so a token above it is
+      // accepted without the O(vocab) entropy.
+      if (!(p_x > params_.posterior_threshold)) {
+        if (slot_threshold_[slot] < 0.0) slot_threshold_[slot] = threshold(p);
+        if (!(p_x > slot_threshold_[slot])) continue;
+      }
       ok_[static_cast<std::size_t>(c)] = 1;
       score_[static_cast<std::size_t>(c)] =
           (parent == DraftTree::kRoot ? 0.0 : score_[static_cast<std::size_t>(parent)]) + std::log(p_x);
@@ -96,7 +102,8 @@ class TypicalAcceptance {
     out.depth_accepted.assign(out.accepted_nodes.size(), 1);
     if (tree.num_children(best) > 0) out.depth_accepted.push_back(0);
     const auto p = target.row(best + 1);
-    check_distribution(p, fmt::format("{}: target row {}", kName, best + 1));
+    if (!slot_checked_[static_cast<std::size_t>(best + 1)])
+      check_distribution(p, fmt::format("{}: target row {}", kName, best + 1));
     out.bonus_token = row_math::sample_row(p.data(), target.vocab(), rng.uniform());
   }
 
@@ -112,6 +119,7 @@ class TypicalAcceptance {
   std::vector<std::uint8_t> ok_;
   std::vector<double> score_;
   std::vector<double> slot_threshold_;
+  std::vector<std::uint8_t> slot_checked_;
 };
 
 }  // namespace specdec

@@ -2,6 +2,7 @@
 // NaN from a broken model or a row of the wrong size is reported, not sampled.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -18,25 +19,47 @@ namespace specdec {
 inline constexpr double kDistributionSumTolerance = 1e-3;
 
 // Throws InvalidDistributionError unless `row` is non-empty, finite,
-// non-negative and sums to 1 within kDistributionSumTolerance. `what` names the
-// row in the message ("target row 3").
-inline void check_distribution(std::span<const float> row, std::string_view what) {
+// non-negative and sums to 1 within kDistributionSumTolerance; returns the sum
+// (in double) so callers that need the exact mass do not sum twice. `what`
+// names the row in the message ("target row 3").
+inline double check_distribution(std::span<const float> row, std::string_view what) {
   if (row.empty()) throw InvalidDistributionError(fmt::format("{}: empty distribution", what));
-  double sum = 0.0;
-  for (std::size_t i = 0; i < row.size(); ++i) {
-    const float v = row[i];
-    if (!std::isfinite(v))
-      throw InvalidDistributionError(
-          fmt::format("{}: probability of token {} is not finite ({})", what, i, v));
-    if (v < 0.0f)
-      throw InvalidDistributionError(
-          fmt::format("{}: probability of token {} is negative ({})", what, i, v));
-    sum += v;
+  // One branch-free pass with independent accumulators (rules call this on
+  // every row they read, so it must run at memory speed): v - v is NaN exactly
+  // when v is NaN or infinite, and a single min finds any negative entry.
+  constexpr std::size_t kLanes = 4;
+  double sum[kLanes] = {}, bad[kLanes] = {};
+  float low[kLanes] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const std::size_t n = row.size(), body = n - n % kLanes;
+  for (std::size_t i = 0; i < body; i += kLanes)
+    for (std::size_t l = 0; l < kLanes; ++l) {
+      const float v = row[i + l];
+      sum[l] += v;
+      bad[l] += v - v;
+      low[l] = v < low[l] ? v : low[l];
+    }
+  for (std::size_t i = body; i < n; ++i) {
+    sum[0] += row[i];
+    bad[0] += row[i] - row[i];
+    low[0] = row[i] < low[0] ? row[i] : low[0];
   }
-  if (std::fabs(sum - 1.0) > kDistributionSumTolerance)
-    throw InvalidDistributionError(
-        fmt::format("{}: probabilities sum to {}, expected 1 (tolerance {})", what, sum,
-                    kDistributionSumTolerance));
+  const double total = (sum[0] + sum[1]) + (sum[2] + sum[3]);
+  const bool finite = std::isfinite((bad[0] + bad[1]) + (bad[2] + bad[3]));
+  const bool negative = std::min(std::min(low[0], low[1]), std::min(low[2], low[3])) < 0.0f;
+  if (!finite || negative) {  // slow path: name the first offending token
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!std::isfinite(row[i]))
+        throw InvalidDistributionError(
+            fmt::format("{}: probability of token {} is not finite ({})", what, i, row[i]));
+      if (row[i] < 0.0f)
+        throw InvalidDistributionError(
+            fmt::format("{}: probability of token {} is negative ({})", what, i, row[i]));
+    }
+  }
+  if (std::fabs(total - 1.0) > kDistributionSumTolerance)
+    throw InvalidDistributionError(fmt::format("{}: probabilities sum to {}, expected 1 (tolerance {})", what,
+                                               total, kDistributionSumTolerance));
+  return total;
 }
 
 // Throws ShapeError unless `row` has `vocab` entries.

@@ -553,7 +553,7 @@ TEST_CASE("add_node rejects a negative token id", "[unit][tree]") {
   CHECK(t.add_node(kRoot, 0, 0.5f) == 0);  // token 0 is a valid id
 }
 
-TEST_CASE("add_node rejects draft probabilities that are NaN or outside [0, 1]", "[unit][tree]") {
+TEST_CASE("add_node rejects draft probabilities that are NaN or outside the unit interval", "[unit][tree]") {
   DraftTree t(1);
   const float bad[] = {std::numeric_limits<float>::quiet_NaN(),
                        -0.1f,

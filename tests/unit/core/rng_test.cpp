@@ -36,7 +36,7 @@ TEST_CASE("RandomStream draws the same uniforms as random access by index", "[un
   CHECK(s.uniform() == specdec::philox_uniform(1234, 7, 43));
 }
 
-TEST_CASE("Philox uniforms lie in [0, 1) with the moments of U(0, 1)", "[unit][rng]") {
+TEST_CASE("Philox uniforms lie in the half-open unit interval with the moments of U(0 1)", "[unit][rng]") {
   specdec::RandomStream s(42);
   const int n = 200000;
   double sum = 0, sum2 = 0;
@@ -60,7 +60,7 @@ TEST_CASE("Different seeds and streams give different sequences", "[unit][rng]")
   CHECK(firsts.size() == 16);
 }
 
-TEST_CASE("uniform_from_words spans [0, 1) with 53 bits", "[unit][rng]") {
+TEST_CASE("uniform_from_words spans the half-open unit interval with 53 bits", "[unit][rng]") {
   CHECK(specdec::uniform_from_words(0, 0) == 0.0);
   const double top = specdec::uniform_from_words(0xffffffffu, 0xffffffffu);
   CHECK(top < 1.0);
