@@ -40,12 +40,13 @@ data_pkgs=(fortunes fortunes-min dict-gcide "libpython$pyver-minimal" "libpython
 mkdir -p "$pkgdir"
 for p in "${data_pkgs[@]}"; do
   [ -f "$pkgdir/$p/.unpacked" ] && continue
-  rm -rf "$pkgdir/$p" "$pkgdir/dl-$p" && mkdir -p "$pkgdir/dl-$p"
+  rm -rf "${pkgdir:?}/$p" "${pkgdir:?}/dl-$p" && mkdir -p "$pkgdir/dl-$p"
   # apt-get download wants a list; the _apt sandbox cannot write root-owned dirs
   (cd "$pkgdir/dl-$p" && chmod 777 . && { apt-get download -qq "$p" 2>/dev/null ||
      { apt_update_once; apt-get download -qq "$p"; }; })
   deb=$(ls "$pkgdir/dl-$p"/*.deb)
   dpkg-deb -x "$deb" "$pkgdir/$p"
+  # shellcheck disable=SC2016  # ${...} is dpkg's format, not the shell's
   dpkg-deb --showformat='${Package} ${Version}\n' -W "$deb" > "$pkgdir/$p/.unpacked"
   rm -rf "$pkgdir/dl-$p"
 done

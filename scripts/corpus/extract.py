@@ -75,8 +75,9 @@ def fortune_docs(dirs):
             # tab-indented attributions / paragraph indents: drop the tabs, keep spaces
             text = "\n".join(re.sub(r"^\t+", "", ln).expandtabs(8) for ln in text.split("\n"))
             text = clean_text(text, 1)
-            key = re.sub(r"\s+", " ", text).strip()
-            if len(key) < 20 or key in seen or key == "%":
+            # the same quote recurs in several files, rewrapped or repunctuated
+            key = re.sub(r"[^a-z0-9]", "", text.lower())[:120]
+            if len(key) < 16 or key in seen:
                 continue
             seen.add(key)
             yield key, f"{f.name}/{n}", text

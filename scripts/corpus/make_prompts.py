@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes evaluation prompt sets from the corpus HELD-OUT split only.
 
-  python3 scripts/corpus/make_prompts.py [--heldout build/corpus/heldout.txt] [--out data/prompts]
+  python3 scripts/corpus/make_prompts.py [--heldout build/corpus/heldout.txt]
+      [--train build/corpus/train.txt] [--out data/prompts] [--n 40]
 
 data/prompts/{prose,code,definitions}.jsonl, one {"id", "task", "prompt", "source"}
 per line, 100-400 characters each, cut where a writer would pause:
@@ -24,6 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 20240601
 MIN, MAX = 100, 400
+
+
+def norm(s):
+    return re.sub(r"\s+", " ", s).strip()
 
 
 def read_docs(path):
@@ -122,10 +127,14 @@ TASKS = {
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--heldout", default=str(ROOT / "build/corpus/heldout.txt"))
+    ap.add_argument("--train", default=str(ROOT / "build/corpus/train.txt"))
     ap.add_argument("--out", default=str(ROOT / "data/prompts"))
     ap.add_argument("--n", type=int, default=40, help="prompts per task")
     a = ap.parse_args()
     docs = read_docs(a.heldout)
+    # held-out documents can still quote training text (a Bible verse in a
+    # fortune, boilerplate code): such candidates are skipped
+    train = norm(Path(a.train).read_text(encoding="utf-8"))
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     for task, makers in TASKS.items():
@@ -140,7 +149,7 @@ def main():
                 if got == want:
                     break
                 r = make(rng, title, text)
-                if r:
+                if r and norm(r[0])[:80] not in train:
                     picked.append(r)
                     got += 1
             if got < want:

@@ -25,19 +25,23 @@ if ! command -v spm_train >/dev/null; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends sentencepiece
 fi
 mkdir -p "$out"
-tmp="$(mktemp -d)"
+out="$(cd "$out" && pwd)"
+# spm stores its input and output names in the model: a fixed work dir and
+# relative names keep tokenizer.model byte-identical from run to run.
+tmp="$out/.work"
+rm -rf "$tmp" && mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 
 # Separator lines are markup, not text: keep them out of the vocabulary.
 grep -v -e '^<|doc|> ' -e '^$' "$corpus/train.txt" > "$tmp/train_lines.txt"
 
-spm_train --input="$tmp/train_lines.txt" --model_prefix="$tmp/tokenizer" \
+(cd "$tmp" && spm_train --input=train_lines.txt --model_prefix=tokenizer \
   --model_type=bpe --vocab_size=8000 --character_coverage=0.9995 --byte_fallback=true \
   --unk_id=0 --bos_id=1 --eos_id=2 --pad_id=-1 --split_digits=true \
   --normalization_rule_name=identity --remove_extra_whitespaces=false --add_dummy_prefix=false \
   --allow_whitespace_only_pieces=true --max_sentencepiece_length=16 \
   --input_sentence_size=2000000 --shuffle_input_sentence=true --random_seed=20240601 \
-  --num_threads="$(nproc)" --minloglevel=1 2> "$tmp/spm_train.log" ||
+  --num_threads="$(nproc)" --minloglevel=1 2> spm_train.log) ||
   { tail -20 "$tmp/spm_train.log" >&2; exit 1; }
 mv "$tmp/tokenizer.model" "$tmp/tokenizer.vocab" "$out/"
 
