@@ -5,7 +5,7 @@ include(CMakePackageConfigHelpers)
 set(SPECDEC_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/specdec)
 install(DIRECTORY include/specdec DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
-set(_targets specdec)
+set(_targets specdec specdec_io specdec_tokenizer)
 if(TARGET specdec_torch)
   list(APPEND _targets specdec_torch)
 endif()

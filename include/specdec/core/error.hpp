@@ -44,4 +44,25 @@ class UnsupportedError : public Error {
   using Error::Error;
 };
 
+// A checkpoint or config file that is missing, unreadable or malformed (bad
+// header, inconsistent offsets, missing field, ...). The message names the file.
+class ModelLoadError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A file that could not be written (directory missing, disk full, rename failed).
+class IoError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A tokenizer file that is missing, malformed, or uses a feature this library
+// does not implement; also token ids outside the vocabulary. The message names
+// the file (when there is one) and the problem.
+class TokenizerError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace specdec

@@ -1,0 +1,85 @@
+// `specdec train`: train a Llama-architecture language model on a token file
+// (scripts/corpus/encode_corpus.py makes one). Resumes from <out>/checkpoint
+// when a previous run was interrupted.
+#include "train.hpp"
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "specdec/core/error.hpp"
+#include "specdec/io/llama_config.hpp"
+
+namespace specdec::cli {
+namespace {
+
+// The default models of models/ (docs/RESULTS.md has their training runs).
+io::LlamaConfig preset(const std::string& name, std::int64_t vocab) {
+  io::LlamaConfig c;
+  c.vocab_size = vocab;
+  c.max_position_embeddings = 1024;
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = 10000.0;
+  c.tie_word_embeddings = true;
+  c.bos_token_id = 1;
+  c.eos_token_ids = {2};
+  if (name == "target") {  // ~22M parameters: 87 MB in f32, well past a 32 MB L3
+    c.hidden_size = 512;
+    c.num_hidden_layers = 6;
+    c.num_attention_heads = 8;
+    c.num_key_value_heads = 4;
+    c.intermediate_size = 1408;
+  } else if (name == "draft") {  // ~2.3M parameters
+    c.hidden_size = 192;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.intermediate_size = 512;
+  } else {
+    throw InvalidArgumentError(fmt::format("train: unknown preset '{}' (target or draft)", name));
+  }
+  c.head_dim = c.hidden_size / c.num_attention_heads;
+  return c;
+}
+
+}  // namespace
+
+void add_train_options(CLI::App& cmd, TrainCommand& t) {
+  auto& o = t.options;
+  cmd.add_option("--train", o.train_tokens, "training tokens (uint16 file)")->required()->check(CLI::ExistingFile);
+  cmd.add_option("--heldout", o.heldout_tokens, "held-out tokens (uint16 file)")->required()->check(CLI::ExistingFile);
+  cmd.add_option("--out", o.out_dir, "output model directory (config.json + model.safetensors)")->required();
+  cmd.add_option("--preset", t.preset, "architecture preset: target or draft");
+  cmd.add_option("--config", t.config_path, "architecture from a config.json instead of a preset")
+      ->check(CLI::ExistingFile);
+  cmd.add_option("--vocab", t.vocab, "vocabulary size for a preset");
+  cmd.add_option("--steps", o.steps, "optimizer steps in total");
+  cmd.add_option("--batch", o.batch_size, "sequences per step");
+  cmd.add_option("--seq-len", o.seq_len, "tokens per sequence");
+  cmd.add_option("--lr", o.lr, "peak learning rate");
+  cmd.add_option("--min-lr", o.min_lr, "final learning rate of the cosine schedule");
+  cmd.add_option("--warmup", o.warmup_steps, "linear warmup steps");
+  cmd.add_option("--weight-decay", o.weight_decay, "AdamW weight decay (not on norm gains)");
+  cmd.add_option("--clip", o.clip_norm, "gradient-norm clip");
+  cmd.add_option("--checkpoint-every", o.checkpoint_every, "steps between checkpoints");
+  cmd.add_option("--eval-windows", o.eval_windows, "held-out windows for the final perplexity");
+  cmd.add_option("--seed", o.seed, "seed of the initialisation and of the batches");
+  cmd.add_option("--save-dtype", o.save_dtype, "dtype of the saved weights: f32, f16, bf16");
+  cmd.add_option("--threads", o.threads, "CPU threads (0 = all cores)");
+}
+
+int run_train(TrainCommand& t) {
+  t.options.model = t.config_path.empty() ? preset(t.preset, t.vocab) : io::load_llama_config(t.config_path);
+  const auto report = torch_backend::train_language_model(t.options, [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  });
+  std::printf("trained %lld steps (resumed from step %lld), %lld parameters, final loss %.3f, held-out perplexity "
+              "%.2f, wall %.0f s\n",
+              static_cast<long long>(report.steps_run), static_cast<long long>(report.resumed_from),
+              static_cast<long long>(report.num_parameters), report.final_loss, report.heldout_perplexity,
+              report.wall_seconds);
+  return 0;
+}
+
+}  // namespace specdec::cli

@@ -1,0 +1,98 @@
+// Reference Llama-architecture model on libtorch (DESIGN.md §3-4): RMSNorm,
+// rotary embeddings, SwiGLU MLP, multi-head and grouped-query attention, tied
+// or untied embeddings, with Hugging Face parameter names so checkpoints load
+// and save in the Hugging Face layout.
+//
+// Two paths over the same weights:
+//  - forward_train: a full causal forward of [batch, time] tokens from position
+//    0, differentiable (libtorch autograd), used by the trainer and as the
+//    numerical reference;
+//  - the Model concept (forward / accept / rollback): per-sequence KV caches,
+//    new tokens with positions and an ancestor mask among them (every new
+//    token sees the whole committed prefix), several sequences per call with
+//    their projections in shared GEMMs and attention per sequence (ragged).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "specdec/core/round.hpp"
+#include "specdec/core/tensor_view.hpp"
+#include "specdec/io/llama_config.hpp"
+
+namespace specdec::torch_backend {
+
+class LlamaModel {
+ public:
+  // Fresh weights: N(0, 0.02) linear and embedding weights, the residual
+  // output projections scaled by 1/sqrt(2 * layers) (GPT-2), unit norms.
+  static LlamaModel random(const io::LlamaConfig& config, std::uint64_t seed);
+  // config.json + model.safetensors (or a sharded index) from `dir`; weights
+  // are converted to float32 for compute.
+  static LlamaModel load(const std::filesystem::path& dir);
+  // Writes config.json + model.safetensors with weights stored as `storage`
+  // (kF32, kF16 or kBF16).
+  void save(const std::filesystem::path& dir, DType storage) const;
+
+  const io::LlamaConfig& config() const { return config_; }
+  std::int64_t vocab_size() const { return config_.vocab_size; }
+  std::int64_t hidden_size() const { return config_.hidden_size; }
+  std::int64_t num_parameters() const;
+
+  // Hugging Face names ("model.layers.0.self_attn.q_proj.weight", ...) and the
+  // tensors themselves (shared, so an optimizer updates the model in place).
+  std::vector<std::pair<std::string, at::Tensor>> named_parameters() const;
+  std::vector<at::Tensor> parameters() const;
+  void set_requires_grad(bool on);
+
+  // Causal forward of tokens [batch, time] (int64) at positions 0..time-1.
+  // Returns logits [batch, time, vocab]; with `hidden` non-null also the
+  // final-norm hidden states [batch, time, hidden].
+  at::Tensor forward_train(const at::Tensor& tokens, at::Tensor* hidden = nullptr) const;
+
+  // ---- Model concept: per-sequence KV caches ------------------------------
+  // Starts (or restarts) sequence `seq` with an empty cache.
+  void start_sequence(std::int32_t seq);
+  void end_sequence(std::int32_t seq);
+  std::int64_t cached_length(std::int32_t seq) const;
+  // Runs each sequence's new tokens after its committed prefix. Their keys and
+  // values are staged after the prefix until accept() or rollback().
+  ForwardResult forward(const ForwardRequest& request);
+  // Keeps the new tokens `path` (indices into that sequence's tokens of the
+  // last forward, root to leaf) and compacts their keys/values right after
+  // the prefix; the rest of the staged tokens is dropped.
+  void accept(std::int32_t seq, std::span<const std::int32_t> path);
+  // Truncates the committed cache to `length` tokens (drops staged ones).
+  void rollback(std::int32_t seq, std::int64_t length);
+
+ private:
+  struct Layer {
+    at::Tensor attn_norm, wq, wk, wv, wo, mlp_norm, w_gate, w_up, w_down;
+  };
+  struct Cache {
+    at::Tensor k, v;           // [layers, kv_heads, capacity, head_dim]
+    std::int64_t length = 0;   // committed tokens
+    std::int64_t staged = 0;   // tokens of the last forward, after `length`
+  };
+
+  explicit LlamaModel(io::LlamaConfig config);
+  void check_tokens(const at::Tensor& tokens) const;
+  Cache& cache(std::int32_t seq);
+  const Cache& cache(std::int32_t seq) const;
+  at::Tensor rope(const at::Tensor& x, const at::Tensor& positions) const;  // x [n, heads, head_dim]
+
+  io::LlamaConfig config_;
+  at::Tensor embed_, final_norm_, lm_head_;  // lm_head_ aliases embed_ when tied
+  std::vector<Layer> layers_;
+  at::Tensor inv_freq_;  // [head_dim / 2]
+  std::unordered_map<std::int32_t, Cache> caches_;
+  at::Tensor last_logits_, last_hidden_;  // own the memory ForwardResult views
+};
+
+}  // namespace specdec::torch_backend

@@ -1,0 +1,55 @@
+// Language-model training for specdec's own small models (`specdec train`):
+// next-token cross-entropy on a flat token file, AdamW, linear warmup then
+// cosine decay, gradient clipping, periodic checkpoints that a restarted run
+// resumes from, a progress line with loss, tokens/s and ETA, and held-out
+// perplexity at the end.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "specdec/io/llama_config.hpp"
+
+namespace specdec::torch_backend {
+
+struct TrainOptions {
+  std::filesystem::path train_tokens;    // flat little-endian uint16 token ids
+  std::filesystem::path heldout_tokens;  // same format; perplexity at the end
+  std::filesystem::path out_dir;         // final model; checkpoint/ inside while training
+  io::LlamaConfig model;                 // architecture of a fresh model
+  std::int64_t steps = 1000;
+  std::int64_t batch_size = 16;
+  std::int64_t seq_len = 256;
+  double lr = 6e-4;
+  double min_lr = 6e-5;
+  std::int64_t warmup_steps = 100;
+  double weight_decay = 0.1;
+  double beta1 = 0.9, beta2 = 0.95;
+  double clip_norm = 1.0;
+  std::int64_t checkpoint_every = 200;
+  std::int64_t eval_windows = 200;  // held-out windows of seq_len for the final perplexity
+  std::uint64_t seed = 1;
+  std::string save_dtype = "f16";   // dtype of the final weights: f32, f16 or bf16
+  int threads = 0;                  // 0: all cores
+};
+
+struct TrainReport {
+  std::int64_t steps_run = 0;       // in this invocation
+  std::int64_t resumed_from = 0;    // step of the checkpoint resumed, 0 if fresh
+  double final_loss = 0.0;          // mean training loss of the last 50 steps
+  double heldout_perplexity = 0.0;
+  double wall_seconds = 0.0;
+  std::int64_t num_parameters = 0;
+};
+
+// Learning rate at `step` (0-based): linear warmup to lr, then cosine to min_lr.
+double learning_rate(const TrainOptions& o, std::int64_t step);
+
+// Trains (or resumes from out_dir/checkpoint), then saves the model to out_dir.
+// `log` receives progress lines.
+TrainReport train_language_model(const TrainOptions& options,
+                                 const std::function<void(const std::string&)>& log);
+
+}  // namespace specdec::torch_backend

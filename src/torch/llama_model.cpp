@@ -1,0 +1,357 @@
+#include "specdec/torch/llama_model.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "specdec/core/error.hpp"
+#include "specdec/io/safetensors.hpp"
+#include "specdec/io/safetensors_checkpoint.hpp"
+#include "specdec/torch/tensor_interop.hpp"
+
+namespace specdec::torch_backend {
+namespace {
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight;
+}
+
+// rotate_half of the Hugging Face Llama: (x1, x2) -> (-x2, x1) over the two
+// halves of the head dimension (not interleaved pairs).
+at::Tensor rotate_half(const at::Tensor& x) {
+  const auto half = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+std::string layer_name(std::size_t i, const char* leaf) { return fmt::format("model.layers.{}.{}", i, leaf); }
+
+}  // namespace
+
+LlamaModel::LlamaModel(io::LlamaConfig config) : config_(std::move(config)) {
+  const auto hd = config_.head_dim;
+  // inv_freq_j = theta^(-2j / head_dim), in float32 as Hugging Face computes it.
+  inv_freq_ = 1.0 / at::pow(config_.rope_theta, at::arange(0, hd, 2, at::kLong).to(at::kFloat) / static_cast<double>(hd));
+  inv_freq_ = inv_freq_.to(at::kFloat);
+}
+
+LlamaModel LlamaModel::random(const io::LlamaConfig& config, std::uint64_t seed) {
+  LlamaModel m(config);
+  const auto& c = m.config_;
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  const auto normal = [&](std::int64_t rows, std::int64_t cols, double sd) {
+    return at::normal(0.0, sd, {rows, cols}, gen);
+  };
+  const double sd = 0.02, out_sd = 0.02 / std::sqrt(2.0 * static_cast<double>(c.num_hidden_layers));
+  const auto d = c.hidden_size, q_dim = c.num_attention_heads * c.head_dim, kv_dim = c.num_key_value_heads * c.head_dim;
+  m.embed_ = normal(c.vocab_size, d, sd);
+  for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    Layer l;
+    l.attn_norm = at::ones({d});
+    l.wq = normal(q_dim, d, sd);
+    l.wk = normal(kv_dim, d, sd);
+    l.wv = normal(kv_dim, d, sd);
+    l.wo = normal(d, q_dim, out_sd);
+    l.mlp_norm = at::ones({d});
+    l.w_gate = normal(c.intermediate_size, d, sd);
+    l.w_up = normal(c.intermediate_size, d, sd);
+    l.w_down = normal(d, c.intermediate_size, out_sd);
+    m.layers_.push_back(std::move(l));
+  }
+  m.final_norm_ = at::ones({d});
+  m.lm_head_ = c.tie_word_embeddings ? m.embed_ : normal(c.vocab_size, d, sd);
+  return m;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> LlamaModel::named_parameters() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  out.emplace_back("model.embed_tokens.weight", embed_);
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const auto& l = layers_[i];
+    out.emplace_back(layer_name(i, "input_layernorm.weight"), l.attn_norm);
+    out.emplace_back(layer_name(i, "self_attn.q_proj.weight"), l.wq);
+    out.emplace_back(layer_name(i, "self_attn.k_proj.weight"), l.wk);
+    out.emplace_back(layer_name(i, "self_attn.v_proj.weight"), l.wv);
+    out.emplace_back(layer_name(i, "self_attn.o_proj.weight"), l.wo);
+    out.emplace_back(layer_name(i, "post_attention_layernorm.weight"), l.mlp_norm);
+    out.emplace_back(layer_name(i, "mlp.gate_proj.weight"), l.w_gate);
+    out.emplace_back(layer_name(i, "mlp.up_proj.weight"), l.w_up);
+    out.emplace_back(layer_name(i, "mlp.down_proj.weight"), l.w_down);
+  }
+  out.emplace_back("model.norm.weight", final_norm_);
+  if (!config_.tie_word_embeddings) out.emplace_back("lm_head.weight", lm_head_);
+  return out;
+}
+
+std::vector<at::Tensor> LlamaModel::parameters() const {
+  std::vector<at::Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+void LlamaModel::set_requires_grad(bool on) {
+  for (auto& t : parameters()) t.requires_grad_(on);
+}
+
+std::int64_t LlamaModel::num_parameters() const {
+  std::int64_t n = 0;
+  for (const auto& t : parameters()) n += t.numel();
+  return n;
+}
+
+void LlamaModel::save(const std::filesystem::path& dir, DType storage) const {
+  if (storage != DType::kF32 && storage != DType::kF16 && storage != DType::kBF16)
+    throw InvalidArgumentError(fmt::format("LlamaModel::save: weights are stored as f32, f16 or bf16, not {}",
+                                           dtype_name(storage)));
+  std::filesystem::create_directories(dir);
+  std::vector<at::Tensor> keep;  // converted copies must outlive the views
+  std::vector<io::NamedTensor> tensors;
+  for (const auto& [name, t] : named_parameters()) {
+    keep.push_back(t.detach().to(scalar_type_of(storage)).contiguous());
+    tensors.emplace_back(name, view_of(keep.back()));
+  }
+  io::save_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
+  io::LlamaConfig c = config_;
+  c.torch_dtype = std::string(storage == DType::kF32 ? "float32" : storage == DType::kF16 ? "float16" : "bfloat16");
+  io::save_llama_config(dir / "config.json", c);
+}
+
+LlamaModel LlamaModel::load(const std::filesystem::path& dir) {
+  LlamaModel m(io::load_llama_config(dir / "config.json"));
+  const io::SafetensorsCheckpoint ckpt(dir);
+  const auto& c = m.config_;
+  std::int64_t used = 0;
+  const auto fetch = [&](const std::string& name, std::vector<std::int64_t> shape) {
+    if (!ckpt.contains(name))
+      throw ModelLoadError(fmt::format("{}: tensor {} is missing", dir.string(), name));
+    const TensorView v = ckpt.view(name);
+    std::vector<std::int64_t> got(v.shape_data(), v.shape_data() + v.ndim());
+    if (got != shape)
+      throw ModelLoadError(fmt::format("{}: tensor {} has shape [{}], config.json implies [{}]", dir.string(), name,
+                                       fmt::join(got, ", "), fmt::join(shape, ", ")));
+    ++used;
+    return tensor_of(v).to(at::kFloat).clone();  // own the memory; the mapping closes
+  };
+  const auto d = c.hidden_size, q_dim = c.num_attention_heads * c.head_dim, kv_dim = c.num_key_value_heads * c.head_dim;
+  m.embed_ = fetch("model.embed_tokens.weight", {c.vocab_size, d});
+  for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const auto li = static_cast<std::size_t>(i);
+    Layer l;
+    l.attn_norm = fetch(layer_name(li, "input_layernorm.weight"), {d});
+    l.wq = fetch(layer_name(li, "self_attn.q_proj.weight"), {q_dim, d});
+    l.wk = fetch(layer_name(li, "self_attn.k_proj.weight"), {kv_dim, d});
+    l.wv = fetch(layer_name(li, "self_attn.v_proj.weight"), {kv_dim, d});
+    l.wo = fetch(layer_name(li, "self_attn.o_proj.weight"), {d, q_dim});
+    l.mlp_norm = fetch(layer_name(li, "post_attention_layernorm.weight"), {d});
+    l.w_gate = fetch(layer_name(li, "mlp.gate_proj.weight"), {c.intermediate_size, d});
+    l.w_up = fetch(layer_name(li, "mlp.up_proj.weight"), {c.intermediate_size, d});
+    l.w_down = fetch(layer_name(li, "mlp.down_proj.weight"), {d, c.intermediate_size});
+    m.layers_.push_back(std::move(l));
+  }
+  m.final_norm_ = fetch("model.norm.weight", {d});
+  m.lm_head_ = c.tie_word_embeddings ? m.embed_ : fetch("lm_head.weight", {c.vocab_size, d});
+  // Anything else is a checkpoint of another architecture: say so rather than
+  // run without weights the file meant us to use. (Old exports carry the
+  // rotary inv_freq buffers, which are recomputed, not weights.)
+  for (const auto& name : ckpt.names()) {
+    if (name.ends_with("rotary_emb.inv_freq")) ++used;
+  }
+  if (used != static_cast<std::int64_t>(ckpt.num_tensors())) {
+    for (const auto& name : ckpt.names()) {
+      bool known = name.ends_with("rotary_emb.inv_freq");
+      for (const auto& [n, t] : m.named_parameters()) known = known || n == name;
+      if (!known)
+        throw ModelLoadError(fmt::format("{}: tensor {} is not part of a Llama model with this config", dir.string(),
+                                         name));
+    }
+  }
+  return m;
+}
+
+void LlamaModel::check_tokens(const at::Tensor& tokens) const {
+  if (tokens.numel() == 0) return;
+  const auto lo = tokens.min().item<std::int64_t>(), hi = tokens.max().item<std::int64_t>();
+  if (lo < 0 || hi >= config_.vocab_size)
+    throw ShapeError(fmt::format("LlamaModel: token id {} is outside the vocabulary of {}", lo < 0 ? lo : hi,
+                                 config_.vocab_size));
+}
+
+at::Tensor LlamaModel::rope(const at::Tensor& x, const at::Tensor& positions) const {
+  // x [..., n, heads, head_dim]; positions [n]. Llama §RoPE with rope_theta.
+  const auto freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq_.unsqueeze(0);  // [n, hd/2]
+  const auto emb = at::cat({freqs, freqs}, -1).unsqueeze(-2);                           // [n, 1, hd]
+  return x * emb.cos() + rotate_half(x) * emb.sin();
+}
+
+at::Tensor LlamaModel::forward_train(const at::Tensor& tokens, at::Tensor* hidden) const {
+  if (tokens.dim() != 2) throw ShapeError(fmt::format("forward_train: tokens must be [batch, time], got {}-d", tokens.dim()));
+  check_tokens(tokens);
+  const auto& c = config_;
+  const auto b = tokens.size(0), t = tokens.size(1), h = c.num_attention_heads, kvh = c.num_key_value_heads,
+             hd = c.head_dim;
+  if (t > c.max_position_embeddings)
+    throw ShapeError(fmt::format("forward_train: {} tokens exceed max_position_embeddings {}", t,
+                                 c.max_position_embeddings));
+  const auto positions = at::arange(t, at::kLong);
+  const auto causal = at::ones({t, t}, at::kBool).tril();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  at::Tensor x = at::embedding(embed_, tokens);  // [b, t, d]
+  for (const auto& l : layers_) {
+    const auto a = rms_norm(x, l.attn_norm, c.rms_norm_eps);
+    auto q = rope(at::matmul(a, l.wq.t()).view({b, t, h, hd}), positions).transpose(1, 2);  // [b, h, t, hd]
+    auto k = rope(at::matmul(a, l.wk.t()).view({b, t, kvh, hd}), positions).transpose(1, 2);
+    auto v = at::matmul(a, l.wv.t()).view({b, t, kvh, hd}).transpose(1, 2);
+    if (kvh != h) {  // grouped-query attention: kv head j serves heads j*r .. j*r + r - 1
+      k = k.repeat_interleave(h / kvh, 1);
+      v = v.repeat_interleave(h / kvh, 1);
+    }
+    auto scores = at::matmul(q, k.transpose(-2, -1)) * scale;
+    scores = scores.masked_fill(causal.logical_not(), -std::numeric_limits<float>::infinity());
+    const auto attn = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({b, t, h * hd});
+    x = x + at::matmul(attn, l.wo.t());
+    const auto m = rms_norm(x, l.mlp_norm, c.rms_norm_eps);
+    x = x + at::matmul(at::silu(at::matmul(m, l.w_gate.t())) * at::matmul(m, l.w_up.t()), l.w_down.t());
+  }
+  const auto out = rms_norm(x, final_norm_, c.rms_norm_eps);
+  if (hidden != nullptr) *hidden = out;
+  return at::matmul(out, lm_head_.t());
+}
+
+// ---- Model concept -----------------------------------------------------------
+
+void LlamaModel::start_sequence(std::int32_t seq) {
+  const auto& c = config_;
+  Cache cache;
+  cache.k = at::zeros({c.num_hidden_layers, c.num_key_value_heads, c.max_position_embeddings, c.head_dim});
+  cache.v = at::zeros_like(cache.k);
+  caches_[seq] = std::move(cache);
+}
+
+void LlamaModel::end_sequence(std::int32_t seq) { caches_.erase(seq); }
+
+LlamaModel::Cache& LlamaModel::cache(std::int32_t seq) {
+  const auto it = caches_.find(seq);
+  if (it == caches_.end())
+    throw InvalidArgumentError(fmt::format("LlamaModel: sequence {} was not started (start_sequence)", seq));
+  return it->second;
+}
+const LlamaModel::Cache& LlamaModel::cache(std::int32_t seq) const {
+  return const_cast<LlamaModel*>(this)->cache(seq);
+}
+
+std::int64_t LlamaModel::cached_length(std::int32_t seq) const { return cache(seq).length; }
+
+ForwardResult LlamaModel::forward(const ForwardRequest& request) {
+  at::NoGradGuard no_grad;
+  const auto& c = config_;
+  const auto h = c.num_attention_heads, kvh = c.num_key_value_heads, hd = c.head_dim;
+  // Gather every sequence's new tokens: projections and MLPs run as one GEMM.
+  std::vector<std::int64_t> tokens, positions, offsets{0};
+  std::vector<at::Tensor> masks;  // [n, length + n] bool per sequence
+  for (const auto& s : request.sequences) {
+    auto& cache_s = cache(s.seq_id);
+    const auto n = static_cast<std::int64_t>(s.tokens.size());
+    if (static_cast<std::int64_t>(s.positions.size()) != n)
+      throw ShapeError(fmt::format("LlamaModel::forward: sequence {} has {} tokens but {} positions", s.seq_id, n,
+                                   s.positions.size()));
+    if (s.mask != nullptr && s.mask->size() != n)
+      throw ShapeError(fmt::format("LlamaModel::forward: sequence {} has {} tokens but a {}x{} mask", s.seq_id, n,
+                                   s.mask->size(), s.mask->size()));
+    if (cache_s.length + n > c.max_position_embeddings)
+      throw ShapeError(fmt::format("LlamaModel::forward: sequence {} would hold {} tokens, the context is {}",
+                                   s.seq_id, cache_s.length + n, c.max_position_embeddings));
+    tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
+    positions.insert(positions.end(), s.positions.begin(), s.positions.end());
+    offsets.push_back(offsets.back() + n);
+    auto mask = at::ones({n, cache_s.length + n}, at::kBool);
+    auto tail = mask.narrow(1, cache_s.length, n);
+    if (s.mask != nullptr) {
+      auto acc = tail.accessor<bool, 2>();
+      for (std::int32_t i = 0; i < n; ++i)
+        for (std::int32_t j = 0; j < n; ++j) acc[i][j] = s.mask->test(i, j);
+    } else {
+      tail.copy_(at::ones({n, n}, at::kBool).tril());
+    }
+    masks.push_back(mask);
+  }
+  const auto token_t = at::tensor(tokens, at::kLong);
+  const auto pos_t = at::tensor(positions, at::kLong);
+  check_tokens(token_t);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  const auto total = static_cast<std::int64_t>(tokens.size());
+  at::Tensor x = at::embedding(embed_, token_t);  // [total, d]
+  at::Tensor layer_hidden;
+  for (std::size_t li = 0; li < layers_.size(); ++li) {
+    const auto& l = layers_[li];
+    const auto a = rms_norm(x, l.attn_norm, c.rms_norm_eps);
+    const auto q = rope(at::matmul(a, l.wq.t()).view({total, h, hd}), pos_t);
+    const auto k = rope(at::matmul(a, l.wk.t()).view({total, kvh, hd}), pos_t);
+    const auto v = at::matmul(a, l.wv.t()).view({total, kvh, hd});
+    auto attn = at::empty({total, h * hd});
+    for (std::size_t si = 0; si < request.sequences.size(); ++si) {
+      auto& cs = cache(request.sequences[si].seq_id);
+      const auto o = offsets[si], n = offsets[si + 1] - o, len = cs.length;
+      // Stage the new keys/values right after the committed prefix.
+      cs.k[static_cast<std::int64_t>(li)].narrow(1, len, n).copy_(k.narrow(0, o, n).transpose(0, 1));
+      cs.v[static_cast<std::int64_t>(li)].narrow(1, len, n).copy_(v.narrow(0, o, n).transpose(0, 1));
+      auto keys = cs.k[static_cast<std::int64_t>(li)].narrow(1, 0, len + n);  // [kvh, len + n, hd]
+      auto vals = cs.v[static_cast<std::int64_t>(li)].narrow(1, 0, len + n);
+      if (kvh != h) {
+        keys = keys.repeat_interleave(h / kvh, 0);
+        vals = vals.repeat_interleave(h / kvh, 0);
+      }
+      auto scores = at::matmul(q.narrow(0, o, n).transpose(0, 1), keys.transpose(1, 2)) * scale;  // [h, n, len + n]
+      scores = scores.masked_fill(masks[si].logical_not().unsqueeze(0), -std::numeric_limits<float>::infinity());
+      attn.narrow(0, o, n).copy_(at::matmul(at::softmax(scores, -1), vals).transpose(0, 1).reshape({n, h * hd}));
+    }
+    x = x + at::matmul(attn, l.wo.t());
+    const auto m = rms_norm(x, l.mlp_norm, c.rms_norm_eps);
+    x = x + at::matmul(at::silu(at::matmul(m, l.w_gate.t())) * at::matmul(m, l.w_up.t()), l.w_down.t());
+    if (request.want_hidden && request.hidden_layer == static_cast<std::int32_t>(li)) layer_hidden = x;
+  }
+  for (std::size_t si = 0; si < request.sequences.size(); ++si)
+    cache(request.sequences[si].seq_id).staged = offsets[si + 1] - offsets[si];
+  const auto out = rms_norm(x, final_norm_, c.rms_norm_eps);
+  last_logits_ = at::matmul(out, lm_head_.t()).contiguous();
+  ForwardResult result;
+  result.logits = view_of(last_logits_);
+  if (request.want_hidden) {
+    if (request.hidden_layer >= static_cast<std::int32_t>(layers_.size()) || request.hidden_layer < -1)
+      throw InvalidArgumentError(fmt::format("LlamaModel::forward: hidden_layer {} of a {}-layer model",
+                                             request.hidden_layer, layers_.size()));
+    last_hidden_ = (request.hidden_layer == -1 ? out : layer_hidden).contiguous();
+    result.hidden = view_of(last_hidden_);
+  }
+  return result;
+}
+
+void LlamaModel::accept(std::int32_t seq, std::span<const std::int32_t> path) {
+  auto& cs = cache(seq);
+  const auto n = static_cast<std::int64_t>(path.size());
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto p = path[static_cast<std::size_t>(i)];
+    if (p < 0 || p >= cs.staged || (i > 0 && p <= path[static_cast<std::size_t>(i - 1)]))
+      throw InvalidArgumentError(fmt::format(
+          "LlamaModel::accept: path entry {} = {} must be increasing and within the {} staged tokens", i, p,
+          cs.staged));
+  }
+  if (n > 0) {
+    std::vector<std::int64_t> src(path.begin(), path.end());
+    for (auto& s : src) s += cs.length;
+    const auto idx = at::tensor(src, at::kLong);
+    // index_select copies first, so overlapping source and destination are safe.
+    cs.k.narrow(2, cs.length, n).copy_(cs.k.index_select(2, idx));
+    cs.v.narrow(2, cs.length, n).copy_(cs.v.index_select(2, idx));
+  }
+  cs.length += n;
+  cs.staged = 0;
+}
+
+void LlamaModel::rollback(std::int32_t seq, std::int64_t length) {
+  auto& cs = cache(seq);
+  if (length < 0 || length > cs.length)
+    throw InvalidArgumentError(fmt::format("LlamaModel::rollback: length {} is outside [0, {}]", length, cs.length));
+  cs.length = length;
+  cs.staged = 0;
+}
+
+}  // namespace specdec::torch_backend

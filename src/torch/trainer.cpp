@@ -1,0 +1,207 @@
+#include "specdec/torch/trainer.hpp"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <numbers>
+#include <random>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "specdec/core/error.hpp"
+#include "specdec/torch/llama_model.hpp"
+
+namespace specdec::torch_backend {
+namespace {
+
+std::vector<std::uint16_t> read_tokens(const std::filesystem::path& path, std::int64_t vocab, std::int64_t min_len) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) throw ModelLoadError(fmt::format("{}: cannot open the token file", path.string()));
+  const auto bytes = static_cast<std::int64_t>(f.tellg());
+  if (bytes % 2 != 0)
+    throw ModelLoadError(fmt::format("{}: {} bytes is not a whole number of uint16 tokens", path.string(), bytes));
+  std::vector<std::uint16_t> tokens(static_cast<std::size_t>(bytes / 2));
+  f.seekg(0);
+  f.read(reinterpret_cast<char*>(tokens.data()), bytes);
+  if (static_cast<std::int64_t>(tokens.size()) < min_len)
+    throw ModelLoadError(fmt::format("{}: {} tokens, need at least {} for one window", path.string(), tokens.size(),
+                                     min_len));
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] >= vocab)
+      throw ModelLoadError(fmt::format("{}: token {} at position {} is outside the model vocabulary of {}",
+                                       path.string(), tokens[i], i, vocab));
+  return tokens;
+}
+
+// [rows, len] int64 windows starting at the given offsets.
+at::Tensor windows(const std::vector<std::uint16_t>& tokens, const std::vector<std::int64_t>& starts, std::int64_t len) {
+  auto out = at::empty({static_cast<std::int64_t>(starts.size()), len}, at::kLong);
+  auto acc = out.accessor<std::int64_t, 2>();
+  for (std::size_t r = 0; r < starts.size(); ++r)
+    for (std::int64_t j = 0; j < len; ++j)
+      acc[static_cast<std::int64_t>(r)][j] = tokens[static_cast<std::size_t>(starts[r] + j)];
+  return out;
+}
+
+// Batch `step` is a pure function of (seed, step), so a resumed run sees the
+// same batches an uninterrupted one would.
+std::vector<std::int64_t> batch_starts(const TrainOptions& o, std::int64_t step, std::size_t num_tokens) {
+  std::mt19937_64 gen(o.seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(step));
+  std::uniform_int_distribution<std::int64_t> pick(0, static_cast<std::int64_t>(num_tokens) - o.seq_len - 1);
+  std::vector<std::int64_t> starts(static_cast<std::size_t>(o.batch_size));
+  for (auto& s : starts) s = pick(gen);
+  return starts;
+}
+
+at::Tensor next_token_loss(const LlamaModel& model, const at::Tensor& batch) {
+  const auto t = batch.size(1) - 1;
+  const auto logits = model.forward_train(batch.narrow(1, 0, t));
+  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), batch.narrow(1, 1, t).reshape({-1}));
+}
+
+std::string duration(double seconds) {
+  const auto s = static_cast<std::int64_t>(seconds);
+  return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60) : fmt::format("{}m{:02}s", s / 60, s % 60);
+}
+
+DType parse_dtype(const std::string& s) {
+  if (s == "f32") return DType::kF32;
+  if (s == "f16") return DType::kF16;
+  if (s == "bf16") return DType::kBF16;
+  throw InvalidArgumentError(fmt::format("save dtype must be f32, f16 or bf16, got '{}'", s));
+}
+
+void check_options(const TrainOptions& o) {
+  if (o.steps <= 0 || o.batch_size <= 0 || o.seq_len <= 1 || o.warmup_steps < 0 || o.checkpoint_every <= 0)
+    throw InvalidArgumentError(fmt::format(
+        "train: steps ({}), batch size ({}), checkpoint interval ({}) must be > 0, seq_len ({}) > 1, warmup ({}) >= 0",
+        o.steps, o.batch_size, o.checkpoint_every, o.seq_len, o.warmup_steps));
+  if (!(o.lr > 0) || !(o.min_lr >= 0) || o.min_lr > o.lr)
+    throw InvalidArgumentError(fmt::format("train: need 0 <= min_lr ({}) <= lr ({}), lr > 0", o.min_lr, o.lr));
+  if (o.seq_len > o.model.max_position_embeddings)
+    throw InvalidArgumentError(fmt::format("train: seq_len {} exceeds the model's max_position_embeddings {}",
+                                           o.seq_len, o.model.max_position_embeddings));
+  parse_dtype(o.save_dtype);
+}
+
+}  // namespace
+
+double learning_rate(const TrainOptions& o, std::int64_t step) {
+  if (step < o.warmup_steps) return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
+  const double span = static_cast<double>(std::max<std::int64_t>(1, o.steps - o.warmup_steps));
+  const double progress = std::min(1.0, static_cast<double>(step - o.warmup_steps) / span);
+  return o.min_lr + 0.5 * (o.lr - o.min_lr) * (1.0 + std::cos(std::numbers::pi * progress));
+}
+
+TrainReport train_language_model(const TrainOptions& o, const std::function<void(const std::string&)>& log) {
+  check_options(o);
+  if (o.threads > 0) at::set_num_threads(o.threads);
+  const auto start_time = std::chrono::steady_clock::now();
+  const auto ckpt_dir = o.out_dir / "checkpoint";
+  TrainReport report;
+
+  // Fresh model, or resume: the checkpoint holds weights, optimizer moments and the step.
+  std::int64_t step = 0;
+  LlamaModel model = std::filesystem::exists(ckpt_dir / "state.json") ? LlamaModel::load(ckpt_dir)
+                                                                      : LlamaModel::random(o.model, o.seed);
+  model.set_requires_grad(true);
+  std::vector<at::Tensor> decay, no_decay;  // no weight decay on norm gains
+  for (const auto& [name, t] : model.named_parameters()) (t.dim() >= 2 ? decay : no_decay).push_back(t);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
+                                 torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).weight_decay(o.weight_decay)));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
+                                    torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).weight_decay(0.0)));
+  torch::optim::AdamW optimizer(std::move(groups));
+  if (std::filesystem::exists(ckpt_dir / "state.json")) {
+    std::ifstream f(ckpt_dir / "state.json");
+    const auto state = nlohmann::json::parse(f);
+    step = state.at("step").get<std::int64_t>();
+    torch::load(optimizer, (ckpt_dir / "optimizer.pt").string());
+    report.resumed_from = step;
+    log(fmt::format("resuming from {} at step {}", ckpt_dir.string(), step));
+  }
+  report.num_parameters = model.num_parameters();
+  const auto& cfg = model.config();
+  const auto train = read_tokens(o.train_tokens, cfg.vocab_size, o.seq_len + 1);
+  log(fmt::format("model: {} parameters ({} layers, hidden {}, {} heads / {} kv heads, vocab {}); data: {} tokens",
+                  report.num_parameters, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
+                  cfg.num_key_value_heads, cfg.vocab_size, train.size()));
+
+  const auto save_checkpoint = [&](std::int64_t next_step) {
+    const auto tmp = o.out_dir / "checkpoint.tmp";
+    std::filesystem::remove_all(tmp);
+    model.save(tmp, DType::kF32);
+    torch::save(optimizer, (tmp / "optimizer.pt").string());
+    std::ofstream(tmp / "state.json") << nlohmann::json{{"step", next_step}, {"seed", o.seed}}.dump(2) << "\n";
+    std::filesystem::remove_all(ckpt_dir);
+    std::filesystem::rename(tmp, ckpt_dir);  // a crash leaves either the old or the new checkpoint
+  };
+
+  std::vector<double> recent;
+  auto window_start = std::chrono::steady_clock::now();
+  std::int64_t window_tokens = 0;
+  const std::int64_t first_step = step;
+  for (; step < o.steps; ++step) {
+    const double lr = learning_rate(o, step);
+    for (auto& g : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+    const auto batch = windows(train, batch_starts(o, step, train.size()), o.seq_len + 1);
+    optimizer.zero_grad();
+    const auto loss = next_token_loss(model, batch);
+    loss.backward();
+    torch::nn::utils::clip_grad_norm_(model.parameters(), o.clip_norm);
+    optimizer.step();
+    const double l = loss.item<double>();
+    if (!std::isfinite(l)) throw Error(fmt::format("train: loss became {} at step {}", l, step));
+    recent.push_back(l);
+    if (recent.size() > 50) recent.erase(recent.begin());
+    window_tokens += o.batch_size * o.seq_len;
+    if ((step + 1) % 10 == 0 || step + 1 == o.steps) {
+      const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - window_start;
+      const double tps = static_cast<double>(window_tokens) / dt.count();
+      const double eta = static_cast<double>((o.steps - step - 1) * o.batch_size * o.seq_len) / tps;
+      double mean = 0;
+      for (double v : recent) mean += v;
+      mean /= static_cast<double>(recent.size());
+      const int filled = static_cast<int>(30 * (step + 1) / o.steps);
+      log(fmt::format("[{}{}] step {}/{} | loss {:.3f} | lr {:.2e} | {:.0f} tok/s | ETA {}", std::string(filled, '#'),
+                      std::string(30 - filled, ' '), step + 1, o.steps, mean, lr, tps, duration(eta)));
+      window_start = std::chrono::steady_clock::now();
+      window_tokens = 0;
+    }
+    if ((step + 1) % o.checkpoint_every == 0 && step + 1 < o.steps) save_checkpoint(step + 1);
+  }
+  report.steps_run = step - first_step;
+  for (double v : recent) report.final_loss += v / static_cast<double>(recent.size());
+
+  // Held-out perplexity over consecutive windows.
+  {
+    at::NoGradGuard no_grad;
+    const auto heldout = read_tokens(o.heldout_tokens, cfg.vocab_size, o.seq_len + 1);
+    const auto max_windows = static_cast<std::int64_t>(heldout.size()) / (o.seq_len + 1);
+    const auto n = std::min(o.eval_windows, max_windows);
+    double total = 0;
+    for (std::int64_t w = 0; w < n; w += o.batch_size) {
+      std::vector<std::int64_t> starts;
+      for (std::int64_t k = w; k < std::min(n, w + o.batch_size); ++k) starts.push_back(k * (o.seq_len + 1));
+      total += next_token_loss(model, windows(heldout, starts, o.seq_len + 1)).item<double>() *
+               static_cast<double>(starts.size());
+    }
+    report.heldout_perplexity = std::exp(total / static_cast<double>(n));
+    log(fmt::format("held-out perplexity {:.2f} over {} windows of {} tokens", report.heldout_perplexity, n,
+                    o.seq_len));
+  }
+  model.set_requires_grad(false);
+  model.save(o.out_dir, parse_dtype(o.save_dtype));
+  std::filesystem::remove_all(ckpt_dir);
+  const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - start_time;
+  report.wall_seconds = wall.count();
+  log(fmt::format("saved {} ({}) in {}", o.out_dir.string(), o.save_dtype, duration(report.wall_seconds)));
+  return report;
+}
+
+}  // namespace specdec::torch_backend

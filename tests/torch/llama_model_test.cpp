@@ -1,0 +1,207 @@
+// Numerics of the reference Llama model on tiny random-weight models: the
+// cached tree forward, KV compaction and batched forwards all agree with the
+// plain causal forward.
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "specdec/core/draft_tree.hpp"
+#include "specdec/core/error.hpp"
+#include "specdec/torch/llama_model.hpp"
+#include "specdec/torch/tensor_interop.hpp"
+#include "support/catch.hpp"
+
+namespace sd = specdec;
+namespace tb = specdec::torch_backend;
+
+namespace {
+
+sd::io::LlamaConfig tiny_config(bool tied, std::int64_t kv_heads) {
+  sd::io::LlamaConfig c;
+  c.vocab_size = 97;
+  c.hidden_size = 32;
+  c.intermediate_size = 48;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = kv_heads;
+  c.head_dim = 8;
+  c.max_position_embeddings = 64;
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = 10000.0;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+// Largest |a - b| relative to the largest |b|.
+double rel_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).abs().max().item<double>() / b.abs().max().item<double>();
+}
+
+// Logits of the causal forward over `tokens` (positions 0..n-1): [n, vocab].
+at::Tensor reference_logits(const tb::LlamaModel& m, const std::vector<std::int64_t>& tokens) {
+  return m.forward_train(at::tensor(tokens, at::kLong).unsqueeze(0)).squeeze(0);
+}
+
+at::Tensor run(tb::LlamaModel& m, std::int32_t seq, const std::vector<sd::TokenId>& tokens,
+               const std::vector<std::int64_t>& positions, const sd::BitMatrix* mask) {
+  const sd::SequenceInput in{seq, tokens, positions, mask};
+  const auto out = m.forward(sd::ForwardRequest{std::span(&in, 1)});
+  return tb::tensor_of(out.logits).clone();
+}
+
+}  // namespace
+
+TEST_CASE("Cached prefill equals the causal training forward", "[torch][model]") {
+  for (const bool tied : {true, false})
+    for (const std::int64_t kv : {4, 2, 1}) {
+      auto m = tb::LlamaModel::random(tiny_config(tied, kv), 7);
+      const std::vector<sd::TokenId> prompt{5, 17, 3, 88, 42, 0, 96, 11};
+      const std::vector<std::int64_t> pos{0, 1, 2, 3, 4, 5, 6, 7};
+      m.start_sequence(0);
+      const auto cached = run(m, 0, prompt, pos, nullptr);
+      const auto ref = reference_logits(m, {5, 17, 3, 88, 42, 0, 96, 11});
+      INFO("tied " << tied << ", kv heads " << kv);
+      CHECK(rel_diff(cached, ref) < 1e-5);
+    }
+}
+
+TEST_CASE("A tree verification forward gives every node the logits of its root path", "[torch][model]") {
+  auto m = tb::LlamaModel::random(tiny_config(true, 2), 11);
+  const std::vector<std::int64_t> prompt{4, 8, 15, 16, 23};
+  // Commit the prompt except its last token, which becomes the tree's root.
+  m.start_sequence(0);
+  run(m, 0, {4, 8, 15, 16}, {0, 1, 2, 3}, nullptr);
+  m.accept(0, std::vector<std::int32_t>{0, 1, 2, 3});
+  // root 23 -> {a:42, b:7}; a -> {c:1, d:2}; b -> {e:9}; d -> {f:50}
+  sd::DraftTree tree(23);
+  const auto a = tree.add_node(sd::DraftTree::kRoot, 42, 0.5f);
+  const auto b = tree.add_node(sd::DraftTree::kRoot, 7, 0.5f);
+  tree.add_node(a, 1, 0.5f);
+  const auto d = tree.add_node(a, 2, 0.5f);
+  tree.add_node(b, 9, 0.5f);
+  tree.add_node(d, 50, 0.5f);
+  std::vector<sd::TokenId> tokens{23};
+  for (const auto& n : tree.nodes()) tokens.push_back(n.token);
+  std::vector<std::int64_t> positions{4};
+  for (auto p : tree.positions(4)) positions.push_back(p);
+  const auto mask = tree.ancestor_mask(/*include_root=*/true);
+  const auto logits = run(m, 0, tokens, positions, &mask);
+  REQUIRE(logits.size(0) == tree.size() + 1);
+  // Root row: the prompt itself.
+  CHECK(rel_diff(logits[0], reference_logits(m, prompt)[4]) < 1e-4);
+  for (std::int32_t i = 0; i < tree.size(); ++i) {
+    std::vector<std::int64_t> seq = prompt;
+    for (auto j : tree.path_to(i)) seq.push_back(tree.token(j));
+    INFO("node " << i);
+    CHECK(rel_diff(logits[i + 1], reference_logits(m, seq).select(0, static_cast<std::int64_t>(seq.size()) - 1)) <
+          1e-4);
+  }
+}
+
+TEST_CASE("After accept(path) the next forward equals a fresh prefill of the accepted text", "[torch][model]") {
+  auto m = tb::LlamaModel::random(tiny_config(false, 2), 3);
+  m.start_sequence(1);
+  run(m, 1, {10, 20, 30}, {0, 1, 2}, nullptr);
+  m.accept(1, std::vector<std::int32_t>{0, 1, 2});
+  // Tree at root 40: {a:50, b:60}, a -> {c:70}. Accept root, a, c (indices 0, 1, 3).
+  sd::DraftTree tree(40);
+  const auto a = tree.add_node(sd::DraftTree::kRoot, 50, 0.5f);
+  tree.add_node(sd::DraftTree::kRoot, 60, 0.5f);
+  tree.add_node(a, 70, 0.5f);
+  const auto mask = tree.ancestor_mask(true);
+  std::vector<std::int64_t> positions{3};
+  for (auto p : tree.positions(3)) positions.push_back(p);
+  run(m, 1, {40, 50, 60, 70}, positions, &mask);
+  m.accept(1, std::vector<std::int32_t>{0, 1, 3});
+  CHECK(m.cached_length(1) == 6);
+  const auto next = run(m, 1, {80, 90}, {6, 7}, nullptr);
+  const auto fresh = reference_logits(m, {10, 20, 30, 40, 50, 70, 80, 90});
+  CHECK(rel_diff(next, fresh.narrow(0, 6, 2)) < 1e-4);
+  // rollback to 4 tokens, then continue with different text.
+  m.rollback(1, 4);
+  const auto after = run(m, 1, {5, 6}, {4, 5}, nullptr);
+  CHECK(rel_diff(after, reference_logits(m, {10, 20, 30, 40, 5, 6}).narrow(0, 4, 2)) < 1e-4);
+}
+
+TEST_CASE("A batched forward equals per-sequence forwards", "[torch][model]") {
+  auto batched = tb::LlamaModel::random(tiny_config(true, 2), 5);
+  auto single = tb::LlamaModel::random(tiny_config(true, 2), 5);
+  for (auto* m : {&batched, &single}) {
+    m->start_sequence(0);
+    m->start_sequence(1);
+    m->start_sequence(2);
+    run(*m, 0, {1, 2, 3, 4, 5}, {0, 1, 2, 3, 4}, nullptr);
+    m->accept(0, std::vector<std::int32_t>{0, 1, 2, 3, 4});
+    run(*m, 1, {9}, {0}, nullptr);
+    m->accept(1, std::vector<std::int32_t>{0});
+  }
+  sd::DraftTree tree(33);
+  const auto a = tree.add_node(sd::DraftTree::kRoot, 34, 0.5f);
+  tree.add_node(sd::DraftTree::kRoot, 35, 0.5f);
+  tree.add_node(a, 36, 0.5f);
+  const auto mask = tree.ancestor_mask(true);
+  const std::vector<sd::TokenId> t0{33, 34, 35, 36}, t1{12, 13}, t2{60, 61, 62};
+  const std::vector<std::int64_t> p0{5, 6, 6, 7}, p1{1, 2}, p2{0, 1, 2};
+  const sd::SequenceInput inputs[] = {{0, t0, p0, &mask}, {1, t1, p1, nullptr}, {2, t2, p2, nullptr}};
+  const auto all = tb::tensor_of(batched.forward(sd::ForwardRequest{inputs}).logits).clone();
+  REQUIRE(all.size(0) == 9);
+  CHECK(rel_diff(all.narrow(0, 0, 4), run(single, 0, t0, p0, &mask)) < 1e-5);
+  CHECK(rel_diff(all.narrow(0, 4, 2), run(single, 1, t1, p1, nullptr)) < 1e-5);
+  CHECK(rel_diff(all.narrow(0, 6, 3), run(single, 2, t2, p2, nullptr)) < 1e-5);
+}
+
+TEST_CASE("Hidden states come back on request", "[torch][model]") {
+  auto m = tb::LlamaModel::random(tiny_config(true, 4), 9);
+  m.start_sequence(0);
+  const std::vector<sd::TokenId> tokens{1, 2, 3};
+  const std::vector<std::int64_t> pos{0, 1, 2};
+  const sd::SequenceInput in{0, tokens, pos, nullptr};
+  const auto out = m.forward(sd::ForwardRequest{std::span(&in, 1), /*want_hidden=*/true});
+  at::Tensor ref_hidden;
+  m.forward_train(at::tensor(std::vector<std::int64_t>{1, 2, 3}, at::kLong).unsqueeze(0), &ref_hidden);
+  REQUIRE(out.hidden.size(1) == 32);
+  CHECK(rel_diff(tb::tensor_of(out.hidden), ref_hidden.squeeze(0)) < 1e-5);
+  m.rollback(0, 0);
+  const auto layer0 = m.forward(sd::ForwardRequest{std::span(&in, 1), true, 0});
+  CHECK(layer0.hidden.size(0) == 3);
+  REQUIRE_THROWS_AS(m.forward(sd::ForwardRequest{std::span(&in, 1), true, 5}), sd::InvalidArgumentError);
+}
+
+TEST_CASE("Save and load reproduce the model in f32 exactly and in f16 closely", "[torch][model]") {
+  const auto dir = std::filesystem::temp_directory_path() / "specdec_llama_model_test";
+  std::filesystem::remove_all(dir);
+  const auto m = tb::LlamaModel::random(tiny_config(false, 2), 21);
+  const std::vector<std::int64_t> text{3, 1, 4, 1, 5, 9, 2, 6};
+  m.save(dir / "f32", sd::DType::kF32);
+  m.save(dir / "f16", sd::DType::kF16);
+  const auto f32 = tb::LlamaModel::load(dir / "f32");
+  const auto f16 = tb::LlamaModel::load(dir / "f16");
+  auto expected = m.config();
+  expected.torch_dtype = "float32";  // save records the storage dtype
+  CHECK(f32.config() == expected);
+  CHECK(f16.config().torch_dtype == "float16");
+  CHECK(at::equal(reference_logits(f32, text), reference_logits(m, text)));
+  CHECK(rel_diff(reference_logits(f16, text), reference_logits(m, text)) < 1e-2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("The model rejects bad input with typed errors", "[torch][model]") {
+  auto m = tb::LlamaModel::random(tiny_config(true, 2), 1);
+  REQUIRE_THROWS_AS(run(m, 0, {1}, {0}, nullptr), sd::InvalidArgumentError);  // not started
+  m.start_sequence(0);
+  REQUIRE_THROWS_WITH(run(m, 0, {1, 200}, {0, 1}, nullptr), Catch::Contains("outside the vocabulary"));
+  REQUIRE_THROWS_AS(run(m, 0, {1, 2}, {0}, nullptr), sd::ShapeError);
+  std::vector<sd::TokenId> long_text(65, 1);
+  std::vector<std::int64_t> long_pos(65);
+  REQUIRE_THROWS_WITH(run(m, 0, long_text, long_pos, nullptr), Catch::Contains("the context is 64"));
+  run(m, 0, {1, 2, 3}, {0, 1, 2}, nullptr);
+  REQUIRE_THROWS_AS(m.accept(0, std::vector<std::int32_t>{0, 3}), sd::InvalidArgumentError);
+  REQUIRE_THROWS_AS(m.accept(0, std::vector<std::int32_t>{1, 0}), sd::InvalidArgumentError);
+  REQUIRE_THROWS_AS(m.rollback(0, 5), sd::InvalidArgumentError);
+  REQUIRE_THROWS_AS(m.forward_train(at::zeros({3}, at::kLong)), sd::ShapeError);
+  const auto dir = std::filesystem::temp_directory_path() / "specdec_llama_model_bad";
+  std::filesystem::remove_all(dir);
+  REQUIRE_THROWS_AS(tb::LlamaModel::load(dir), sd::Error);  // no config.json
+  REQUIRE_THROWS_AS(m.save(dir, sd::DType::kI32), sd::InvalidArgumentError);
+}
