@@ -2,6 +2,8 @@
 //
 //   specdec demo [options]   the acceptance rules on synthetic distributions
 //   specdec train [options]  train a Llama-architecture model (libtorch builds)
+//   specdec distill ...      distill a draft model from a target (libtorch builds)
+//   specdec generate ...     generate text with a model (libtorch builds)
 //
 // Later subcommands (generate, bench, train) join here as the backends land.
 #include <cstdio>
@@ -11,6 +13,7 @@
 
 #include "demo.hpp"
 #if SPECDEC_CLI_WITH_TORCH
+#include "generate.hpp"
 #include "train.hpp"
 #endif
 #include "specdec/core/error.hpp"
@@ -30,6 +33,14 @@ int main(int argc, char** argv) {
   specdec::cli::TrainCommand train;
   auto* train_cmd = app.add_subcommand("train", "Train a Llama-architecture language model on a token file");
   specdec::cli::add_train_options(*train_cmd, train);
+  specdec::cli::TrainCommand distill;
+  distill.preset = "draft";
+  auto* distill_cmd =
+      app.add_subcommand("distill", "Train a draft model on a target model's soft next-token distribution");
+  specdec::cli::add_distill_options(*distill_cmd, distill);
+  specdec::cli::GenerateCommand generate;
+  auto* generate_cmd = app.add_subcommand("generate", "Generate text with a model (autoregressive baseline)");
+  specdec::cli::add_generate_options(*generate_cmd, generate);
 #endif
 
   CLI11_PARSE(app, argc, argv);
@@ -37,6 +48,8 @@ int main(int argc, char** argv) {
     if (demo_cmd->parsed()) return specdec::cli::run_demo(demo);
 #if SPECDEC_CLI_WITH_TORCH
     if (train_cmd->parsed()) return specdec::cli::run_train(train);
+    if (distill_cmd->parsed()) return specdec::cli::run_train(distill);
+    if (generate_cmd->parsed()) return specdec::cli::run_generate(generate);
 #endif
   } catch (const specdec::Error& e) {
     std::fprintf(stderr, "specdec: error: %s\n", e.what());

@@ -1,6 +1,7 @@
-// `specdec train`: train a Llama-architecture language model on a token file
-// (scripts/corpus/encode_corpus.py makes one). Resumes from <out>/checkpoint
-// when a previous run was interrupted.
+// `specdec train` / `specdec distill`: train a Llama-architecture language
+// model on a token file (scripts/corpus/encode_corpus.py makes one), or
+// distill a draft model from a target's soft distribution. Both resume from
+// <out>/checkpoint when a previous run was interrupted.
 #include "train.hpp"
 
 #include <cstdio>
@@ -66,6 +67,17 @@ void add_train_options(CLI::App& cmd, TrainCommand& t) {
   cmd.add_option("--seed", o.seed, "seed of the initialisation and of the batches");
   cmd.add_option("--save-dtype", o.save_dtype, "dtype of the saved weights: f32, f16, bf16");
   cmd.add_option("--threads", o.threads, "CPU threads (0 = all cores)");
+  cmd.add_option("--max-steps-this-run", o.max_steps_this_run, "stop (with a checkpoint) after this many steps");
+  cmd.add_option("--time-budget", o.time_budget_seconds, "stop (with a checkpoint) after this many seconds");
+}
+
+void add_distill_options(CLI::App& cmd, TrainCommand& t) {
+  add_train_options(cmd, t);
+  cmd.add_option("--teacher", t.options.teacher_dir, "the target model to distill from")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cmd.add_option("--hard-weight", t.options.hard_loss_weight,
+                 "weight of the hard next-token loss mixed into the soft loss (0..1)");
 }
 
 int run_train(TrainCommand& t) {
@@ -74,6 +86,11 @@ int run_train(TrainCommand& t) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   });
+  if (!report.finished) {
+    std::printf("stopped after %lld steps; run the same command again to resume\n",
+                static_cast<long long>(report.steps_run));
+    return 0;
+  }
   std::printf("trained %lld steps (resumed from step %lld), %lld parameters, final loss %.3f, held-out perplexity "
               "%.2f, wall %.0f s\n",
               static_cast<long long>(report.steps_run), static_cast<long long>(report.resumed_from),

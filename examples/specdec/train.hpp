@@ -14,6 +14,7 @@ struct TrainCommand {
 };
 
 void add_train_options(CLI::App& cmd, TrainCommand& t);
+void add_distill_options(CLI::App& cmd, TrainCommand& t);
 int run_train(TrainCommand& t);
 
 }  // namespace specdec::cli

@@ -7,7 +7,6 @@
 #include <array>
 #include <limits>
 #include <tuple>
-#include <queue>
 #include <unordered_map>
 #include <utility>
 
@@ -137,7 +136,28 @@ class SentencePieceTokenizer final : public TokenizerImpl {
   std::size_t match_user_defined(std::string_view s) const noexcept;
   std::pair<std::string_view, std::size_t> normalize_prefix(std::string_view in) const noexcept;
   std::string normalize(std::string_view text) const;
-  void encode_normalized(std::string_view normalized, std::vector<TokenId>& out) const;
+
+  struct Symbol {
+    std::uint32_t begin;
+    std::uint32_t len;  // 0 once merged into its left neighbour
+    std::int32_t prev;
+    std::int32_t next;
+    TokenId id;  // -1: look the piece up when emitting
+    bool freeze;  // user-defined symbol: never merged
+  };
+  struct Candidate {
+    float score;
+    std::int32_t left;
+    std::int32_t right;
+    std::uint32_t len;  // len(left) + len(right) when pushed
+    TokenId id;
+  };
+  struct Scratch {
+    std::vector<Symbol> symbols;
+    std::vector<Candidate> heap;
+  };
+  struct Emitter;
+  void bpe(std::string_view text, Scratch& scratch, Emitter& emit) const;
 
   std::string source_;
   std::vector<SentencePiece> pieces_;
@@ -153,6 +173,9 @@ class SentencePieceTokenizer final : public TokenizerImpl {
   bool remove_extra_whitespaces_ = true;
   bool escape_whitespaces_ = true;
   std::size_t max_piece_bytes_ = 0;
+  std::array<TokenId, 128> char_id_{};   // lookup() of each ASCII character
+  std::array<bool, 128> isolated_{};     // ASCII bytes no multi-character piece contains
+  bool pieces_have_reserved_twin_ = false;  // a normal piece's text is also a reserved piece
   CharsMap charsmap_;
   std::string unk_surface_;
   TokenId unk_id_ = kNoToken, bos_id_ = kNoToken, eos_id_ = kNoToken, pad_id_ = kNoToken;
@@ -244,6 +267,20 @@ SentencePieceTokenizer::SentencePieceTokenizer(ModelProto model, std::string sou
     for (std::size_t i = 0; i < pieces_.size(); ++i)
       if (pieces_[i].type == PieceType::kUnknown) unk_id_ = static_cast<TokenId>(i);
   }
+  for (std::size_t c = 0; c < 128; ++c) {
+    const char ch = static_cast<char>(c);
+    char_id_[c] = lookup(std::string_view(&ch, 1));
+    isolated_[c] = true;
+  }
+  for (const SentencePiece& p : pieces_) {
+    const bool normal = p.type == PieceType::kNormal || p.type == PieceType::kUserDefined ||
+                        p.type == PieceType::kUnused;
+    if (!normal) continue;
+    if (reserved_.find(p.piece) >= 0) pieces_have_reserved_twin_ = true;
+    if (p.piece.size() < 2) continue;
+    for (const char ch : p.piece)
+      if (static_cast<unsigned char>(ch) < 0x80) isolated_[static_cast<unsigned char>(ch)] = false;
+  }
   bos_id_ = special_id(ts.bos_piece, PieceType::kControl);
   eos_id_ = special_id(ts.eos_piece, PieceType::kControl);
   pad_id_ = special_id(ts.pad_piece, PieceType::kControl);
@@ -321,40 +358,74 @@ std::string SentencePieceTokenizer::normalize(std::string_view in) const {
   return out;
 }
 
+// Appends final pieces: UNUSED pieces are split back into the pieces they
+// were merged from; an unknown piece becomes its UTF-8 bytes (byte fallback)
+// or one <unk> per run of unknown pieces.
+struct SentencePieceTokenizer::Emitter {
+  const SentencePieceTokenizer& tok;
+  std::vector<TokenId>& out;
+  bool prev_unk = false;
+  const std::unordered_map<std::string_view, std::pair<std::string_view, std::string_view>>*
+      rev_merge = nullptr;
+
+  // `id`: the piece's id when known (>= 0), else looked up.
+  void single(std::string_view w, TokenId id) {
+    if (id < 0) id = tok.lookup(w);
+    const PieceType type = tok.pieces_[static_cast<std::size_t>(id)].type;
+    if (type == PieceType::kUnused && rev_merge != nullptr) {
+      const auto it = rev_merge->find(w);
+      if (it != rev_merge->end()) {
+        single(it->second.first, -1);
+        single(it->second.second, -1);
+        return;
+      }
+    }
+    if (type == PieceType::kUnknown) {
+      if (tok.byte_fallback_) {
+        for (const char b : w) out.push_back(tok.byte_ids_[static_cast<unsigned char>(b)]);
+      } else if (!prev_unk) {
+        out.push_back(id);
+      }
+      prev_unk = true;
+      return;
+    }
+    out.push_back(id);
+    prev_unk = false;
+  }
+};
+
 void SentencePieceTokenizer::encode(std::string_view text, std::vector<TokenId>& out) const {
   const std::string normalized = normalize(text);
-  if (!normalized.empty()) encode_normalized(normalized, out);
+  if (normalized.empty()) return;
+  // A byte that no multi-character piece contains is never merged: BPE on
+  // the stretches between such bytes is independent, so a long document
+  // (lines joined by '\n') costs what its lines cost.
+  Emitter emit{*this, out};
+  thread_local Scratch scratch;  // reused between calls on a thread
+  const std::string_view v = normalized;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    if (c >= 0x80 || !isolated_[c]) continue;
+    if (i > start) bpe(v.substr(start, i - start), scratch, emit);
+    emit.single(v.substr(i, 1), char_id_[c]);
+    start = i + 1;
+  }
+  if (start < v.size()) bpe(v.substr(start), scratch, emit);
+  if (scratch.symbols.capacity() > (std::size_t{1} << 20)) scratch = Scratch{};
 }
 
 // BPE as libsentencepiece's bpe_model: the text starts as one symbol per
 // character (a user-defined symbol is one frozen symbol); repeatedly merge the
 // adjacent pair whose concatenation is a vocabulary piece with the highest
 // score, the leftmost on ties. Symbols form a linked list; candidate pairs
-// live in a max-heap and are checked for staleness when popped, so a line of
-// n characters costs O(n log n).
-void SentencePieceTokenizer::encode_normalized(std::string_view text,
-                                               std::vector<TokenId>& out) const {
-  struct Symbol {
-    std::uint32_t begin;
-    std::uint32_t len;  // 0 once merged into its left neighbour
-    std::int32_t prev;
-    std::int32_t next;
-    bool freeze;
-  };
-  struct Candidate {
-    float score;
-    std::int32_t left;
-    std::int32_t right;
-    std::uint32_t len;  // len(left) + len(right) when pushed
-  };
-  struct Lower {
-    bool operator()(const Candidate& a, const Candidate& b) const noexcept {
-      return a.score < b.score || (a.score == b.score && a.left > b.left);
-    }
-  };
-
-  std::vector<Symbol> symbols;
-  symbols.reserve(text.size());
+// live in a max-heap and are checked for staleness when popped, so n
+// characters cost O(n log n).
+void SentencePieceTokenizer::bpe(std::string_view text, Scratch& scratch, Emitter& emit) const {
+  auto& symbols = scratch.symbols;
+  auto& heap = scratch.heap;
+  symbols.clear();
+  heap.clear();
   for (std::size_t pos = 0; pos < text.size();) {
     std::size_t n = 0;
     bool freeze = false;
@@ -362,22 +433,25 @@ void SentencePieceTokenizer::encode_normalized(std::string_view text,
       n = match_user_defined(text.substr(pos));
       freeze = n > 0;
     }
-    if (n == 0) n = std::min(text.size() - pos, utf8_lead_len(static_cast<unsigned char>(text[pos])));
+    TokenId id = -1;
+    if (n == 0) {
+      const auto c = static_cast<unsigned char>(text[pos]);
+      n = std::min(text.size() - pos, utf8_lead_len(c));
+      if (c < 0x80) id = char_id_[c];
+    }
     const auto index = static_cast<std::int32_t>(symbols.size());
     symbols.push_back(Symbol{static_cast<std::uint32_t>(pos), static_cast<std::uint32_t>(n),
-                             index - 1, index + 1, freeze});
+                             index - 1, index + 1, id, freeze});
     pos += n;
   }
   symbols.back().next = -1;
 
-  std::vector<Candidate> heap_storage;
-  heap_storage.reserve(symbols.size());
-  std::priority_queue<Candidate, std::vector<Candidate>, Lower> agenda(Lower{},
-                                                                       std::move(heap_storage));
   // For UNUSED pieces: the pair a merged piece was last formed from.
   std::unordered_map<std::string_view, std::pair<std::string_view, std::string_view>> rev_merge;
-
   auto view = [&](const Symbol& s) { return text.substr(s.begin, s.len); };
+  const auto lower = [](const Candidate& a, const Candidate& b) {
+    return a.score < b.score || (a.score == b.score && a.left > b.left);
+  };
   auto maybe_add = [&](std::int32_t left, std::int32_t right) {
     if (left < 0 || right < 0) return;
     const Symbol& l = symbols[static_cast<std::size_t>(left)];
@@ -389,20 +463,23 @@ void SentencePieceTokenizer::encode_normalized(std::string_view text,
     const TokenId id = normal_.find(merged);
     if (id < 0) return;
     const SentencePiece& p = pieces_[static_cast<std::size_t>(id)];
-    agenda.push(Candidate{p.score, left, right, static_cast<std::uint32_t>(len)});
+    heap.push_back(Candidate{p.score, left, right, static_cast<std::uint32_t>(len), id});
+    std::push_heap(heap.begin(), heap.end(), lower);
     if (p.type == PieceType::kUnused) rev_merge[merged] = {view(l), view(r)};
   };
 
   for (std::size_t i = 1; i < symbols.size(); ++i)
     maybe_add(static_cast<std::int32_t>(i - 1), static_cast<std::int32_t>(i));
 
-  while (!agenda.empty()) {
-    const Candidate top = agenda.top();
-    agenda.pop();
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), lower);
+    const Candidate top = heap.back();
+    heap.pop_back();
     Symbol& l = symbols[static_cast<std::size_t>(top.left)];
     Symbol& r = symbols[static_cast<std::size_t>(top.right)];
     if (l.len == 0 || r.len == 0 || l.len + r.len != top.len) continue;  // stale
     l.len += r.len;
+    l.id = pieces_have_reserved_twin_ ? -1 : top.id;
     l.next = r.next;
     if (r.next >= 0) symbols[static_cast<std::size_t>(r.next)].prev = top.left;
     r.len = 0;
@@ -410,35 +487,12 @@ void SentencePieceTokenizer::encode_normalized(std::string_view text,
     maybe_add(top.left, l.next);
   }
 
-  // Emit: UNUSED pieces are split back into the pieces they were merged from;
-  // an unknown piece becomes its UTF-8 bytes (byte fallback) or one <unk>
-  // per run of unknown pieces.
-  bool prev_unk = false;
-  auto emit = [&](std::string_view w, auto&& self) -> void {
-    const TokenId id = lookup(w);
-    const SentencePiece& p = pieces_[static_cast<std::size_t>(id)];
-    if (p.type == PieceType::kUnused) {
-      const auto it = rev_merge.find(w);
-      if (it != rev_merge.end()) {
-        self(it->second.first, self);
-        self(it->second.second, self);
-        return;
-      }
-    }
-    if (p.type == PieceType::kUnknown) {
-      if (byte_fallback_) {
-        for (const char b : w) out.push_back(byte_ids_[static_cast<unsigned char>(b)]);
-      } else if (!prev_unk) {
-        out.push_back(id);
-      }
-      prev_unk = true;
-      return;
-    }
-    out.push_back(id);
-    prev_unk = false;
-  };
-  for (std::int32_t i = 0; i >= 0; i = symbols[static_cast<std::size_t>(i)].next)
-    emit(view(symbols[static_cast<std::size_t>(i)]), emit);
+  emit.rev_merge = rev_merge.empty() ? nullptr : &rev_merge;
+  for (std::int32_t i = 0; i >= 0; i = symbols[static_cast<std::size_t>(i)].next) {
+    const Symbol& s = symbols[static_cast<std::size_t>(i)];
+    emit.single(view(s), s.id);
+  }
+  emit.rev_merge = nullptr;
 }
 
 // As libsentencepiece's Decode: control pieces vanish, <unk> becomes the

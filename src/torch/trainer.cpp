@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <numbers>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -63,6 +64,24 @@ at::Tensor next_token_loss(const LlamaModel& model, const at::Tensor& batch) {
   return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), batch.narrow(1, 1, t).reshape({-1}));
 }
 
+// Soft cross-entropy to a frozen teacher, mixed with the hard loss.
+at::Tensor distillation_loss(const LlamaModel& student, const LlamaModel& teacher, const at::Tensor& batch,
+                             double hard_weight) {
+  const auto t = batch.size(1) - 1;
+  const auto inputs = batch.narrow(1, 0, t);
+  at::Tensor teacher_probs;
+  {
+    at::NoGradGuard no_grad;
+    teacher_probs = at::softmax(teacher.forward_train(inputs), -1);
+  }
+  const auto logits = student.forward_train(inputs);
+  const auto soft = -(teacher_probs * at::log_softmax(logits, -1)).sum(-1).mean();
+  if (hard_weight == 0.0) return soft;
+  const auto hard =
+      at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), batch.narrow(1, 1, t).reshape({-1}));
+  return (1.0 - hard_weight) * soft + hard_weight * hard;
+}
+
 std::string duration(double seconds) {
   const auto s = static_cast<std::int64_t>(seconds);
   return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60) : fmt::format("{}m{:02}s", s / 60, s % 60);
@@ -76,6 +95,8 @@ DType parse_dtype(const std::string& s) {
 }
 
 void check_options(const TrainOptions& o) {
+  if (o.max_steps_this_run < 0 || o.time_budget_seconds < 0)
+    throw InvalidArgumentError("train: step and time limits must be >= 0 (0 = none)");
   if (o.steps <= 0 || o.batch_size <= 0 || o.seq_len <= 1 || o.warmup_steps < 0 || o.checkpoint_every <= 0)
     throw InvalidArgumentError(fmt::format(
         "train: steps ({}), batch size ({}), checkpoint interval ({}) must be > 0, seq_len ({}) > 1, warmup ({}) >= 0",
@@ -86,6 +107,8 @@ void check_options(const TrainOptions& o) {
     throw InvalidArgumentError(fmt::format("train: seq_len {} exceeds the model's max_position_embeddings {}",
                                            o.seq_len, o.model.max_position_embeddings));
   parse_dtype(o.save_dtype);
+  if (!(o.hard_loss_weight >= 0.0 && o.hard_loss_weight <= 1.0))
+    throw InvalidArgumentError(fmt::format("distill: hard_loss_weight must be in [0, 1], got {}", o.hard_loss_weight));
 }
 
 }  // namespace
@@ -127,6 +150,14 @@ TrainReport train_language_model(const TrainOptions& o, const std::function<void
   }
   report.num_parameters = model.num_parameters();
   const auto& cfg = model.config();
+  std::optional<LlamaModel> teacher;
+  if (!o.teacher_dir.empty()) {
+    teacher.emplace(LlamaModel::load(o.teacher_dir));
+    if (teacher->vocab_size() != cfg.vocab_size)
+      throw ShapeError(fmt::format("distill: teacher vocabulary {} differs from the student's {}",
+                                   teacher->vocab_size(), cfg.vocab_size));
+    log(fmt::format("distilling from {} ({} parameters)", o.teacher_dir.string(), teacher->num_parameters()));
+  }
   const auto train = read_tokens(o.train_tokens, cfg.vocab_size, o.seq_len + 1);
   log(fmt::format("model: {} parameters ({} layers, hidden {}, {} heads / {} kv heads, vocab {}); data: {} tokens",
                   report.num_parameters, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
@@ -151,7 +182,8 @@ TrainReport train_language_model(const TrainOptions& o, const std::function<void
     for (auto& g : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
     const auto batch = windows(train, batch_starts(o, step, train.size()), o.seq_len + 1);
     optimizer.zero_grad();
-    const auto loss = next_token_loss(model, batch);
+    const auto loss = teacher ? distillation_loss(model, *teacher, batch, o.hard_loss_weight)
+                              : next_token_loss(model, batch);
     loss.backward();
     torch::nn::utils::clip_grad_norm_(model.parameters(), o.clip_norm);
     optimizer.step();
@@ -174,7 +206,20 @@ TrainReport train_language_model(const TrainOptions& o, const std::function<void
       window_tokens = 0;
     }
     if ((step + 1) % o.checkpoint_every == 0 && step + 1 < o.steps) save_checkpoint(step + 1);
+    const std::chrono::duration<double> ran = std::chrono::steady_clock::now() - start_time;
+    const bool out_of_steps = o.max_steps_this_run > 0 && step + 1 - first_step >= o.max_steps_this_run;
+    const bool out_of_time = o.time_budget_seconds > 0 && ran.count() >= o.time_budget_seconds;
+    if ((out_of_steps || out_of_time) && step + 1 < o.steps) {
+      save_checkpoint(step + 1);
+      report.steps_run = step + 1 - first_step;
+      for (double v : recent) report.final_loss += v / static_cast<double>(recent.size());
+      report.wall_seconds = ran.count();
+      log(fmt::format("stopped at step {} of {} ({}); checkpoint in {}", step + 1, o.steps,
+                      out_of_steps ? "step limit" : "time budget", ckpt_dir.string()));
+      return report;
+    }
   }
+  report.finished = true;
   report.steps_run = step - first_step;
   for (double v : recent) report.final_loss += v / static_cast<double>(recent.size());
 

@@ -186,6 +186,18 @@ void check_model(const std::string& model_path, const std::string& text_path,
   CHECK(r.encode_mismatches == 0);
   CHECK(r.decode_mismatches == 0);
   CHECK(r.scrambled_mismatches == 0);
+  // Whole documents: 40 lines joined by newlines (the corpus encodes
+  // documents, and our encoder splits them at never-merged bytes).
+  std::vector<std::string> docs;
+  for (std::size_t i = 0; i < lines.size(); i += 40) {
+    std::string d;
+    for (std::size_t k = i; k < std::min(lines.size(), i + 40); ++k) d += lines[k] + "\n";
+    docs.push_back(std::move(d));
+  }
+  const Report d = compare(ours, sp, docs, name + " on " + std::to_string(docs.size()) + " documents");
+  CHECK(d.encode_mismatches == 0);
+  CHECK(d.decode_mismatches == 0);
+  CHECK(d.scrambled_mismatches == 0);
   const Report e = compare(ours, sp, edge_cases(), name + " on edge cases");
   CHECK(e.encode_mismatches == 0);
   CHECK(e.decode_mismatches == 0);

@@ -78,8 +78,19 @@ inline std::uint64_t hash_bytes(std::string_view s) noexcept {
     p += 8;
     n -= 8;
   }
+  // Tail of 0-7 bytes without a variable-length copy: two overlapping
+  // 4-byte loads, or first/middle/last byte (the length is already in h).
   std::uint64_t w = 0;
-  if (n > 0) std::memcpy(&w, p, n);
+  if (n >= 4) {
+    std::uint32_t a, b;
+    std::memcpy(&a, p, 4);
+    std::memcpy(&b, p + n - 4, 4);
+    w = (static_cast<std::uint64_t>(a) << 32) | b;
+  } else if (n > 0) {
+    w = (static_cast<std::uint64_t>(static_cast<unsigned char>(p[0])) << 16) |
+        (static_cast<std::uint64_t>(static_cast<unsigned char>(p[n >> 1])) << 8) |
+        static_cast<unsigned char>(p[n - 1]);
+  }
   h = (h ^ w) * 0x94D049BB133111EBull;
   h ^= h >> 29;
   h *= 0xBF58476D1CE4E5B9ull;
@@ -88,63 +99,63 @@ inline std::uint64_t hash_bytes(std::string_view s) noexcept {
 }
 
 // Open-addressing map from strings (which must outlive the map) to int32 ids.
+// Slots are 8 bytes (32 hash bits + entry index), so an 8k-32k vocabulary's
+// table stays cache-resident; most lookups during BPE are misses and end at
+// an empty slot without touching the key.
 class StringIdMap {
  public:
   // False (and no change) if `key` is already present.
   bool insert(std::string_view key, std::int32_t id) {
-    if ((size_ + 1) * 2 > slots_.size()) grow();
-    if (insert_slot(key, id, hash_bytes(key))) {
-      ++size_;
-      return true;
-    }
-    return false;
+    if ((entries_.size() + 1) * 2 > slots_.size()) grow();
+    const std::uint64_t h = hash_bytes(key);
+    if (find_hashed(key, h) >= 0) return false;
+    entries_.push_back(Entry{key.data(), key.size(), id});
+    place(h, entries_.size());
+    return true;
   }
   // The id of `key`, or -1.
   std::int32_t find(std::string_view key) const noexcept {
     if (slots_.empty()) return -1;
-    const std::uint64_t h = hash_bytes(key);
-    const std::size_t mask = slots_.size() - 1;
-    for (std::size_t i = static_cast<std::size_t>(h) & mask;; i = (i + 1) & mask) {
-      const Slot& s = slots_[i];
-      if (s.id < 0) return -1;
-      if (s.hash == h && s.len == key.size() &&
-          (key.empty() || std::memcmp(s.data, key.data(), key.size()) == 0))
-        return s.id;
-    }
+    return find_hashed(key, hash_bytes(key));
   }
-  std::size_t size() const noexcept { return size_; }
+  std::size_t size() const noexcept { return entries_.size(); }
 
  private:
-  struct Slot {
-    std::uint64_t hash = 0;
-    const char* data = nullptr;
-    std::size_t len = 0;
-    std::int32_t id = -1;
+  struct Entry {
+    const char* data;
+    std::size_t len;
+    std::int32_t id;
   };
 
-  bool insert_slot(std::string_view key, std::int32_t id, std::uint64_t h) {
+  std::int32_t find_hashed(std::string_view key, std::uint64_t h) const noexcept {
     const std::size_t mask = slots_.size() - 1;
+    const std::uint64_t tag = h >> 32;
     for (std::size_t i = static_cast<std::size_t>(h) & mask;; i = (i + 1) & mask) {
-      Slot& s = slots_[i];
-      if (s.id < 0) {
-        s = Slot{h, key.data(), key.size(), id};
-        return true;
+      const std::uint64_t s = slots_[i];
+      if (s == 0) return -1;
+      if ((s >> 32) == tag) {
+        const Entry& e = entries_[(s & 0xFFFFFFFFu) - 1];
+        if (e.len == key.size() && (key.empty() || std::memcmp(e.data, key.data(), key.size()) == 0))
+          return e.id;
       }
-      if (s.hash == h && s.len == key.size() &&
-          (key.empty() || std::memcmp(s.data, key.data(), key.size()) == 0))
-        return false;
     }
+  }
+
+  void place(std::uint64_t h, std::size_t entry_plus_one) {
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t i = static_cast<std::size_t>(h) & mask;
+    while (slots_[i] != 0) i = (i + 1) & mask;
+    slots_[i] = ((h >> 32) << 32) | static_cast<std::uint64_t>(entry_plus_one);
   }
 
   void grow() {
-    std::vector<Slot> old = std::move(slots_);
-    slots_.assign(old.empty() ? 64 : old.size() * 2, Slot{});
-    for (const Slot& s : old)
-      if (s.id >= 0) insert_slot(std::string_view(s.data, s.len), s.id, s.hash);
+    slots_.assign(slots_.empty() ? 64 : slots_.size() * 2, 0);
+    for (std::size_t k = 0; k < entries_.size(); ++k)
+      place(hash_bytes(std::string_view(entries_[k].data, entries_[k].len)), k + 1);
   }
 
-  std::vector<Slot> slots_;
-  std::size_t size_ = 0;
+  std::vector<std::uint64_t> slots_;
+  std::vector<Entry> entries_;
 };
 
 }  // namespace specdec::tokenizer::detail

@@ -33,6 +33,17 @@ struct TrainOptions {
   std::uint64_t seed = 1;
   std::string save_dtype = "f16";   // dtype of the final weights: f32, f16 or bf16
   int threads = 0;                  // 0: all cores
+  // Stop early (checkpoint, no final save) after this many steps or seconds in
+  // this invocation; 0 = no limit. A later run with the same out_dir resumes.
+  std::int64_t max_steps_this_run = 0;
+  double time_budget_seconds = 0.0;
+  // Distillation (`specdec distill`): with a teacher, the loss is the soft
+  // cross-entropy to the teacher's next-token distribution (equal to
+  // KL(teacher || student) plus a constant), mixed with the hard next-token
+  // loss by hard_loss_weight. A draft aligned to its target is what makes
+  // speculation pay.
+  std::filesystem::path teacher_dir;  // empty: plain language-model training
+  double hard_loss_weight = 0.0;
 };
 
 struct TrainReport {
@@ -42,12 +53,14 @@ struct TrainReport {
   double heldout_perplexity = 0.0;
   double wall_seconds = 0.0;
   std::int64_t num_parameters = 0;
+  bool finished = false;            // false: stopped early, checkpoint saved
 };
 
 // Learning rate at `step` (0-based): linear warmup to lr, then cosine to min_lr.
 double learning_rate(const TrainOptions& o, std::int64_t step);
 
 // Trains (or resumes from out_dir/checkpoint), then saves the model to out_dir.
+// With options.teacher_dir set it distills from that model instead.
 // `log` receives progress lines.
 TrainReport train_language_model(const TrainOptions& options,
                                  const std::function<void(const std::string&)>& log);
