@@ -77,21 +77,20 @@ std::size_t utf8_char_count(std::string_view s) {
 class HfTokenizer final : public TokenizerImpl {
  public:
   HfTokenizer(std::string_view text, std::string source);
+  // vocab_ points into id_to_token_: the object stays where it was built.
+  HfTokenizer(const HfTokenizer&) = delete;
+  HfTokenizer& operator=(const HfTokenizer&) = delete;
 
   TokenizerKind kind() const noexcept override { return TokenizerKind::kHuggingFace; }
   void encode(std::string_view text, std::vector<TokenId>& out) const override;
   std::string decode(std::span<const TokenId> ids) const override;
-  const std::string& piece(TokenId id) const override {
-    return id_to_token_[static_cast<std::size_t>(id)];
-  }
+  const std::string& piece(TokenId id) const override { return id_to_token_[static_cast<std::size_t>(id)]; }
   std::optional<TokenId> piece_to_id(std::string_view piece) const override {
     const TokenId id = vocab_.find(piece);
     if (id < 0) return std::nullopt;
     return id;
   }
-  TokenId vocab_size() const noexcept override {
-    return static_cast<TokenId>(id_to_token_.size());
-  }
+  TokenId vocab_size() const noexcept override { return static_cast<TokenId>(id_to_token_.size()); }
   TokenId bos_id() const noexcept override { return bos_; }
   TokenId eos_id() const noexcept override { return eos_; }
   TokenId unk_id() const noexcept override { return unk_; }
@@ -119,10 +118,10 @@ class HfTokenizer final : public TokenizerImpl {
   Match find_added(std::string_view s, std::size_t from, bool normalized) const;
   // Splits `s` on added tokens; text pieces go to `on_text(text, offset)`.
   template <class F>
-  void split_added(std::string_view s, bool normalized, std::vector<TokenId>& out,
-                   F&& on_text) const;
+  void split_added(std::string_view s, bool normalized, std::vector<TokenId>& out, F&& on_text) const;
   void encode_segment(std::string_view raw, bool at_start, std::vector<TokenId>& out) const;
   void encode_word(std::string_view word, std::vector<TokenId>& out) const;
+  void merge_run(std::span<const TokenId> ids, std::vector<TokenId>& out) const;
   void run_decoders(std::vector<std::string>& tokens) const;
 
   std::string source_;
@@ -130,6 +129,7 @@ class HfTokenizer final : public TokenizerImpl {
   std::vector<char> is_special_;
   StringIdMap vocab_;
   std::unordered_map<std::uint64_t, std::pair<std::uint32_t, TokenId>> merges_;
+  std::vector<char> in_merge_;  // per id: is it either side of some merge?
   std::array<TokenId, 256> byte_ids_{};
   bool byte_fallback_ = false;
   bool all_bytes_ = false;
@@ -141,6 +141,8 @@ class HfTokenizer final : public TokenizerImpl {
   Prepend meta_prepend_ = Prepend::kAlways;
   bool meta_split_ = true;
   std::vector<AddedToken> added_;
+  // Indices into added_ by first byte, for raw [0] and normalized [1] tokens.
+  std::array<std::array<std::vector<std::size_t>, 256>, 2> added_by_first_{};
   bool has_normalized_added_ = false;
   bool has_raw_added_ = false;
   bool has_decoder_ = false;
@@ -197,6 +199,11 @@ HfTokenizer::HfTokenizer(std::string_view text, std::string source) : source_(st
   } catch (const json::exception& e) {
     throw TokenizerError(fmt::format("{}: malformed tokenizer.json: {}", source_, e.what()));
   }
+  in_merge_.assign(id_to_token_.size(), 0);
+  for (const auto& [pair, value] : merges_) {
+    in_merge_[static_cast<std::size_t>(pair >> 32)] = 1;
+    in_merge_[static_cast<std::size_t>(pair & 0xFFFFFFFFu)] = 1;
+  }
   is_special_.assign(id_to_token_.size(), 0);
   for (const AddedToken& t : added_)
     if (t.special) is_special_[static_cast<std::size_t>(t.id)] = 1;
@@ -205,8 +212,8 @@ HfTokenizer::HfTokenizer(std::string_view text, std::string source) : source_(st
 void HfTokenizer::parse_model(const json& m) {
   const std::string type = str_field(m, "type");
   if (type != "BPE")
-    unsupported(fmt::format("model type \"{}\" (only BPE is implemented)",
-                            type.empty() ? "<missing>" : type));
+    unsupported(
+        fmt::format("model type \"{}\" (only BPE is implemented)", type.empty() ? "<missing>" : type));
   if (m.contains("dropout") && !m["dropout"].is_null() && m["dropout"].get<double>() != 0.0)
     unsupported("BPE dropout");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
@@ -230,8 +237,7 @@ void HfTokenizer::parse_model(const json& m) {
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     const auto id = static_cast<std::size_t>(it.value().get<std::int64_t>());
     if (seen[id])
-      malformed(fmt::format("vocab id {} used by both \"{}\" and \"{}\"", id, id_to_token_[id],
-                            it.key()));
+      malformed(fmt::format("vocab id {} used by both \"{}\" and \"{}\"", id, id_to_token_[id], it.key()));
     seen[id] = 1;
     id_to_token_[id] = it.key();
   }
@@ -300,10 +306,12 @@ void HfTokenizer::parse_added_tokens(const json& a) {
     if (id_to_token_[uid].empty()) {
       id_to_token_[uid] = tok.content;
     } else if (id_to_token_[uid] != tok.content) {
-      malformed(fmt::format("added token \"{}\" has id {}, which the vocab gives to \"{}\"",
-                            tok.content, id, id_to_token_[uid]));
+      malformed(fmt::format("added token \"{}\" has id {}, which the vocab gives to \"{}\"", tok.content, id,
+                            id_to_token_[uid]));
     }
     (tok.normalized ? has_normalized_added_ : has_raw_added_) = true;
+    added_by_first_[tok.normalized ? 1 : 0][static_cast<unsigned char>(tok.content[0])].push_back(
+        added_.size());
     added_.push_back(std::move(tok));
   }
   // Re-point map keys at the final strings (resize may have moved them).
@@ -322,8 +330,8 @@ void HfTokenizer::parse_normalizer(const json& n) {
   } else if (type == "Replace") {
     const json& pat = n.at("pattern");
     if (!pat.contains("String")) unsupported("normalizer Replace with a regex pattern");
-    normalizer_.push_back({NormalizerStep::kReplace, pat["String"].get<std::string>(),
-                           n.at("content").get<std::string>()});
+    normalizer_.push_back(
+        {NormalizerStep::kReplace, pat["String"].get<std::string>(), n.at("content").get<std::string>()});
   } else {
     unsupported(fmt::format("normalizer \"{}\" (supported: Sequence, Prepend, Replace)", type));
   }
@@ -349,8 +357,7 @@ void HfTokenizer::parse_pre_tokenizer(const json& p) {
     if (metaspace_) unsupported("more than one Metaspace pre-tokenizer");
     metaspace_ = true;
     meta_replacement_ = p.value("replacement", std::string(kSpaceSymbol));
-    if (utf8_char_count(meta_replacement_) != 1)
-      malformed("Metaspace replacement is not one character");
+    if (utf8_char_count(meta_replacement_) != 1) malformed("Metaspace replacement is not one character");
     meta_prepend_ = parse_prepend_scheme(p);
     meta_split_ = p.value("split", true);
   } else {
@@ -383,21 +390,21 @@ void HfTokenizer::parse_decoder(const json& d) {
     s.prepend = parse_prepend_scheme(d);
     decoder_.push_back(std::move(s));
   } else {
-    unsupported(fmt::format("decoder \"{}\" (supported: Sequence, Replace, ByteFallback, Fuse, "
-                            "Strip, Metaspace)",
-                            type));
+    unsupported(
+        fmt::format("decoder \"{}\" (supported: Sequence, Replace, ByteFallback, Fuse, "
+                    "Strip, Metaspace)",
+                    type));
   }
 }
 
-HfTokenizer::Match HfTokenizer::find_added(std::string_view s, std::size_t from,
-                                           bool normalized) const {
+HfTokenizer::Match HfTokenizer::find_added(std::string_view s, std::size_t from, bool normalized) const {
+  const auto& by_first = added_by_first_[normalized ? 1 : 0];
   for (std::size_t i = from; i < s.size(); ++i) {
     std::size_t best = added_.size();
     std::size_t best_len = 0;
-    for (std::size_t k = 0; k < added_.size(); ++k) {
+    for (const std::size_t k : by_first[static_cast<unsigned char>(s[i])]) {
       const AddedToken& t = added_[k];
-      if (t.normalized != normalized || t.content.size() <= best_len) continue;
-      if (s.compare(i, t.content.size(), t.content) == 0) {
+      if (t.content.size() > best_len && s.compare(i, t.content.size(), t.content) == 0) {
         best = k;
         best_len = t.content.size();
       }
@@ -445,13 +452,11 @@ void HfTokenizer::encode(std::string_view text, std::vector<TokenId>& out) const
     encode_segment(text, true, out);
     return;
   }
-  split_added(text, false, out, [&](std::string_view seg, std::size_t offset) {
-    encode_segment(seg, offset == 0, out);
-  });
+  split_added(text, false, out,
+              [&](std::string_view seg, std::size_t offset) { encode_segment(seg, offset == 0, out); });
 }
 
-void HfTokenizer::encode_segment(std::string_view raw, bool at_start,
-                                 std::vector<TokenId>& out) const {
+void HfTokenizer::encode_segment(std::string_view raw, bool at_start, std::vector<TokenId>& out) const {
   std::string s(raw);
   for (const NormalizerStep& step : normalizer_) {
     if (step.kind == NormalizerStep::kPrepend) {
@@ -467,8 +472,7 @@ void HfTokenizer::encode_segment(std::string_view raw, bool at_start,
     }
     std::string w(piece);
     replace_all(w, " ", meta_replacement_);
-    const bool prepend =
-        meta_prepend_ == Prepend::kAlways || (meta_prepend_ == Prepend::kFirst && first);
+    const bool prepend = meta_prepend_ == Prepend::kAlways || (meta_prepend_ == Prepend::kFirst && first);
     if (prepend && w.compare(0, meta_replacement_.size(), meta_replacement_) != 0)
       w.insert(0, meta_replacement_);
     if (!meta_split_) {
@@ -506,18 +510,8 @@ void HfTokenizer::encode_word(std::string_view word, std::vector<TokenId>& out) 
       return;
     }
   }
-  struct Symbol {
-    TokenId id;
-    std::int32_t prev;
-    std::int32_t next;
-    bool alive;
-  };
-  std::vector<Symbol> symbols;
-  symbols.reserve(word.size());
-  auto add = [&](TokenId id) {
-    const auto n = static_cast<std::int32_t>(symbols.size());
-    symbols.push_back(Symbol{id, n - 1, n + 1, true});
-  };
+  std::vector<TokenId> ids;
+  ids.reserve(word.size());
   TokenId pending_unk = kNoToken;
   for (std::size_t i = 0; i < word.size();) {
     std::size_t n = valid_utf8_len(word.substr(i));
@@ -526,31 +520,64 @@ void HfTokenizer::encode_word(std::string_view word, std::vector<TokenId>& out) 
     i += n;
     const TokenId id = vocab_.find(ch);
     if (id >= 0) {
-      if (pending_unk >= 0) add(pending_unk);
+      if (pending_unk >= 0) ids.push_back(pending_unk);
       pending_unk = kNoToken;
-      add(id);
+      ids.push_back(id);
       continue;
     }
     if (byte_fallback_) {
       bool all = true;
       for (const char b : ch) all = all && byte_ids_[static_cast<unsigned char>(b)] >= 0;
       if (all) {
-        for (const char b : ch) add(byte_ids_[static_cast<unsigned char>(b)]);
+        for (const char b : ch) ids.push_back(byte_ids_[static_cast<unsigned char>(b)]);
         continue;
       }
     }
     if (unk_ < 0) {
       std::string hex;
       for (const char b : ch) hex += fmt::format("{:02X}", static_cast<unsigned char>(b));
-      throw TokenizerError(fmt::format("{}: cannot encode character \"{}\" (bytes {}): not in the "
-                                       "vocab, and the model has neither byte fallback nor an "
-                                       "unk_token",
-                                       source_, ch, hex));
+      throw TokenizerError(
+          fmt::format("{}: cannot encode character \"{}\" (bytes {}): not in the "
+                      "vocab, and the model has neither byte fallback nor an "
+                      "unk_token",
+                      source_, ch, hex));
     }
-    if (pending_unk >= 0 && !fuse_unk_) add(pending_unk);
+    if (pending_unk >= 0 && !fuse_unk_) ids.push_back(pending_unk);
     pending_unk = unk_;
   }
-  if (pending_unk >= 0) add(pending_unk);
+  if (pending_unk >= 0) ids.push_back(pending_unk);
+  // A symbol in no merge pair never merges: the runs between such symbols
+  // are independent (a long word costs what its pieces cost).
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (in_merge_[static_cast<std::size_t>(ids[i])]) continue;
+    merge_run(std::span<const TokenId>(ids).subspan(start, i - start), out);
+    out.push_back(ids[i]);
+    start = i + 1;
+  }
+  merge_run(std::span<const TokenId>(ids).subspan(start), out);
+}
+
+// `tokenizers`' Word::merge_all: merges applied lowest rank first, leftmost
+// first among equal ranks; a popped merge is stale unless its pair still maps
+// to the same new token.
+void HfTokenizer::merge_run(std::span<const TokenId> ids, std::vector<TokenId>& out) const {
+  if (ids.size() < 2) {
+    out.insert(out.end(), ids.begin(), ids.end());
+    return;
+  }
+  struct Symbol {
+    TokenId id;
+    std::int32_t prev;
+    std::int32_t next;
+    bool alive;
+  };
+  std::vector<Symbol> symbols;
+  symbols.reserve(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const auto n = static_cast<std::int32_t>(i);
+    symbols.push_back(Symbol{ids[i], n - 1, n + 1, true});
+  }
   symbols.back().next = -1;
 
   struct Merge {
@@ -658,8 +685,8 @@ void HfTokenizer::run_decoders(std::vector<std::string>& tokens) const {
           std::string_view v = t;
           for (std::size_t k = 0; k < step.start && v.substr(0, step.a.size()) == step.a; ++k)
             v.remove_prefix(step.a.size());
-          for (std::size_t k = 0; k < step.stop && v.size() >= step.a.size() &&
-                                  v.substr(v.size() - step.a.size()) == step.a;
+          for (std::size_t k = 0;
+               k < step.stop && v.size() >= step.a.size() && v.substr(v.size() - step.a.size()) == step.a;
                ++k)
             v.remove_suffix(step.a.size());
           t = std::string(v);
@@ -696,8 +723,7 @@ std::string HfTokenizer::decode(std::span<const TokenId> ids) const {
 
 }  // namespace
 
-std::shared_ptr<const TokenizerImpl> make_hf_tokenizer(std::string_view json_text,
-                                                       std::string source) {
+std::shared_ptr<const TokenizerImpl> make_hf_tokenizer(std::string_view json_text, std::string source) {
   return std::make_shared<HfTokenizer>(json_text, std::move(source));
 }
 

@@ -20,12 +20,18 @@ constexpr int kMaxGroupDepth = 64;
 
 std::string_view wire_type_name(WireType t) {
   switch (t) {
-    case WireType::kVarint: return "varint";
-    case WireType::kFixed64: return "fixed64";
-    case WireType::kLengthDelimited: return "length-delimited";
-    case WireType::kStartGroup: return "start-group";
-    case WireType::kEndGroup: return "end-group";
-    case WireType::kFixed32: return "fixed32";
+    case WireType::kVarint:
+      return "varint";
+    case WireType::kFixed64:
+      return "fixed64";
+    case WireType::kLengthDelimited:
+      return "length-delimited";
+    case WireType::kStartGroup:
+      return "start-group";
+    case WireType::kEndGroup:
+      return "end-group";
+    case WireType::kFixed32:
+      return "fixed32";
   }
   return "invalid";
 }
@@ -38,8 +44,7 @@ ProtoReader::ProtoReader(std::string_view data, std::string_view source, std::si
     : data_(data), source_(source), base_(base_offset) {}
 
 void ProtoReader::fail(std::string_view what) const {
-  throw TokenizerError(
-      fmt::format("{}: malformed protobuf at byte {}: {}", source_, base_ + tag_pos_, what));
+  throw TokenizerError(fmt::format("{}: malformed protobuf at byte {}: {}", source_, base_ + tag_pos_, what));
 }
 
 std::uint64_t ProtoReader::raw_varint() {
@@ -72,8 +77,8 @@ bool ProtoReader::next() {
 
 void ProtoReader::expect(WireType t, std::string_view what) const {
   if (wire_type_ != t)
-    fail(fmt::format("field {} has wire type {}, expected {} for {}", field_,
-                     wire_type_name(wire_type_), wire_type_name(t), what));
+    fail(fmt::format("field {} has wire type {}, expected {} for {}", field_, wire_type_name(wire_type_),
+                     wire_type_name(t), what));
 }
 
 std::uint64_t ProtoReader::read_varint() {
@@ -87,7 +92,9 @@ std::int32_t ProtoReader::read_int32() {
   return static_cast<std::int32_t>(static_cast<std::uint32_t>(read_varint() & 0xffffffffu));
 }
 
-bool ProtoReader::read_bool() { return read_varint() != 0; }
+bool ProtoReader::read_bool() {
+  return read_varint() != 0;
+}
 
 std::uint32_t ProtoReader::read_fixed32() {
   expect(WireType::kFixed32, "a fixed32");
@@ -109,14 +116,15 @@ std::uint64_t ProtoReader::read_fixed64() {
   return v;
 }
 
-float ProtoReader::read_float() { return std::bit_cast<float>(read_fixed32()); }
+float ProtoReader::read_float() {
+  return std::bit_cast<float>(read_fixed32());
+}
 
 std::string_view ProtoReader::read_bytes() {
   expect(WireType::kLengthDelimited, "a length-delimited value");
   const std::uint64_t n = raw_varint();
   if (n > data_.size() - pos_)
-    fail(fmt::format("length-delimited field {} claims {} bytes, {} remain", field_, n,
-                     data_.size() - pos_));
+    fail(fmt::format("length-delimited field {} claims {} bytes, {} remain", field_, n, data_.size() - pos_));
   const std::string_view v = data_.substr(pos_, static_cast<std::size_t>(n));
   pos_ += static_cast<std::size_t>(n);
   return v;
@@ -130,7 +138,9 @@ ProtoReader ProtoReader::read_message() {
 
 void ProtoReader::skip_value(WireType t, std::uint32_t field, int depth) {
   switch (t) {
-    case WireType::kVarint: raw_varint(); return;
+    case WireType::kVarint:
+      raw_varint();
+      return;
     case WireType::kFixed64:
       if (data_.size() - pos_ < 8) fail("truncated fixed64");
       pos_ += 8;
@@ -157,19 +167,21 @@ void ProtoReader::skip_value(WireType t, std::uint32_t field, int depth) {
         if (wt > 5) fail(fmt::format("invalid wire type {}", wt));
         if (f == 0 || f > 0x1fffffff) fail("invalid field number");
         if (static_cast<WireType>(wt) == WireType::kEndGroup) {
-          if (f != field)
-            fail(fmt::format("end-group for field {} inside group {}", f, field));
+          if (f != field) fail(fmt::format("end-group for field {} inside group {}", f, field));
           return;
         }
         skip_value(static_cast<WireType>(wt), static_cast<std::uint32_t>(f), depth + 1);
       }
     }
-    case WireType::kEndGroup: fail("unexpected end-group");
+    case WireType::kEndGroup:
+      fail("unexpected end-group");
   }
   fail("invalid wire type");
 }
 
-void ProtoReader::skip() { skip_value(wire_type_, field_, 0); }
+void ProtoReader::skip() {
+  skip_value(wire_type_, field_, 0);
+}
 
 // ---- ProtoWriter ---------------------------------------------------------------------
 
@@ -218,22 +230,32 @@ void ProtoWriter::bytes_field(std::uint32_t field, std::string_view v) {
 
 std::string_view to_string(PieceType t) noexcept {
   switch (t) {
-    case PieceType::kNormal: return "NORMAL";
-    case PieceType::kUnknown: return "UNKNOWN";
-    case PieceType::kControl: return "CONTROL";
-    case PieceType::kUserDefined: return "USER_DEFINED";
-    case PieceType::kUnused: return "UNUSED";
-    case PieceType::kByte: return "BYTE";
+    case PieceType::kNormal:
+      return "NORMAL";
+    case PieceType::kUnknown:
+      return "UNKNOWN";
+    case PieceType::kControl:
+      return "CONTROL";
+    case PieceType::kUserDefined:
+      return "USER_DEFINED";
+    case PieceType::kUnused:
+      return "UNUSED";
+    case PieceType::kByte:
+      return "BYTE";
   }
   return "?";
 }
 
 std::string_view to_string(ModelType t) noexcept {
   switch (t) {
-    case ModelType::kUnigram: return "UNIGRAM";
-    case ModelType::kBpe: return "BPE";
-    case ModelType::kWord: return "WORD";
-    case ModelType::kChar: return "CHAR";
+    case ModelType::kUnigram:
+      return "UNIGRAM";
+    case ModelType::kBpe:
+      return "BPE";
+    case ModelType::kWord:
+      return "WORD";
+    case ModelType::kChar:
+      return "CHAR";
   }
   return "?";
 }
@@ -243,15 +265,20 @@ namespace {
 void parse_piece(ProtoReader r, SentencePiece& p) {
   while (r.next()) {
     switch (r.field()) {
-      case 1: p.piece = std::string(r.read_bytes()); break;
-      case 2: p.score = r.read_float(); break;
+      case 1:
+        p.piece = std::string(r.read_bytes());
+        break;
+      case 2:
+        p.score = r.read_float();
+        break;
       case 3: {
         const std::int32_t t = r.read_int32();
         if (t < 1 || t > 6) r.fail(fmt::format("unknown SentencePiece.type {}", t));
         p.type = static_cast<PieceType>(t);
         break;
       }
-      default: r.skip();
+      default:
+        r.skip();
     }
   }
 }
@@ -265,21 +292,50 @@ void parse_trainer_spec(ProtoReader r, TrainerSpec& s) {
         s.model_type = static_cast<ModelType>(t);
         break;
       }
-      case 4: s.vocab_size = r.read_int32(); break;
-      case 24: s.treat_whitespace_as_suffix = r.read_bool(); break;
-      case 25: s.split_digits = r.read_bool(); break;
-      case 26: s.allow_whitespace_only_pieces = r.read_bool(); break;
-      case 35: s.byte_fallback = r.read_bool(); break;
-      case 40: s.unk_id = r.read_int32(); break;
-      case 41: s.bos_id = r.read_int32(); break;
-      case 42: s.eos_id = r.read_int32(); break;
-      case 43: s.pad_id = r.read_int32(); break;
-      case 44: s.unk_surface = std::string(r.read_bytes()); break;
-      case 45: s.unk_piece = std::string(r.read_bytes()); break;
-      case 46: s.bos_piece = std::string(r.read_bytes()); break;
-      case 47: s.eos_piece = std::string(r.read_bytes()); break;
-      case 48: s.pad_piece = std::string(r.read_bytes()); break;
-      default: r.skip();
+      case 4:
+        s.vocab_size = r.read_int32();
+        break;
+      case 24:
+        s.treat_whitespace_as_suffix = r.read_bool();
+        break;
+      case 25:
+        s.split_digits = r.read_bool();
+        break;
+      case 26:
+        s.allow_whitespace_only_pieces = r.read_bool();
+        break;
+      case 35:
+        s.byte_fallback = r.read_bool();
+        break;
+      case 40:
+        s.unk_id = r.read_int32();
+        break;
+      case 41:
+        s.bos_id = r.read_int32();
+        break;
+      case 42:
+        s.eos_id = r.read_int32();
+        break;
+      case 43:
+        s.pad_id = r.read_int32();
+        break;
+      case 44:
+        s.unk_surface = std::string(r.read_bytes());
+        break;
+      case 45:
+        s.unk_piece = std::string(r.read_bytes());
+        break;
+      case 46:
+        s.bos_piece = std::string(r.read_bytes());
+        break;
+      case 47:
+        s.eos_piece = std::string(r.read_bytes());
+        break;
+      case 48:
+        s.pad_piece = std::string(r.read_bytes());
+        break;
+      default:
+        r.skip();
     }
   }
 }
@@ -287,12 +343,23 @@ void parse_trainer_spec(ProtoReader r, TrainerSpec& s) {
 void parse_normalizer_spec(ProtoReader r, NormalizerSpec& s) {
   while (r.next()) {
     switch (r.field()) {
-      case 1: s.name = std::string(r.read_bytes()); break;
-      case 2: s.precompiled_charsmap = std::string(r.read_bytes()); break;
-      case 3: s.add_dummy_prefix = r.read_bool(); break;
-      case 4: s.remove_extra_whitespaces = r.read_bool(); break;
-      case 5: s.escape_whitespaces = r.read_bool(); break;
-      default: r.skip();
+      case 1:
+        s.name = std::string(r.read_bytes());
+        break;
+      case 2:
+        s.precompiled_charsmap = std::string(r.read_bytes());
+        break;
+      case 3:
+        s.add_dummy_prefix = r.read_bool();
+        break;
+      case 4:
+        s.remove_extra_whitespaces = r.read_bool();
+        break;
+      case 5:
+        s.escape_whitespaces = r.read_bool();
+        break;
+      default:
+        r.skip();
     }
   }
 }
@@ -314,15 +381,22 @@ ModelProto parse_model_proto(std::string_view bytes, std::string_view source) {
   ProtoReader r(bytes, source);
   while (r.next()) {
     switch (r.field()) {
-      case 1: parse_piece(r.read_message(), model.pieces.emplace_back()); break;
+      case 1:
+        parse_piece(r.read_message(), model.pieces.emplace_back());
+        break;
       // Proto2 merges repeated occurrences of a singular message field.
-      case 2: parse_trainer_spec(r.read_message(), model.trainer_spec); break;
-      case 3: parse_normalizer_spec(r.read_message(), model.normalizer_spec); break;
+      case 2:
+        parse_trainer_spec(r.read_message(), model.trainer_spec);
+        break;
+      case 3:
+        parse_normalizer_spec(r.read_message(), model.normalizer_spec);
+        break;
       case 5:
         if (!model.denormalizer_spec) model.denormalizer_spec.emplace();
         parse_normalizer_spec(r.read_message(), *model.denormalizer_spec);
         break;
-      default: r.skip();
+      default:
+        r.skip();
     }
   }
   return model;

@@ -28,16 +28,18 @@ class CharsMap {
   CharsMap() = default;
   CharsMap(std::string_view blob, std::string_view source) {
     if (blob.size() < 4)
-      throw TokenizerError(fmt::format("{}: normalizer precompiled_charsmap is {} bytes, too "
-                                       "short for its header",
-                                       source, blob.size()));
+      throw TokenizerError(
+          fmt::format("{}: normalizer precompiled_charsmap is {} bytes, too "
+                      "short for its header",
+                      source, blob.size()));
     std::uint32_t trie_size = 0;
     for (int i = 0; i < 4; ++i)
       trie_size |= static_cast<std::uint32_t>(static_cast<unsigned char>(blob[i])) << (8 * i);
     if (trie_size > blob.size() - 4 || trie_size % 4 != 0 || trie_size == 0)
-      throw TokenizerError(fmt::format("{}: normalizer precompiled_charsmap has a bad trie size "
-                                       "{} (blob is {} bytes)",
-                                       source, trie_size, blob.size()));
+      throw TokenizerError(
+          fmt::format("{}: normalizer precompiled_charsmap has a bad trie size "
+                      "{} (blob is {} bytes)",
+                      source, trie_size, blob.size()));
     units_.resize(trie_size / 4);
     for (std::size_t u = 0; u < units_.size(); ++u) {
       std::uint32_t v = 0;
@@ -103,6 +105,9 @@ bool parse_byte_piece(std::string_view p, int& byte) {
 class SentencePieceTokenizer final : public TokenizerImpl {
  public:
   SentencePieceTokenizer(ModelProto model, std::string source);
+  // The lookup tables point into pieces_: the object stays where it was built.
+  SentencePieceTokenizer(const SentencePieceTokenizer&) = delete;
+  SentencePieceTokenizer& operator=(const SentencePieceTokenizer&) = delete;
 
   TokenizerKind kind() const noexcept override { return TokenizerKind::kSentencePiece; }
   void encode(std::string_view text, std::vector<TokenId>& out) const override;
@@ -117,7 +122,7 @@ class SentencePieceTokenizer final : public TokenizerImpl {
   TokenId vocab_size() const noexcept override { return static_cast<TokenId>(pieces_.size()); }
   TokenId bos_id() const noexcept override { return bos_id_; }
   TokenId eos_id() const noexcept override { return eos_id_; }
-  TokenId unk_id() const noexcept override { return unk_id_; }
+  TokenId unk_id() const noexcept override { return public_unk_id_; }
   TokenId pad_id() const noexcept override { return pad_id_; }
 
  private:
@@ -142,7 +147,7 @@ class SentencePieceTokenizer final : public TokenizerImpl {
     std::uint32_t len;  // 0 once merged into its left neighbour
     std::int32_t prev;
     std::int32_t next;
-    TokenId id;  // -1: look the piece up when emitting
+    TokenId id;   // -1: look the piece up when emitting
     bool freeze;  // user-defined symbol: never merged
   };
   struct Candidate {
@@ -164,21 +169,21 @@ class SentencePieceTokenizer final : public TokenizerImpl {
   StringIdMap normal_;    // NORMAL, USER_DEFINED, UNUSED
   StringIdMap reserved_;  // UNKNOWN, CONTROL, BYTE
   std::array<TokenId, 256> byte_ids_{};
-  std::vector<std::uint8_t> byte_of_id_;  // the byte of each BYTE piece
+  std::vector<std::uint8_t> byte_of_id_;                           // the byte of each BYTE piece
   std::array<std::vector<std::string_view>, 256> user_defined_{};  // by first byte
   bool has_user_defined_ = false;
-  bool has_unused_ = false;
   bool byte_fallback_ = false;
   bool add_dummy_prefix_ = true;
   bool remove_extra_whitespaces_ = true;
   bool escape_whitespaces_ = true;
   std::size_t max_piece_bytes_ = 0;
-  std::array<TokenId, 128> char_id_{};   // lookup() of each ASCII character
-  std::array<bool, 128> isolated_{};     // ASCII bytes no multi-character piece contains
+  std::array<TokenId, 128> char_id_{};      // lookup() of each ASCII character
+  std::array<bool, 128> isolated_{};        // ASCII bytes no multi-character piece contains
   bool pieces_have_reserved_twin_ = false;  // a normal piece's text is also a reserved piece
   CharsMap charsmap_;
   std::string unk_surface_;
-  TokenId unk_id_ = kNoToken, bos_id_ = kNoToken, eos_id_ = kNoToken, pad_id_ = kNoToken;
+  TokenId unk_id_ = kNoToken;  // the UNKNOWN piece
+  TokenId public_unk_id_ = kNoToken, bos_id_ = kNoToken, eos_id_ = kNoToken, pad_id_ = kNoToken;
 };
 
 SentencePieceTokenizer::SentencePieceTokenizer(ModelProto model, std::string source)
@@ -186,16 +191,18 @@ SentencePieceTokenizer::SentencePieceTokenizer(ModelProto model, std::string sou
   const TrainerSpec& ts = model.trainer_spec;
   const NormalizerSpec& ns = model.normalizer_spec;
   if (ts.model_type != ModelType::kBpe)
-    throw TokenizerError(fmt::format("{}: unsupported SentencePiece model type {} (only BPE is "
-                                     "implemented)",
-                                     source_, to_string(ts.model_type)));
+    throw TokenizerError(
+        fmt::format("{}: unsupported SentencePiece model type {} (only BPE is "
+                    "implemented)",
+                    source_, to_string(ts.model_type)));
   if (ts.treat_whitespace_as_suffix)
     throw TokenizerError(
         fmt::format("{}: unsupported trainer option treat_whitespace_as_suffix=true", source_));
   if (model.denormalizer_spec && !model.denormalizer_spec->precompiled_charsmap.empty())
-    throw TokenizerError(fmt::format("{}: unsupported denormalizer (a precompiled_charsmap in "
-                                     "denormalizer_spec, rule '{}')",
-                                     source_, model.denormalizer_spec->name));
+    throw TokenizerError(
+        fmt::format("{}: unsupported denormalizer (a precompiled_charsmap in "
+                    "denormalizer_spec, rule '{}')",
+                    source_, model.denormalizer_spec->name));
   if (pieces_.empty()) throw TokenizerError(fmt::format("{}: model has no pieces", source_));
   if (pieces_.size() > static_cast<std::size_t>(std::numeric_limits<TokenId>::max()))
     throw TokenizerError(fmt::format("{}: {} pieces is too many", source_, pieces_.size()));
@@ -212,75 +219,70 @@ SentencePieceTokenizer::SentencePieceTokenizer(ModelProto model, std::string sou
     const auto id = static_cast<TokenId>(i);
     const SentencePiece& p = pieces_[i];
     if (p.piece.empty()) throw TokenizerError(fmt::format("{}: piece {} is empty", source_, i));
-    const bool normal = p.type == PieceType::kNormal || p.type == PieceType::kUserDefined ||
-                        p.type == PieceType::kUnused;
+    const bool normal =
+        p.type == PieceType::kNormal || p.type == PieceType::kUserDefined || p.type == PieceType::kUnused;
     StringIdMap& map = normal ? normal_ : reserved_;
     if (!map.insert(p.piece, id))
-      throw TokenizerError(fmt::format("{}: piece '{}' is defined twice (ids {} and {})", source_,
-                                       p.piece, map.find(p.piece), id));
+      throw TokenizerError(fmt::format("{}: piece '{}' is defined twice (ids {} and {})", source_, p.piece,
+                                       map.find(p.piece), id));
     if (normal) max_piece_bytes_ = std::max(max_piece_bytes_, p.piece.size());
     switch (p.type) {
       case PieceType::kUserDefined:
         user_defined_[static_cast<unsigned char>(p.piece[0])].push_back(p.piece);
         has_user_defined_ = true;
         break;
-      case PieceType::kUnused: has_unused_ = true; break;
       case PieceType::kUnknown:
         if (unk_id_ >= 0)
-          throw TokenizerError(fmt::format("{}: more than one UNKNOWN piece (ids {} and {})",
-                                           source_, unk_id_, id));
+          throw TokenizerError(
+              fmt::format("{}: more than one UNKNOWN piece (ids {} and {})", source_, unk_id_, id));
         unk_id_ = id;
         break;
       case PieceType::kByte: {
         int b = 0;
         if (!ts.byte_fallback)
-          throw TokenizerError(fmt::format("{}: byte piece '{}' (id {}) although byte_fallback "
-                                           "is false",
-                                           source_, p.piece, id));
+          throw TokenizerError(
+              fmt::format("{}: byte piece '{}' (id {}) although byte_fallback "
+                          "is false",
+                          source_, p.piece, id));
         if (!parse_byte_piece(p.piece, b))
-          throw TokenizerError(fmt::format("{}: byte piece '{}' (id {}) is not of the form <0xXX>",
-                                           source_, p.piece, id));
+          throw TokenizerError(
+              fmt::format("{}: byte piece '{}' (id {}) is not of the form <0xXX>", source_, p.piece, id));
         byte_ids_[static_cast<std::size_t>(b)] = id;
         byte_of_id_[i] = static_cast<std::uint8_t>(b);
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
   if (unk_id_ < 0) throw TokenizerError(fmt::format("{}: model has no UNKNOWN piece", source_));
   if (byte_fallback_) {
     for (int b = 0; b < 256; ++b)
       if (byte_ids_[static_cast<std::size_t>(b)] < 0)
-        throw TokenizerError(fmt::format("{}: byte_fallback is true but byte piece <0x{:02X}> "
-                                         "is missing",
-                                         source_, b));
+        throw TokenizerError(
+            fmt::format("{}: byte_fallback is true but byte piece <0x{:02X}> "
+                        "is missing",
+                        source_, b));
   }
   for (auto& v : user_defined_)  // longest first
-    std::sort(v.begin(), v.end(), [](std::string_view a, std::string_view b) {
-      return a.size() > b.size();
-    });
-  // libsentencepiece's unk_id()/bos_id()/...: the id of the named piece if it
-  // has the expected type.
-  unk_id_ = special_id(ts.unk_piece, PieceType::kUnknown);
-  if (unk_id_ < 0) {
-    // unk_piece names something else: keep the UNKNOWN piece for encoding.
-    for (std::size_t i = 0; i < pieces_.size(); ++i)
-      if (pieces_[i].type == PieceType::kUnknown) unk_id_ = static_cast<TokenId>(i);
-  }
+    std::sort(v.begin(), v.end(), [](std::string_view a, std::string_view b) { return a.size() > b.size(); });
   for (std::size_t c = 0; c < 128; ++c) {
     const char ch = static_cast<char>(c);
     char_id_[c] = lookup(std::string_view(&ch, 1));
     isolated_[c] = true;
   }
   for (const SentencePiece& p : pieces_) {
-    const bool normal = p.type == PieceType::kNormal || p.type == PieceType::kUserDefined ||
-                        p.type == PieceType::kUnused;
+    const bool normal =
+        p.type == PieceType::kNormal || p.type == PieceType::kUserDefined || p.type == PieceType::kUnused;
     if (!normal) continue;
     if (reserved_.find(p.piece) >= 0) pieces_have_reserved_twin_ = true;
     if (p.piece.size() < 2) continue;
     for (const char ch : p.piece)
       if (static_cast<unsigned char>(ch) < 0x80) isolated_[static_cast<unsigned char>(ch)] = false;
   }
+  // libsentencepiece's unk_id()/bos_id()/...: the id of the named piece if it
+  // has the expected type, else -1. (Encoding uses the UNKNOWN piece, unk_id_.)
+  public_unk_id_ = special_id(ts.unk_piece, PieceType::kUnknown);
   bos_id_ = special_id(ts.bos_piece, PieceType::kControl);
   eos_id_ = special_id(ts.eos_piece, PieceType::kControl);
   pad_id_ = special_id(ts.pad_piece, PieceType::kControl);
@@ -365,8 +367,8 @@ struct SentencePieceTokenizer::Emitter {
   const SentencePieceTokenizer& tok;
   std::vector<TokenId>& out;
   bool prev_unk = false;
-  const std::unordered_map<std::string_view, std::pair<std::string_view, std::string_view>>*
-      rev_merge = nullptr;
+  const std::unordered_map<std::string_view, std::pair<std::string_view, std::string_view>>* rev_merge =
+      nullptr;
 
   // `id`: the piece's id when known (>= 0), else looked up.
   void single(std::string_view w, TokenId id) {
@@ -440,8 +442,8 @@ void SentencePieceTokenizer::bpe(std::string_view text, Scratch& scratch, Emitte
       if (c < 0x80) id = char_id_[c];
     }
     const auto index = static_cast<std::int32_t>(symbols.size());
-    symbols.push_back(Symbol{static_cast<std::uint32_t>(pos), static_cast<std::uint32_t>(n),
-                             index - 1, index + 1, id, freeze});
+    symbols.push_back(Symbol{static_cast<std::uint32_t>(pos), static_cast<std::uint32_t>(n), index - 1,
+                             index + 1, id, freeze});
     pos += n;
   }
   symbols.back().next = -1;
@@ -547,8 +549,7 @@ std::string SentencePieceTokenizer::decode(std::span<const TokenId> ids) const {
 
 }  // namespace
 
-std::shared_ptr<const TokenizerImpl> make_sentencepiece_tokenizer(ModelProto model,
-                                                                  std::string source) {
+std::shared_ptr<const TokenizerImpl> make_sentencepiece_tokenizer(ModelProto model, std::string source) {
   return std::make_shared<SentencePieceTokenizer>(std::move(model), std::move(source));
 }
 

@@ -25,8 +25,8 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
     for (const char* name : {"tokenizer.model", "tokenizer.json"}) {
       if (std::filesystem::exists(path / name, ec)) return load(path / name);
     }
-    throw TokenizerError(fmt::format(
-        "{}: directory has neither tokenizer.model nor tokenizer.json", path.string()));
+    throw TokenizerError(
+        fmt::format("{}: directory has neither tokenizer.model nor tokenizer.json", path.string()));
   }
   const std::string data = read_file_bytes(path);
   if (data.empty()) throw TokenizerError(fmt::format("{}: empty file", path.string()));
@@ -44,8 +44,7 @@ Tokenizer Tokenizer::from_hf_json(std::string_view json, std::string source) {
   return Tokenizer(detail::make_hf_tokenizer(json, std::move(source)));
 }
 
-void Tokenizer::encode_append(std::string_view text, bool add_bos,
-                              std::vector<TokenId>& out) const {
+void Tokenizer::encode_append(std::string_view text, bool add_bos, std::vector<TokenId>& out) const {
   if (add_bos && impl_->bos_id() >= 0) out.push_back(impl_->bos_id());
   impl_->encode(text, out);
 }
@@ -61,9 +60,10 @@ std::string Tokenizer::decode(std::span<const TokenId> ids) const {
   const TokenId n = impl_->vocab_size();
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= n)
-      throw TokenizerError(fmt::format("decode: token id {} at position {} is outside the "
-                                       "vocabulary [0, {})",
-                                       ids[i], i, n));
+      throw TokenizerError(
+          fmt::format("decode: token id {} at position {} is outside the "
+                      "vocabulary [0, {})",
+                      ids[i], i, n));
   }
   return impl_->decode(ids);
 }

@@ -1,6 +1,7 @@
 #include "specdec/torch/llama_model.hpp"
 
 #include <cmath>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -228,14 +229,14 @@ void LlamaModel::start_sequence(std::int32_t seq) {
 
 void LlamaModel::end_sequence(std::int32_t seq) { caches_.erase(seq); }
 
-LlamaModel::Cache& LlamaModel::cache(std::int32_t seq) {
+const LlamaModel::Cache& LlamaModel::cache(std::int32_t seq) const {
   const auto it = caches_.find(seq);
   if (it == caches_.end())
     throw InvalidArgumentError(fmt::format("LlamaModel: sequence {} was not started (start_sequence)", seq));
   return it->second;
 }
-const LlamaModel::Cache& LlamaModel::cache(std::int32_t seq) const {
-  return const_cast<LlamaModel*>(this)->cache(seq);
+LlamaModel::Cache& LlamaModel::cache(std::int32_t seq) {
+  return const_cast<Cache&>(std::as_const(*this).cache(seq));  // the usual const/non-const pair
 }
 
 std::int64_t LlamaModel::cached_length(std::int32_t seq) const { return cache(seq).length; }

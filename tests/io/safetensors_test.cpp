@@ -244,7 +244,7 @@ TEST_CASE("A misaligned tensor from an unaligning writer still views and convert
   const std::string header = R"({"b":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},)"
                              R"("w":{"dtype":"F32","shape":[2],"data_offsets":[1,9]}})";
   const auto path = dir / "old.safetensors";
-  write_file(path, safetensors_bytes(header, "\x07" + bytes_of<float>({1.25f, -3.0f})));
+  write_file(path, safetensors_bytes(header, std::string(1, '\x07').append(bytes_of<float>({1.25f, -3.0f}))));
   const SafetensorsFile f(path);
   CHECK_FALSE(f.is_aligned("w"));
   std::vector<float> out(2);

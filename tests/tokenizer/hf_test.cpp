@@ -10,10 +10,10 @@
 #include "tokenizer_test_util.hpp"
 
 using namespace specdec::tokenizer;
+using Catch::Matchers::Contains;
 using nlohmann::json;
 using specdec::TokenId;
 using specdec::TokenizerError;
-using Catch::Matchers::Contains;
 using tok_test::kSp;
 
 namespace {
@@ -21,7 +21,9 @@ namespace {
 const std::string kData = SPECDEC_TOKENIZER_TEST_DATA;
 using Ids = std::vector<TokenId>;
 
-TokenId byte_id(int b) { return 3 + b; }
+TokenId byte_id(int b) {
+  return 3 + b;
+}
 
 // <unk> <s> </s>, 256 byte tokens, then a few pieces of "hello world".
 json base_json() {
@@ -34,16 +36,17 @@ json base_json() {
     std::snprintf(name, sizeof name, "<0x%02X>", b);
     vocab[name] = byte_id(b);
   }
-  const std::vector<std::string> rest = {kSp,  "h",   "e",   "l",        "o",     "w",    "r",
-                                         "d",  "he",  "ll",  kSp + "he", "llo",   kSp + "hello",
-                                         kSp + "w", "or", "ld", kSp + "world"};
+  const std::vector<std::string> rest = {kSp,           "h",       "e",  "l",  "o",          "w",
+                                         "r",           "d",       "he", "ll", kSp + "he",   "llo",
+                                         kSp + "hello", kSp + "w", "or", "ld", kSp + "world"};
   for (std::size_t i = 0; i < rest.size(); ++i) vocab[rest[i]] = 259 + i;
-  json merges = json::array({"h e", "l l", kSp + " he", "ll o", kSp + "he llo", kSp + " w", "o r",
-                             "l d"});
+  json merges = json::array({"h e", "l l", kSp + " he", "ll o", kSp + "he llo", kSp + " w", "o r", "l d"});
   json added = json::array();
   for (int i = 0; i < 3; ++i)
     added.push_back({{"id", i},
-                     {"content", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>"},
+                     {"content", i == 0   ? "<unk>"
+                                 : i == 1 ? "<s>"
+                                          : "</s>"},
                      {"single_word", false},
                      {"lstrip", false},
                      {"rstrip", false},
@@ -59,21 +62,21 @@ json base_json() {
   j["pre_tokenizer"] = nullptr;
   j["decoder"] = {
       {"type", "Sequence"},
-      {"decoders",
-       json::array({{{"type", "Replace"}, {"pattern", {{"String", kSp}}}, {"content", " "}},
-                    {{"type", "ByteFallback"}},
-                    {{"type", "Fuse"}},
-                    {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}})}};
-  j["model"] = {{"type", "BPE"},      {"dropout", nullptr},   {"unk_token", "<unk>"},
-                {"fuse_unk", true},   {"byte_fallback", true}, {"vocab", vocab},
-                {"merges", merges}};
+      {"decoders", json::array({{{"type", "Replace"}, {"pattern", {{"String", kSp}}}, {"content", " "}},
+                                {{"type", "ByteFallback"}},
+                                {{"type", "Fuse"}},
+                                {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}})}};
+  j["model"] = {{"type", "BPE"},         {"dropout", nullptr}, {"unk_token", "<unk>"}, {"fuse_unk", true},
+                {"byte_fallback", true}, {"vocab", vocab},     {"merges", merges}};
   return j;
 }
 
-Tokenizer load(const json& j) { return Tokenizer::from_hf_json(j.dump(), "crafted.json"); }
+Tokenizer load(const json& j) {
+  return Tokenizer::from_hf_json(j.dump(), "crafted.json");
+}
 
-const TokenId kSpace = 259, kH = 260, kHe = 267, kLlo = 270, kHello = 271, kW = 272, kOr = 273,
-              kLd = 274, kWorld = 275;
+const TokenId kSpace = 259, kH = 260, kHe = 267, kLlo = 270, kHello = 271, kW = 272, kOr = 273, kLd = 274,
+              kWorld = 275;
 
 }  // namespace
 
@@ -103,8 +106,7 @@ TEST_CASE("tokenizer.json BPE applies merges by rank", "[unit][tokenizer]") {
   CHECK(load(j).encode("hello world") == Ids{kHello, kW, kOr, kLd});
 }
 
-TEST_CASE("tokenizer.json byte fallback, unknown tokens and the ByteFallback decoder",
-          "[unit][tokenizer]") {
+TEST_CASE("tokenizer.json byte fallback, unknown tokens and the ByteFallback decoder", "[unit][tokenizer]") {
   const Tokenizer t = load(base_json());
   CHECK(t.encode("h\xC3\xA9") == Ids{kSpace, kH, byte_id(0xC3), byte_id(0xA9)});
   CHECK(t.decode(t.encode("h\xC3\xA9 \xF0\x9F\x98\x80")) == "h\xC3\xA9 \xF0\x9F\x98\x80");
@@ -112,7 +114,8 @@ TEST_CASE("tokenizer.json byte fallback, unknown tokens and the ByteFallback dec
   CHECK(t.encode("\xFF") == Ids{kSpace, byte_id(0xEF), byte_id(0xBF), byte_id(0xBD)});
   // The decoder turns a whole invalid byte run into one U+FFFD per byte.
   CHECK(t.decode(Ids{byte_id(0x41), byte_id(0xFF), kH}) ==
-        "\xEF\xBF\xBD\xEF\xBF\xBD" "h");
+        "\xEF\xBF\xBD\xEF\xBF\xBD"
+        "h");
   CHECK(t.decode(Ids{byte_id(0xC3), byte_id(0xA9)}) == "\xC3\xA9");
 
   json j = base_json();
@@ -159,11 +162,11 @@ TEST_CASE("tokenizer.json Metaspace splitting, ignore_merges and its decoder", "
   json j = base_json();
   j["normalizer"] = nullptr;
   j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", kSp}, {"add_prefix_space", true}};
-  j["decoder"] = {{"type", "Sequence"},
-                  {"decoders", json::array({{{"type", "ByteFallback"}},
-                                            {{"type", "Metaspace"}, {"replacement", kSp},
-                                             {"add_prefix_space", true}},
-                                            {{"type", "Fuse"}}})}};
+  j["decoder"] = {
+      {"type", "Sequence"},
+      {"decoders", json::array({{{"type", "ByteFallback"}},
+                                {{"type", "Metaspace"}, {"replacement", kSp}, {"add_prefix_space", true}},
+                                {{"type", "Fuse"}}})}};
   const Tokenizer t = load(j);
   CHECK(t.encode("hello world") == Ids{kHello, kW, kOr, kLd});
   CHECK(t.encode("hello  world") == Ids{kHello, kSpace, kW, kOr, kLd});
@@ -235,8 +238,7 @@ TEST_CASE("Unsupported or malformed tokenizer.json throws TokenizerError", "[uni
   fails(j, "malformed tokenizer.json");
 }
 
-TEST_CASE("Llama-style tokenizer.json conversions agree with the SentencePiece path",
-          "[unit][tokenizer]") {
+TEST_CASE("Llama-style tokenizer.json conversions agree with the SentencePiece path", "[unit][tokenizer]") {
   const auto lines = tok_test::read_lines(kData + "/heldout.txt");
   REQUIRE(lines.size() >= 2000);
   for (const char* name : {"llama_style.model", "project_style.model"}) {
@@ -258,13 +260,12 @@ TEST_CASE("Llama-style tokenizer.json conversions agree with the SentencePiece p
       const auto ids = spm.encode(line);
       // Metaspace does not prepend "▁" to text that already starts with a
       // space (tokenizers' rule), where SentencePiece's dummy prefix does.
-      const bool meta_ok = (line[0] == ' ' && m.normalizer_spec.add_dummy_prefix) ||
-                           meta.encode(line) == ids;
+      const bool meta_ok = (line[0] == ' ' && m.normalizer_spec.add_dummy_prefix) || meta.encode(line) == ids;
       const bool ok = legacy.encode(line) == ids && meta_ok && legacy.decode(ids) == spm.decode(ids);
       if (!ok && ++bad <= 3)
-        FAIL_CHECK(name << ": tokenizer.json path differs (legacy encode "
-                        << (legacy.encode(line) == ids) << ", metaspace encode " << meta_ok
-                        << ", decode " << (legacy.decode(ids) == spm.decode(ids)) << ") on: " << line);
+        FAIL_CHECK(name << ": tokenizer.json path differs (legacy encode " << (legacy.encode(line) == ids)
+                        << ", metaspace encode " << meta_ok << ", decode "
+                        << (legacy.decode(ids) == spm.decode(ids)) << ") on: " << line);
     }
     INFO(name << ": " << checked << " lines");
     CHECK(checked > 2000);

@@ -6,9 +6,12 @@
 //  * tests/tokenizer/data: three small spm_train models and heldout.txt
 //    (always present, so this always checks something real);
 //  * the project tokenizer, $SPECDEC_TOKENIZER_MODEL (default
-//    build/tokenizer/tokenizer.model) on $SPECDEC_TOKENIZER_TEXT (default
-//    build/corpus/heldout.txt), all non-empty lines or the first
-//    $SPECDEC_TOKENIZER_MAX_LINES; skipped with a warning when absent.
+//    models/tokenizer.model, else build/tokenizer/tokenizer.model) on
+//    $SPECDEC_TOKENIZER_TEXT (default build/corpus/heldout.txt, from
+//    scripts/corpus/build_corpus.sh), all non-empty lines or the first
+//    $SPECDEC_TOKENIZER_MAX_LINES; skipped with a warning when absent;
+//  * edited variants of a committed model, written by our protobuf writer
+//    and loaded by libsentencepiece from the serialized bytes.
 #include <sentencepiece_processor.h>
 
 #include <algorithm>
@@ -37,8 +40,7 @@ std::string env_or(const char* name, const std::string& fallback) {
 
 std::string show(const std::vector<int>& ids, const sentencepiece::SentencePieceProcessor& sp) {
   std::ostringstream os;
-  for (std::size_t i = 0; i < ids.size(); ++i)
-    os << (i ? " " : "") << ids[i] << ":" << sp.IdToPiece(ids[i]);
+  for (std::size_t i = 0; i < ids.size(); ++i) os << (i ? " " : "") << ids[i] << ":" << sp.IdToPiece(ids[i]);
   return os.str();
 }
 
@@ -47,7 +49,8 @@ std::string escape(const std::string& s) {
   for (const char c : s) {
     const auto u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7f)
-      os << "\\x" << "0123456789abcdef"[u >> 4] << "0123456789abcdef"[u & 15];
+      os << "\\x"
+         << "0123456789abcdef"[u >> 4] << "0123456789abcdef"[u & 15];
     else
       os << c;
   }
@@ -98,9 +101,8 @@ Report compare(const Tokenizer& ours, const sentencepiece::SentencePieceProcesso
     if (got != expected) {
       ++r.decode_mismatches;
       if (printed++ < 5)
-        FAIL_CHECK(label << ": decode mismatch on line " << r.lines << "\n  ids:    "
-                         << show(theirs, sp) << "\n  ours:   " << escape(got)
-                         << "\n  libspm: " << escape(expected));
+        FAIL_CHECK(label << ": decode mismatch on line " << r.lines << "\n  ids:    " << show(theirs, sp)
+                         << "\n  ours:   " << escape(got) << "\n  libspm: " << escape(expected));
     }
     // Scrambled: reversed, with BOS/EOS/<unk> mixed in.
     std::vector<int> scrambled(theirs.rbegin(), theirs.rend());
@@ -123,11 +125,10 @@ Report compare(const Tokenizer& ours, const sentencepiece::SentencePieceProcesso
   }
   const double mb = static_cast<double>(r.bytes) / 1e6;
   WARN(label << ": " << r.lines << " lines (" << r.bytes << " bytes, " << r.tokens
-             << " tokens) checked; encode mismatches " << r.encode_mismatches
-             << ", decode mismatches " << r.decode_mismatches << ", scrambled-decode mismatches "
-             << r.scrambled_mismatches << "; encode throughput ours "
-             << (r.ours_s > 0 ? mb / r.ours_s : 0.0) << " MB/s, libsentencepiece "
-             << (r.theirs_s > 0 ? mb / r.theirs_s : 0.0) << " MB/s");
+             << " tokens) checked; encode mismatches " << r.encode_mismatches << ", decode mismatches "
+             << r.decode_mismatches << ", scrambled-decode mismatches " << r.scrambled_mismatches
+             << "; encode throughput ours " << (r.ours_s > 0 ? mb / r.ours_s : 0.0)
+             << " MB/s, libsentencepiece " << (r.theirs_s > 0 ? mb / r.theirs_s : 0.0) << " MB/s");
   return r;
 }
 
@@ -170,18 +171,11 @@ std::vector<std::string> edge_cases() {
           std::string(3000, 'x') + " " + std::string(500, ' ') + "end"};
 }
 
-void check_model(const std::string& model_path, const std::string& text_path,
-                 std::size_t min_lines, std::size_t max_lines) {
-  INFO("model " << model_path << ", text " << text_path);
-  sentencepiece::SentencePieceProcessor sp;
-  const auto status = sp.Load(model_path);
-  REQUIRE(status.ok());
-  const Tokenizer ours = Tokenizer::load(model_path);
+void check_pair(const Tokenizer& ours, const sentencepiece::SentencePieceProcessor& sp,
+                const std::vector<std::string>& lines, const std::string& name, std::size_t min_lines) {
   compare_vocab(ours, sp);
-  const auto lines = tok_test::read_lines(text_path, max_lines);
   REQUIRE(lines.size() >= min_lines);
-  const std::string name = std::filesystem::path(model_path).filename().string();
-  const Report r = compare(ours, sp, lines, name + " on " + text_path);
+  const Report r = compare(ours, sp, lines, name);
   CHECK(r.lines >= min_lines);
   CHECK(r.encode_mismatches == 0);
   CHECK(r.decode_mismatches == 0);
@@ -194,28 +188,44 @@ void check_model(const std::string& model_path, const std::string& text_path,
     for (std::size_t k = i; k < std::min(lines.size(), i + 40); ++k) d += lines[k] + "\n";
     docs.push_back(std::move(d));
   }
-  const Report d = compare(ours, sp, docs, name + " on " + std::to_string(docs.size()) + " documents");
+  const Report d = compare(ours, sp, docs, name + " (" + std::to_string(docs.size()) + " documents)");
   CHECK(d.encode_mismatches == 0);
   CHECK(d.decode_mismatches == 0);
   CHECK(d.scrambled_mismatches == 0);
-  const Report e = compare(ours, sp, edge_cases(), name + " on edge cases");
+  const Report e = compare(ours, sp, edge_cases(), name + " (edge cases)");
   CHECK(e.encode_mismatches == 0);
   CHECK(e.decode_mismatches == 0);
   CHECK(e.scrambled_mismatches == 0);
 }
 
+void check_model(const std::string& model_path, const std::string& text_path, std::size_t min_lines,
+                 std::size_t max_lines) {
+  INFO("model " << model_path << ", text " << text_path);
+  sentencepiece::SentencePieceProcessor sp;
+  const auto status = sp.Load(model_path);
+  REQUIRE(status.ok());
+  const Tokenizer ours = Tokenizer::load(model_path);
+  const auto lines = tok_test::read_lines(text_path, max_lines);
+  const std::string name = std::filesystem::path(model_path).filename().string();
+  check_pair(ours, sp, lines, name + " on " + text_path, min_lines);
+}
+
 }  // namespace
 
-TEST_CASE("Committed spm_train models match libsentencepiece token for token",
-          "[unit][tokenizer][oracle]") {
+TEST_CASE("Committed spm_train models match libsentencepiece token for token", "[unit][tokenizer][oracle]") {
   for (const char* name : {"llama_style.model", "project_style.model", "classic_style.model"}) {
-    SECTION(name) { check_model(kData + "/" + name, kData + "/heldout.txt", 2000, ~std::size_t{0}); }
+    SECTION(name) {
+      check_model(kData + "/" + name, kData + "/heldout.txt", 2000, ~std::size_t{0});
+    }
   }
 }
 
 TEST_CASE("The project tokenizer matches libsentencepiece on 10,000+ held-out lines",
           "[unit][tokenizer][oracle]") {
-  const std::string model = env_or("SPECDEC_TOKENIZER_MODEL", SPECDEC_DEFAULT_TOKENIZER_MODEL);
+  const std::string model =
+      env_or("SPECDEC_TOKENIZER_MODEL", std::filesystem::exists(SPECDEC_DEFAULT_TOKENIZER_MODEL)
+                                            ? SPECDEC_DEFAULT_TOKENIZER_MODEL
+                                            : SPECDEC_FALLBACK_TOKENIZER_MODEL);
   const std::string text = env_or("SPECDEC_TOKENIZER_TEXT", SPECDEC_DEFAULT_HELDOUT_TEXT);
   if (!std::filesystem::exists(model)) {
     WARN("skipped: no tokenizer model at " << model
@@ -231,4 +241,72 @@ TEST_CASE("The project tokenizer matches libsentencepiece on 10,000+ held-out li
   if (const char* m = std::getenv("SPECDEC_TOKENIZER_MAX_LINES"); m != nullptr && *m != '\0')
     max_lines = std::stoull(m);
   check_model(model, text, std::min<std::size_t>(10000, max_lines), max_lines);
+}
+
+TEST_CASE("Models edited and written by our protobuf writer match libsentencepiece",
+          "[unit][tokenizer][oracle]") {
+  using specdec::tokenizer::ModelProto;
+  using specdec::tokenizer::PieceType;
+  const ModelProto base = specdec::tokenizer::load_model_proto(kData + "/project_style.model");
+  const auto lines = tok_test::read_lines(kData + "/heldout.txt", 1500);
+  auto check = [&](const ModelProto& m, const std::string& what) {
+    SECTION(what) {
+      const std::string bytes = specdec::tokenizer::serialize_model_proto(m);
+      sentencepiece::SentencePieceProcessor sp;
+      const auto status = sp.LoadFromSerializedProto(bytes);
+      INFO(status.ToString());
+      REQUIRE(status.ok());
+      const Tokenizer ours = Tokenizer::from_sentencepiece(specdec::tokenizer::parse_model_proto(bytes));
+      check_pair(ours, sp, lines, "project_style.model, " + what, 1000);
+    }
+  };
+  {
+    ModelProto m = base;  // every 5th merge piece UNUSED: intermediate only
+    for (std::size_t i = 0; i < m.pieces.size(); ++i)
+      if (m.pieces[i].type == PieceType::kNormal && i % 5 == 0 &&
+          tok_test::utf8_chars(m.pieces[i].piece).size() > 1)
+        m.pieces[i].type = PieceType::kUnused;
+    check(m, "UNUSED pieces");
+  }
+  {
+    ModelProto m = base;  // SentencePiece's default whitespace handling
+    m.normalizer_spec.add_dummy_prefix = true;
+    m.normalizer_spec.remove_extra_whitespaces = true;
+    check(m, "dummy prefix and whitespace removal");
+  }
+  {
+    ModelProto m = base;  // Llama's: dummy prefix, whitespace kept
+    m.normalizer_spec.add_dummy_prefix = true;
+    check(m, "dummy prefix only");
+  }
+  {
+    ModelProto m = base;
+    m.normalizer_spec.escape_whitespaces = false;
+    check(m, "no whitespace escaping");
+  }
+  {
+    ModelProto m = base;  // user-defined symbols, one containing a space
+    for (const std::string& u :
+         std::vector<std::string>{"def ", "self.", "the" + tok_test::kSp, "<|tool|>", "(x", "(", "ing"}) {
+      auto same = [&](const auto& p) { return p.piece == u; };
+      const auto it = std::find_if(m.pieces.begin(), m.pieces.end(), same);
+      if (it == m.pieces.end())
+        m.pieces.push_back({u, 0.0f, PieceType::kUserDefined});
+      else
+        it->type = PieceType::kUserDefined;  // an existing piece becomes user-defined
+    }
+    m.trainer_spec.vocab_size = static_cast<int>(m.pieces.size());
+    check(m, "user-defined symbols");
+  }
+  {
+    ModelProto m = base;  // no byte fallback: runs of unknowns are one <unk>
+    std::vector<specdec::tokenizer::SentencePiece> kept;
+    for (const auto& p : m.pieces)
+      if (p.type != PieceType::kByte) kept.push_back(p);
+    m.pieces = kept;
+    m.trainer_spec.byte_fallback = false;
+    m.trainer_spec.vocab_size = static_cast<int>(m.pieces.size());
+    m.trainer_spec.unk_surface = "<?>";
+    check(m, "no byte fallback");
+  }
 }

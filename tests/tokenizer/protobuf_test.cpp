@@ -8,8 +8,8 @@
 #include "support/catch.hpp"
 
 using namespace specdec::tokenizer;
-using specdec::TokenizerError;
 using Catch::Matchers::Contains;
+using specdec::TokenizerError;
 
 namespace {
 
@@ -84,8 +84,7 @@ TEST_CASE("ProtoReader reads fixed32 floats, fixed64 and bytes", "[unit][tokeniz
   CHECK_FALSE(r.next());
 }
 
-TEST_CASE("ProtoReader skips unknown fields of every wire type, groups included",
-          "[unit][tokenizer]") {
+TEST_CASE("ProtoReader skips unknown fields of every wire type, groups included", "[unit][tokenizer]") {
   ProtoWriter w;
   w.varint_field(100, ~0ull);
   w.fixed64_field(101, 5);
@@ -114,23 +113,21 @@ TEST_CASE("ProtoReader skips unknown fields of every wire type, groups included"
   CHECK(kept == "kept");
 }
 
-TEST_CASE("ProtoReader rejects malformed input with a typed error naming the source",
-          "[unit][tokenizer]") {
+TEST_CASE("ProtoReader rejects malformed input with a typed error naming the source", "[unit][tokenizer]") {
   auto parse_all = [](const std::string& data) {
     ProtoReader r(data, "bad.model");
     while (r.next()) r.skip();
   };
   auto fails_with = [&](const std::string& data, const std::string& what) {
     CAPTURE(what);
-    CHECK_THROWS_WITH(parse_all(data), Contains("bad.model") && Contains("malformed protobuf") &&
-                                           Contains(what));
+    CHECK_THROWS_WITH(parse_all(data),
+                      Contains("bad.model") && Contains("malformed protobuf") && Contains(what));
   };
   fails_with(bytes({0x08}), "truncated varint");
   fails_with(bytes({0x08, 0x80, 0x80}), "truncated varint");
   fails_with(bytes({0x08, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00}),
              "longer than 10 bytes");
-  fails_with(bytes({0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02}),
-             "overflows 64 bits");
+  fails_with(bytes({0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02}), "overflows 64 bits");
   fails_with(bytes({0x0e}), "invalid wire type 6");
   fails_with(bytes({0x0f}), "invalid wire type 7");
   fails_with(bytes({0x00, 0x00}), "field number 0");
@@ -153,15 +150,11 @@ TEST_CASE("ProtoReader rejects malformed input with a typed error naming the sou
   CHECK_THROWS_AS(ProtoReader(w.str()).read_float(), TokenizerError);
 }
 
-TEST_CASE("ModelProto round-trips through our writer and skips unknown fields",
-          "[unit][tokenizer]") {
+TEST_CASE("ModelProto round-trips through our writer and skips unknown fields", "[unit][tokenizer]") {
   ModelProto m;
-  m.pieces = {{"<unk>", 0.0f, PieceType::kUnknown},
-              {"<s>", 0.0f, PieceType::kControl},
-              {"<0x41>", 0.0f, PieceType::kByte},
-              {"\xE2\x96\x81the", -1.5f, PieceType::kNormal},
-              {"<u>", 0.0f, PieceType::kUserDefined},
-              {"zz", -9.0f, PieceType::kUnused}};
+  m.pieces = {{"<unk>", 0.0f, PieceType::kUnknown},   {"<s>", 0.0f, PieceType::kControl},
+              {"<0x41>", 0.0f, PieceType::kByte},     {"\xE2\x96\x81the", -1.5f, PieceType::kNormal},
+              {"<u>", 0.0f, PieceType::kUserDefined}, {"zz", -9.0f, PieceType::kUnused}};
   m.trainer_spec.model_type = ModelType::kBpe;
   m.trainer_spec.vocab_size = 6;
   m.trainer_spec.byte_fallback = true;
@@ -246,8 +239,7 @@ TEST_CASE("ModelProto rejects out-of-range enums and bad nesting", "[unit][token
   ProtoWriter ts, top2;
   ts.int32_field(3, 5);
   top2.bytes_field(2, ts.str());
-  CHECK_THROWS_WITH(parse_model_proto(top2.str(), "m.model"),
-                    Contains("unknown TrainerSpec.model_type 5"));
+  CHECK_THROWS_WITH(parse_model_proto(top2.str(), "m.model"), Contains("unknown TrainerSpec.model_type 5"));
 
   // A truncated piece inside a valid outer length: the error points into it.
   ProtoWriter top3;

@@ -13,9 +13,9 @@
 #include "tokenizer_test_util.hpp"
 
 using namespace specdec::tokenizer;
+using Catch::Matchers::Contains;
 using specdec::TokenId;
 using specdec::TokenizerError;
-using Catch::Matchers::Contains;
 using tok_test::kSp;
 using tok_test::ModelBuilder;
 
@@ -74,8 +74,7 @@ TEST_CASE("BPE breaks score ties leftmost", "[unit][tokenizer]") {
   CHECK(t.decode(ids) == long_line);
 }
 
-TEST_CASE("UNUSED pieces are intermediate merges only, split back on output",
-          "[unit][tokenizer]") {
+TEST_CASE("UNUSED pieces are intermediate merges only, split back on output", "[unit][tokenizer]") {
   ModelBuilder b;
   b.dummy_prefix(false).chars({"a", "b", "c"}).add("ab", 0.0f, PieceType::kUnused).add("abc", -1.0f);
   const Tokenizer t = b.build();
@@ -103,12 +102,15 @@ TEST_CASE("Unknown characters fall back to UTF-8 byte pieces", "[unit][tokenizer
   ModelBuilder b;
   b.dummy_prefix(false).chars({"a"});
   const Tokenizer t = b.build();
-  CHECK(encode_pieces(t, "a\xC3\xA9" "a") == Pieces{"a", "<0xC3>", "<0xA9>", "a"});
+  CHECK(encode_pieces(t,
+                      "a\xC3\xA9"
+                      "a") == Pieces{"a", "<0xC3>", "<0xA9>", "a"});
   CHECK(encode_pieces(t, "\xF0\x9F\x98\x80") == Pieces{"<0xF0>", "<0x9F>", "<0x98>", "<0x80>"});
   // Invalid UTF-8: each bad byte is U+FFFD (EF BF BD) first, as in SentencePiece.
-  CHECK(encode_pieces(t, "\xFF" "a") == Pieces{"<0xEF>", "<0xBF>", "<0xBD>", "a"});
-  CHECK(encode_pieces(t, "\xE2\x82") ==
-        Pieces{"<0xEF>", "<0xBF>", "<0xBD>", "<0xEF>", "<0xBF>", "<0xBD>"});
+  CHECK(encode_pieces(t,
+                      "\xFF"
+                      "a") == Pieces{"<0xEF>", "<0xBF>", "<0xBD>", "a"});
+  CHECK(encode_pieces(t, "\xE2\x82") == Pieces{"<0xEF>", "<0xBF>", "<0xBD>", "<0xEF>", "<0xBF>", "<0xBD>"});
   // A space with no piece for it: the escaped "▁" falls back to bytes.
   CHECK(encode_pieces(t, "a a") == Pieces{"a", "<0xE2>", "<0x96>", "<0x81>", "a"});
   // Byte pieces decode verbatim: the escaped space stays "▁" (as libsentencepiece).
@@ -119,7 +121,9 @@ TEST_CASE("Without byte fallback a run of unknown characters is one <unk>", "[un
   ModelBuilder b(false);
   b.dummy_prefix(false).chars({"a"});
   const Tokenizer t = b.build();
-  CHECK(t.encode("xy\xC3\xA9" "a" "z") == std::vector<TokenId>{0, 3, 0});
+  CHECK(t.encode("xy\xC3\xA9"
+                 "a"
+                 "z") == std::vector<TokenId>{0, 3, 0});
   CHECK(t.decode(t.encode("xya")) == " \xE2\x81\x87 a");
 }
 
@@ -154,8 +158,7 @@ TEST_CASE("Normalization: dummy prefix, whitespace escaping and removal", "[unit
   }
 }
 
-TEST_CASE("Decode reassembles bytes, drops controls and strips the dummy prefix",
-          "[unit][tokenizer]") {
+TEST_CASE("Decode reassembles bytes, drops controls and strips the dummy prefix", "[unit][tokenizer]") {
   ModelBuilder b;
   b.remove_extra_whitespaces(false).chars({kSp, "h", "i"}).add(kSp + "hi", -1.0f);
   const Tokenizer t = b.build();
@@ -231,8 +234,7 @@ TEST_CASE("Special ids, add_bos, piece lookup and range errors", "[unit][tokeniz
   CHECK(u.encode("a", true).size() == 1);
 }
 
-TEST_CASE("Unsupported or inconsistent SentencePiece models throw TokenizerError",
-          "[unit][tokenizer]") {
+TEST_CASE("Unsupported or inconsistent SentencePiece models throw TokenizerError", "[unit][tokenizer]") {
   auto fails = [](const ModelBuilder& b, const std::string& what) {
     CAPTURE(what);
     CHECK_THROWS_AS(b.build(), TokenizerError);
@@ -364,7 +366,8 @@ TEST_CASE("A precompiled charsmap normalizes before tokenization", "[unit][token
   CHECK(t.encode("\xEF\xBC\xA1\xEF\xBC\xA2\xEF\xBC\xA3") == t.encode("ABC"));
   CHECK(t.encode("\xEF\xAC\x81nd") == t.encode("find"));
   CHECK(t.encode("wait\xE2\x80\xA6") == t.encode("wait..."));
-  CHECK(t.encode("a\xC2\xA0\xC2\xA0" "b") == t.encode("a b"));
+  CHECK(t.encode("a\xC2\xA0\xC2\xA0"
+                 "b") == t.encode("a b"));
   CHECK(t.encode("\xE2\x91\xA0\xE2\x91\xA1") == t.encode("12"));
   CHECK(t.encode("A\xCC\x80") == t.encode("\xC3\x80"));
   CHECK(t.pad_id() == 3);

@@ -62,8 +62,7 @@ struct ModelBuilder {
   specdec::tokenizer::Tokenizer build() const {
     // Through the wire format, as a file would be.
     return specdec::tokenizer::Tokenizer::from_sentencepiece(
-        specdec::tokenizer::parse_model_proto(specdec::tokenizer::serialize_model_proto(m),
-                                              "crafted"),
+        specdec::tokenizer::parse_model_proto(specdec::tokenizer::serialize_model_proto(m), "crafted"),
         "crafted");
   }
 };
@@ -142,8 +141,7 @@ inline std::string spm_to_hf_json(const ModelProto& m, bool legacy = true) {
   json added = json::array();
   for (std::size_t i = 0; i < m.pieces.size(); ++i) {
     const auto t = m.pieces[i].type;
-    if (t != PieceType::kControl && t != PieceType::kUnknown && t != PieceType::kUserDefined)
-      continue;
+    if (t != PieceType::kControl && t != PieceType::kUnknown && t != PieceType::kUserDefined) continue;
     added.push_back({{"id", i},
                      {"content", m.pieces[i].piece},
                      {"single_word", false},
@@ -177,15 +175,14 @@ inline std::string spm_to_hf_json(const ModelProto& m, bool legacy = true) {
         {"type", "Metaspace"}, {"replacement", kSp}, {"prepend_scheme", scheme}, {"split", false}};
     json decs = json::array();
     decs.push_back({{"type", "ByteFallback"}});
-    decs.push_back({{"type", "Metaspace"}, {"replacement", kSp}, {"prepend_scheme", scheme},
-                    {"split", false}});
+    decs.push_back(
+        {{"type", "Metaspace"}, {"replacement", kSp}, {"prepend_scheme", scheme}, {"split", false}});
     decs.push_back({{"type", "Fuse"}});
     j["decoder"] = {{"type", "Sequence"}, {"decoders", decs}};
   }
-  j["post_processor"] = {
-      {"type", "TemplateProcessing"},
-      {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
-                              {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})}};
+  j["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                                 {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})}};
   j["model"] = {{"type", "BPE"},
                 {"dropout", nullptr},
                 {"unk_token", "<unk>"},

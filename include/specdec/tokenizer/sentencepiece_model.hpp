@@ -121,42 +121,42 @@ std::string_view to_string(PieceType t) noexcept;
 std::string_view to_string(ModelType t) noexcept;
 
 struct SentencePiece {
-  std::string piece;  // field 1
-  float score = 0.0f;  // field 2 (fixed32)
+  std::string piece;                    // field 1
+  float score = 0.0f;                   // field 2 (fixed32)
   PieceType type = PieceType::kNormal;  // field 3
 };
 
 // TrainerSpec fields that change encoding or decoding, with proto defaults.
 struct TrainerSpec {
   ModelType model_type = ModelType::kUnigram;  // 3
-  std::int32_t vocab_size = 8000;  // 4
-  bool split_digits = false;  // 25
-  bool treat_whitespace_as_suffix = false;  // 24
-  bool allow_whitespace_only_pieces = false;  // 26
-  bool byte_fallback = false;  // 35
-  std::int32_t unk_id = 0;  // 40
-  std::int32_t bos_id = 1;  // 41
-  std::int32_t eos_id = 2;  // 42
-  std::int32_t pad_id = -1;  // 43
+  std::int32_t vocab_size = 8000;              // 4
+  bool split_digits = false;                   // 25
+  bool treat_whitespace_as_suffix = false;     // 24
+  bool allow_whitespace_only_pieces = false;   // 26
+  bool byte_fallback = false;                  // 35
+  std::int32_t unk_id = 0;                     // 40
+  std::int32_t bos_id = 1;                     // 41
+  std::int32_t eos_id = 2;                     // 42
+  std::int32_t pad_id = -1;                    // 43
   std::string unk_surface = " \xE2\x81\x87 ";  // 44
-  std::string unk_piece = "<unk>";  // 45
-  std::string bos_piece = "<s>";  // 46
-  std::string eos_piece = "</s>";  // 47
-  std::string pad_piece = "<pad>";  // 48
+  std::string unk_piece = "<unk>";             // 45
+  std::string bos_piece = "<s>";               // 46
+  std::string eos_piece = "</s>";              // 47
+  std::string pad_piece = "<pad>";             // 48
 };
 
 struct NormalizerSpec {
-  std::string name;  // 1
-  std::string precompiled_charsmap;  // 2 (bytes)
-  bool add_dummy_prefix = true;  // 3
+  std::string name;                      // 1
+  std::string precompiled_charsmap;      // 2 (bytes)
+  bool add_dummy_prefix = true;          // 3
   bool remove_extra_whitespaces = true;  // 4
-  bool escape_whitespaces = true;  // 5
+  bool escape_whitespaces = true;        // 5
 };
 
 struct ModelProto {
-  std::vector<SentencePiece> pieces;  // 1
-  TrainerSpec trainer_spec;  // 2
-  NormalizerSpec normalizer_spec;  // 3
+  std::vector<SentencePiece> pieces;                // 1
+  TrainerSpec trainer_spec;                         // 2
+  NormalizerSpec normalizer_spec;                   // 3
   std::optional<NormalizerSpec> denormalizer_spec;  // 5
 };
 

@@ -44,8 +44,7 @@ inline std::size_t valid_utf8_len(std::string_view s) noexcept {
   }
   if ((b0 & 0xF8) == 0xF0) {
     if (s.size() < 4 || !trail(1) || !trail(2) || !trail(3)) return 0;
-    const char32_t cp = (static_cast<char32_t>(b0 & 0x07) << 18) | (bits(1) << 12) |
-                        (bits(2) << 6) | bits(3);
+    const char32_t cp = (static_cast<char32_t>(b0 & 0x07) << 18) | (bits(1) << 12) | (bits(2) << 6) | bits(3);
     return (cp >= 0x10000 && cp <= 0x10FFFF) ? 4 : 0;
   }
   return 0;

@@ -57,10 +57,8 @@ class TokenizerImpl {
   virtual TokenId pad_id() const noexcept = 0;
 };
 
-std::shared_ptr<const TokenizerImpl> make_sentencepiece_tokenizer(ModelProto model,
-                                                                  std::string source);
-std::shared_ptr<const TokenizerImpl> make_hf_tokenizer(std::string_view json,
-                                                       std::string source);
+std::shared_ptr<const TokenizerImpl> make_sentencepiece_tokenizer(ModelProto model, std::string source);
+std::shared_ptr<const TokenizerImpl> make_hf_tokenizer(std::string_view json, std::string source);
 
 }  // namespace detail
 
@@ -77,8 +75,11 @@ class Tokenizer {
   static Tokenizer from_hf_json(std::string_view json, std::string source = "<memory>");
 
   // Token ids of `text`, with the BOS id first when `add_bos` (and the model
-  // has one). Never throws for any byte string (invalid UTF-8 is handled as
-  // SentencePiece does: each bad byte is U+FFFD before tokenization).
+  // has one). Any byte string is accepted: invalid UTF-8 is handled as
+  // SentencePiece does (each bad byte is U+FFFD before tokenization). Never
+  // throws for a SentencePiece model; a tokenizer.json model with neither byte
+  // fallback nor an unk_token throws TokenizerError on a character outside
+  // its vocabulary, as `tokenizers` does.
   std::vector<TokenId> encode(std::string_view text, bool add_bos = false) const;
   // Appending form, for bulk pre-tokenization without reallocations.
   void encode_append(std::string_view text, bool add_bos, std::vector<TokenId>& out) const;
@@ -108,3 +109,7 @@ class Tokenizer {
 };
 
 }  // namespace specdec::tokenizer
+
+namespace specdec {
+using tokenizer::Tokenizer;
+}  // namespace specdec

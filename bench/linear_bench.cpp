@@ -1,0 +1,149 @@
+// The linear layers of an 8-layer d = 512 model on the CPU: a stack of 56 f32
+// weight matrices, alternately [1408, 512] and [512, 1408] (161 MB, far more
+// than the last-level cache), applied in turn to an [m, 512] input, as a
+// forward over m new tokens does. Time per iteration is one pass over the
+// whole stack (milliseconds); the counter GBps is weight bytes / time.
+//
+//  - BM_PackedLinear_Layers/m:M  PackedLinear (oneDNN matmul, weights packed once)
+//  - BM_TorchLinear_Layers/m:M   at::linear (libtorch 1.13's OpenBLAS path)
+//  - BM_StreamWeights            at::mv over the same stack: the bandwidth
+//                                reference, one read of every weight
+//
+// Everything runs with at::set_num_threads(2) (oneDNN uses the same OpenMP
+// runtime). Run with the machine otherwise idle, e.g.
+//   build/bench/linear_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <cmath>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <benchmark/benchmark.h>
+
+#include "specdec/torch/packed_linear.hpp"
+
+namespace specdec::bench {
+namespace {
+
+namespace tb = specdec::torch_backend;
+
+constexpr int kLayers = 56;
+constexpr std::int64_t kModel = 512;
+constexpr std::int64_t kHidden = 1408;
+
+// W_i [out, in], N(0, 1/in) so activations stay O(1) through the chain.
+const std::vector<at::Tensor>& weights() {
+  static const std::vector<at::Tensor> w = [] {
+    at::manual_seed(0);
+    std::vector<at::Tensor> v;
+    for (int i = 0; i < kLayers; ++i) {
+      const std::int64_t out = i % 2 == 0 ? kHidden : kModel;
+      const std::int64_t in = i % 2 == 0 ? kModel : kHidden;
+      v.push_back(at::randn({out, in}) / std::sqrt(static_cast<double>(in)));
+    }
+    return v;
+  }();
+  return w;
+}
+
+const std::vector<tb::PackedLinear>& packed() {
+  static const std::vector<tb::PackedLinear> p = [] {
+    std::vector<tb::PackedLinear> v;
+    v.reserve(kLayers);
+    for (const at::Tensor& w : weights()) v.emplace_back(w);
+    return v;
+  }();
+  return p;
+}
+
+double weight_bytes() {
+  double bytes = 0;
+  for (const at::Tensor& w : weights()) bytes += static_cast<double>(w.numel()) * sizeof(float);
+  return bytes;
+}
+
+void set_counters(benchmark::State& state) {
+  state.counters["GBps"] = benchmark::Counter(weight_bytes() / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// One pass: x [m, 512] through all 56 layers, ping-ponging between two
+// preallocated buffers (no allocation per layer).
+void BM_PackedLinear_Layers(benchmark::State& state) {
+  const std::int64_t m = state.range(0);
+  const auto& layers = packed();
+  const at::Tensor x = at::randn({m, kModel});
+  std::vector<float> a(static_cast<std::size_t>(m * kHidden)), b(a.size());
+  const auto pass = [&] {
+    layers[0].forward(x.data_ptr<float>(), m, a.data());
+    float* in = a.data();
+    float* out = b.data();
+    for (int i = 1; i < kLayers; ++i) {
+      layers[static_cast<std::size_t>(i)].forward(in, m, out);
+      std::swap(in, out);
+    }
+    benchmark::DoNotOptimize(in);
+  };
+  pass();  // creates this m's primitives
+  for (auto _ : state) pass();
+  set_counters(state);
+}
+
+void BM_TorchLinear_Layers(benchmark::State& state) {
+  const std::int64_t m = state.range(0);
+  const auto& w = weights();
+  const at::Tensor x = at::randn({m, kModel});
+  const auto pass = [&] {
+    at::Tensor h = x;
+    for (const at::Tensor& wi : w) h = at::linear(h, wi);
+    benchmark::DoNotOptimize(h.data_ptr());
+  };
+  pass();
+  for (auto _ : state) pass();
+  set_counters(state);
+}
+
+void BM_StreamWeights(benchmark::State& state) {
+  const auto& w = weights();
+  const at::Tensor x = at::randn({kModel});
+  const auto pass = [&] {
+    at::Tensor h = x;
+    for (const at::Tensor& wi : w) h = at::mv(wi, h);
+    benchmark::DoNotOptimize(h.data_ptr());
+  };
+  pass();
+  for (auto _ : state) pass();
+  set_counters(state);
+}
+
+BENCHMARK(BM_StreamWeights)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_PackedLinear_Layers)
+    ->ArgName("m")
+    ->Arg(1)
+    ->Arg(2)
+    ->Arg(4)
+    ->Arg(8)
+    ->Arg(16)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_TorchLinear_Layers)
+    ->ArgName("m")
+    ->Arg(1)
+    ->Arg(2)
+    ->Arg(4)
+    ->Arg(8)
+    ->Arg(16)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace specdec::bench
+
+int main(int argc, char** argv) {
+  at::set_num_threads(2);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,240 @@
+// PackedLinear on oneDNN's matmul primitive.
+//
+// Design (measured on this repository's 2-core AVX-512 machine, oneDNN 2.6.3,
+// 56 matrices 1408x512 / 512x1408 f32, 2 OpenMP threads, ms per pass over all
+// 56; numbers from a throwaway probe, see the bench for the maintained ones):
+//
+//   m                        1     2     4     8    16    32    64   128
+//   fixed-M primitive      2.11  2.38  2.47  3.04  4.11  7.00 12.11 23.47
+//   runtime-M primitive    2.75  2.92  3.77  3.33  4.30  6.74 11.22 23.14
+//
+// (a) One primitive with a runtime M (DNNL_RUNTIME_DIM_VAL) is accepted, but
+//     oneDNN 2.6 then answers format_tag::any on the weights with the plain
+//     layout and dispatches to "gemm:jit", which packs the weights inside
+//     every call: 10-50% slower for m <= 16, the sizes a decoder runs.
+// (b) Primitives with a fixed M dispatch to "brg:avx512_core" and ask for a
+//     blocked weight layout that depends on K and N only: the layout queried
+//     for m = 1 is identical for every m in 1..128. So one packed copy of the
+//     weights serves all of them, and we keep a primitive per exact m (up to
+//     kMaxRows), created lazily on the first call with that m. Creation costs
+//     ~50 us the first time oneDNN sees a shape and ~3 us after that (its
+//     global primitive cache is shared by all layers of equal shape), so exact
+//     m beats padding m up to power-of-two buckets, which would compute the
+//     padding rows on every call. Larger m run in kMaxRows-row chunks; there
+//     the work is compute-bound and re-reading the weights per chunk is noise.
+//     Every m's primitive is created with the packed layout given explicitly;
+//     were some m's preferred layout ever different, oneDNN would still pick an
+//     implementation that reads this one (correct, possibly slower), and
+//     implementation(m) reports which.
+//
+// Inner product (brgemm) was 5-10% slower than matmul for m in 1..64, and the
+// OpenBLAS path at::linear / at::matmul 3-5x slower (it re-packs the weights).
+//
+// No allocation per call: each m's entry keeps its source, destination and
+// scratchpad memory objects (user scratchpad mode, one buffer per object sized
+// for the largest entry) and only their data handles change.
+#include "specdec/torch/packed_linear.hpp"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "specdec/core/error.hpp"
+
+namespace specdec::torch_backend {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+using DataType = memory::data_type;
+
+// Rows per primitive; a forward over more rows runs in chunks of this many.
+constexpr std::int64_t kMaxRows = 256;
+
+// One CPU engine and stream for the process. A CPU stream executes primitives
+// synchronously on the calling thread (OpenMP runtime), so sharing it is fine.
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& cpu_stream() {
+  static dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+dnnl::primitive_attr user_scratchpad_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+memory::desc rows_md(std::int64_t rows, std::int64_t cols) {
+  return memory::desc({rows, cols}, DataType::f32, Tag::ab);
+}
+
+}  // namespace
+
+struct PackedLinear::Impl {
+  // Everything one m needs to execute; built once, reused with new pointers.
+  struct Entry {
+    dnnl::matmul primitive;
+    memory src, dst, scratchpad;
+    bool has_scratchpad = false;
+    std::string implementation;
+  };
+
+  std::int64_t in = 0;
+  std::int64_t out = 0;
+  memory::desc weights_md;  // the packed layout shared by every m
+  memory weights;           // packed weights (owned by oneDNN)
+  std::vector<std::optional<Entry>> entries = std::vector<std::optional<Entry>>(kMaxRows);  // [m - 1]
+  memory scratchpad_buffer;  // shared by all entries, sized for the largest
+  std::size_t scratchpad_bytes = 0;
+  std::mutex mutex;  // serializes forward (entries and handles are shared state)
+
+  Entry make_entry(const dnnl::matmul::primitive_desc& pd, std::int64_t m) {
+    dnnl::engine& engine = cpu_engine();
+    Entry e;
+    e.primitive = dnnl::matmul(pd);
+    e.src = memory(rows_md(m, in), engine, DNNL_MEMORY_NONE);
+    e.dst = memory(rows_md(m, out), engine, DNNL_MEMORY_NONE);
+    const memory::desc scratch_md = pd.scratchpad_desc();
+    const std::size_t bytes = scratch_md.get_size();
+    if (bytes > 0) {
+      e.has_scratchpad = true;
+      e.scratchpad = memory(scratch_md, engine, DNNL_MEMORY_NONE);
+      if (bytes > scratchpad_bytes) {
+        const auto n = static_cast<memory::dim>(bytes);
+        scratchpad_buffer = memory(memory::desc({n}, DataType::u8, Tag::a), engine);
+        scratchpad_bytes = bytes;
+      }
+    }
+    e.implementation = pd.impl_info_str();
+    return e;
+  }
+
+  Entry& entry(std::int64_t m) {
+    std::optional<Entry>& slot = entries[static_cast<std::size_t>(m - 1)];
+    if (!slot) {
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(rows_md(m, in), weights_md, rows_md(m, out)),
+                                      user_scratchpad_attr(), cpu_engine());
+      slot = make_entry(pd, m);
+    }
+    return *slot;
+  }
+
+  // m in [1, kMaxRows].
+  void run(const float* x, std::int64_t m, float* y) {
+    Entry& e = entry(m);
+    // oneDNN takes void*; the source is only read.
+    e.src.set_data_handle(const_cast<float*>(x));
+    e.dst.set_data_handle(y);
+    std::array<dnnl_exec_arg_t, 4> args{{{DNNL_ARG_SRC, e.src.get()},
+                                         {DNNL_ARG_WEIGHTS, weights.get()},
+                                         {DNNL_ARG_DST, e.dst.get()},
+                                         {DNNL_ARG_SCRATCHPAD, nullptr}}};
+    int nargs = 3;
+    if (e.has_scratchpad) {
+      e.scratchpad.set_data_handle(scratchpad_buffer.get_data_handle());
+      args[3].memory = e.scratchpad.get();
+      nargs = 4;
+    }
+    // The C entry point with a fixed argument array: the C++ execute() builds
+    // a std::vector from an unordered_map on every call.
+    dnnl::error::wrap_c_api(dnnl_primitive_execute(e.primitive.get(), cpu_stream().get(), nargs, args.data()),
+                            "PackedLinear: could not execute the matmul primitive");
+  }
+};
+
+PackedLinear::PackedLinear(const at::Tensor& weight) {
+  if (weight.dim() != 2)
+    throw ShapeError(fmt::format("PackedLinear: the weight must be 2-d [out, in], got {} dimensions", weight.dim()));
+  if (weight.scalar_type() != at::kFloat)
+    throw InvalidArgumentError(
+        fmt::format("PackedLinear: the weight must be float32, got {}", c10::toString(weight.scalar_type())));
+  if (weight.size(0) == 0 || weight.size(1) == 0)
+    throw ShapeError(fmt::format("PackedLinear: the weight [{}, {}] is empty", weight.size(0), weight.size(1)));
+
+  auto impl = std::make_unique<Impl>();
+  impl->out = weight.size(0);
+  impl->in = weight.size(1);
+  const at::Tensor w = weight.detach().to(at::kCPU).contiguous();
+  try {
+    dnnl::engine& engine = cpu_engine();
+    dnnl::stream& stream = cpu_stream();
+    // Let the m = 1 primitive (decoding, the hot path) choose the layout.
+    const memory::desc any_weights({impl->in, impl->out}, DataType::f32, Tag::any);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(rows_md(1, impl->in), any_weights, rows_md(1, impl->out)),
+                                    user_scratchpad_attr(), engine);
+    impl->weights_md = pd.weights_desc();
+    impl->weights = memory(impl->weights_md, engine);
+    // W [out, in] row-major is W^T [in, out] with strides {1, in}: tag ba.
+    memory user(memory::desc({impl->in, impl->out}, DataType::f32, Tag::ba), engine,
+                const_cast<float*>(w.data_ptr<float>()));
+    dnnl::reorder(user, impl->weights).execute(stream, user, impl->weights);
+    stream.wait();
+    impl->entries[0] = impl->make_entry(pd, 1);
+  } catch (const dnnl::error& e) {
+    throw UnsupportedError(fmt::format("PackedLinear: oneDNN cannot set up a [{}, {}] f32 matmul: {}", impl->out,
+                                       impl->in, e.what()));
+  }
+  impl_ = std::move(impl);
+}
+
+PackedLinear::~PackedLinear() = default;
+PackedLinear::PackedLinear(PackedLinear&&) noexcept = default;
+PackedLinear& PackedLinear::operator=(PackedLinear&&) noexcept = default;
+
+std::int64_t PackedLinear::in_features() const { return impl_ ? impl_->in : 0; }
+std::int64_t PackedLinear::out_features() const { return impl_ ? impl_->out : 0; }
+
+void PackedLinear::forward(const float* x, std::int64_t m, float* y) const {
+  if (!impl_) throw InvalidArgumentError("PackedLinear::forward: the object was moved from");
+  if (m <= 0) throw InvalidArgumentError(fmt::format("PackedLinear::forward: m must be >= 1, got {}", m));
+  if (x == nullptr || y == nullptr) throw InvalidArgumentError("PackedLinear::forward: null input or output pointer");
+  const std::lock_guard<std::mutex> lock(impl_->mutex);
+  try {
+    for (std::int64_t row = 0; row < m; row += kMaxRows) {
+      const std::int64_t rows = std::min(kMaxRows, m - row);
+      impl_->run(x + row * impl_->in, rows, y + row * impl_->out);
+    }
+  } catch (const dnnl::error& e) {
+    throw Error(fmt::format("PackedLinear::forward ({} rows): {}", m, e.what()));
+  }
+}
+
+at::Tensor PackedLinear::operator()(const at::Tensor& x) const {
+  if (!impl_) throw InvalidArgumentError("PackedLinear: the object was moved from");
+  if (x.dim() != 2) throw ShapeError(fmt::format("PackedLinear: x must be 2-d [m, in], got {} dimensions", x.dim()));
+  if (x.size(1) != impl_->in)
+    throw ShapeError(fmt::format("PackedLinear: x has inner dimension {}, the weight expects {}", x.size(1), impl_->in));
+  if (x.scalar_type() != at::kFloat)
+    throw InvalidArgumentError(fmt::format("PackedLinear: x must be float32, got {}", c10::toString(x.scalar_type())));
+  if (!x.is_cpu()) throw UnsupportedError(fmt::format("PackedLinear: x is on {}, expected the CPU", x.device().str()));
+  if (x.size(0) <= 0) throw InvalidArgumentError("PackedLinear: x has no rows");
+  const at::Tensor xc = x.contiguous();
+  at::Tensor y = at::empty({x.size(0), impl_->out}, x.options());
+  forward(xc.data_ptr<float>(), x.size(0), y.data_ptr<float>());
+  return y;
+}
+
+std::string PackedLinear::implementation(std::int64_t m) const {
+  if (!impl_) throw InvalidArgumentError("PackedLinear: the object was moved from");
+  if (m <= 0) throw InvalidArgumentError(fmt::format("PackedLinear::implementation: m must be >= 1, got {}", m));
+  const std::lock_guard<std::mutex> lock(impl_->mutex);
+  try {
+    return impl_->entry(std::min(m, kMaxRows)).implementation;
+  } catch (const dnnl::error& e) {
+    throw Error(fmt::format("PackedLinear::implementation ({} rows): {}", m, e.what()));
+  }
+}
+
+}  // namespace specdec::torch_backend

@@ -1,0 +1,131 @@
+#include "specdec/torch/packed_linear.hpp"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "specdec/core/error.hpp"
+#include "support/catch.hpp"
+
+namespace sd = specdec;
+namespace tb = specdec::torch_backend;
+
+namespace {
+
+// y agrees with the libtorch reference x W^T to 1e-5 relative: in norm, and
+// per element relative to sum_k |x_ik| |W_jk| (the scale of each dot product,
+// which stays meaningful where the result itself cancels to near zero).
+void check_close(const at::Tensor& y, const at::Tensor& x, const at::Tensor& w) {
+  const at::Tensor ref = at::matmul(x, w.t());
+  REQUIRE(y.sizes() == ref.sizes());
+  const at::Tensor diff = (y - ref).abs();
+  const double rel = (diff.norm() / ref.norm()).item<double>();
+  CHECK(rel <= 1e-5);
+  const at::Tensor scale = at::matmul(x.abs(), w.abs().t());
+  const double worst = (diff / scale.clamp_min(1e-30)).max().item<double>();
+  CHECK(worst <= 1e-5);
+}
+
+}  // namespace
+
+TEST_CASE("PackedLinear matches at::matmul(x, W^T) for every row count", "[torch][linear]") {
+  at::manual_seed(7);
+  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{1408, 512}, {512, 1408}, {97, 32}, {8000, 512}};
+  const std::vector<std::int64_t> rows = {1, 2, 3, 4, 7, 8, 16, 33, 64, 128};
+  for (const auto& [out, in] : shapes) {
+    const at::Tensor w = at::randn({out, in}) / std::sqrt(static_cast<double>(in));
+    const tb::PackedLinear linear(w);
+    CHECK(linear.out_features() == out);
+    CHECK(linear.in_features() == in);
+    for (const std::int64_t m : rows) {
+      INFO("W [" << out << ", " << in << "], m = " << m);
+      const at::Tensor x = at::randn({m, in});
+      check_close(linear(x), x, w);
+      // The pointer interface writes into caller memory.
+      at::Tensor y = at::full({m, out}, -7.0f);
+      linear.forward(x.data_ptr<float>(), m, y.data_ptr<float>());
+      check_close(y, x, w);
+    }
+  }
+}
+
+TEST_CASE("PackedLinear repeats a row count with new buffers and mixes row counts", "[torch][linear]") {
+  at::manual_seed(8);
+  const at::Tensor w = at::randn({1408, 512}) / 16.0;
+  const tb::PackedLinear linear(w);
+  for (const std::int64_t m : {4, 1, 4, 16, 1, 4}) {
+    INFO("m = " << m);
+    const at::Tensor x = at::randn({m, 512});
+    check_close(linear(x), x, w);
+  }
+}
+
+TEST_CASE("PackedLinear runs more rows than one primitive takes in chunks", "[torch][linear]") {
+  at::manual_seed(9);
+  const at::Tensor w = at::randn({97, 32});
+  const tb::PackedLinear linear(w);
+  for (const std::int64_t m : {255, 256, 257, 600}) {
+    INFO("m = " << m);
+    const at::Tensor x = at::randn({m, 32});
+    check_close(linear(x), x, w);
+  }
+}
+
+TEST_CASE("PackedLinear copies the weight and accepts strided weights and inputs", "[torch][linear]") {
+  at::manual_seed(10);
+  // A transposed (non-contiguous) weight view.
+  const at::Tensor wt = at::randn({512, 97});
+  const at::Tensor w = wt.t();
+  REQUIRE_FALSE(w.is_contiguous());
+  at::Tensor owned = w.clone();
+  const tb::PackedLinear linear(owned);
+  const at::Tensor expected_w = owned.clone();
+  owned.zero_();  // the object holds its own packed copy
+  const at::Tensor x = at::randn({512, 5}).t();  // [5, 512], non-contiguous
+  REQUIRE_FALSE(x.is_contiguous());
+  check_close(linear(x), x.contiguous(), expected_w);
+  const tb::PackedLinear from_view(w);
+  check_close(from_view(x), x.contiguous(), w.contiguous());
+}
+
+TEST_CASE("PackedLinear survives a move and names a real implementation", "[torch][linear]") {
+  at::manual_seed(11);
+  const at::Tensor w = at::randn({512, 1408}) / 32.0;
+  tb::PackedLinear a(w);
+  tb::PackedLinear b(std::move(a));
+  const at::Tensor x = at::randn({3, 1408});
+  check_close(b(x), x, w);
+  for (const std::int64_t m : {1, 2, 16, 128}) {
+    const std::string impl = b.implementation(m);
+    INFO("m = " << m << ": " << impl);
+    CHECK_FALSE(impl.empty());
+    CHECK(impl.rfind("ref", 0) != 0);  // never oneDNN's reference (slow) kernel
+  }
+}
+
+TEST_CASE("PackedLinear rejects bad weights and inputs with typed errors", "[torch][linear]") {
+  REQUIRE_THROWS_AS(tb::PackedLinear(at::zeros({4})), sd::ShapeError);
+  REQUIRE_THROWS_AS(tb::PackedLinear(at::zeros({2, 3, 4})), sd::ShapeError);
+  REQUIRE_THROWS_AS(tb::PackedLinear(at::zeros({0, 4})), sd::ShapeError);
+  REQUIRE_THROWS_AS(tb::PackedLinear(at::zeros({4, 3}, at::kDouble)), sd::InvalidArgumentError);
+  REQUIRE_THROWS_AS(tb::PackedLinear(at::zeros({4, 3}, at::kHalf)), sd::InvalidArgumentError);
+
+  const tb::PackedLinear linear(at::randn({6, 5}));
+  REQUIRE_THROWS_AS(linear(at::zeros({2, 4})), sd::ShapeError);  // wrong inner dimension
+  REQUIRE_THROWS_AS(linear(at::zeros({5})), sd::ShapeError);
+  REQUIRE_THROWS_AS(linear(at::zeros({1, 2, 5})), sd::ShapeError);
+  REQUIRE_THROWS_AS(linear(at::zeros({2, 5}, at::kDouble)), sd::InvalidArgumentError);
+  REQUIRE_THROWS_AS(linear(at::zeros({0, 5})), sd::InvalidArgumentError);
+
+  std::vector<float> x(10, 1.0f), y(12, 0.0f);
+  REQUIRE_THROWS_AS(linear.forward(x.data(), 0, y.data()), sd::InvalidArgumentError);
+  REQUIRE_THROWS_AS(linear.forward(x.data(), -3, y.data()), sd::InvalidArgumentError);
+  REQUIRE_THROWS_AS(linear.forward(nullptr, 2, y.data()), sd::InvalidArgumentError);
+  REQUIRE_THROWS_AS(linear.implementation(0), sd::InvalidArgumentError);
+  linear.forward(x.data(), 2, y.data());  // still usable after the errors
+  CHECK(y[0] != 0.0f);
+}
