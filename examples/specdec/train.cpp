@@ -69,6 +69,9 @@ void add_train_options(CLI::App& cmd, TrainCommand& t) {
   cmd.add_option("--threads", o.threads, "CPU threads (0 = all cores)");
   cmd.add_option("--max-steps-this-run", o.max_steps_this_run, "stop (with a checkpoint) after this many steps");
   cmd.add_option("--time-budget", o.time_budget_seconds, "stop (with a checkpoint) after this many seconds");
+  cmd.add_option("--init-from", o.init_from, "warm start from this model directory when there is no checkpoint")
+      ->check(CLI::ExistingDirectory);
+  cmd.add_option("--start-step", o.start_step, "schedule step of a warm start");
 }
 
 void add_distill_options(CLI::App& cmd, TrainCommand& t) {

@@ -95,6 +95,8 @@ DType parse_dtype(const std::string& s) {
 }
 
 void check_options(const TrainOptions& o) {
+  if (o.start_step < 0 || o.start_step >= o.steps)
+    throw InvalidArgumentError(fmt::format("train: start_step {} must be in [0, steps = {})", o.start_step, o.steps));
   if (o.max_steps_this_run < 0 || o.time_budget_seconds < 0)
     throw InvalidArgumentError("train: step and time limits must be >= 0 (0 = none)");
   if (o.steps <= 0 || o.batch_size <= 0 || o.seq_len <= 1 || o.warmup_steps < 0 || o.checkpoint_every <= 0)
@@ -128,9 +130,13 @@ TrainReport train_language_model(const TrainOptions& o, const std::function<void
   TrainReport report;
 
   // Fresh model, or resume: the checkpoint holds weights, optimizer moments and the step.
-  std::int64_t step = 0;
-  LlamaModel model = std::filesystem::exists(ckpt_dir / "state.json") ? LlamaModel::load(ckpt_dir)
-                                                                      : LlamaModel::random(o.model, o.seed);
+  const bool resuming = std::filesystem::exists(ckpt_dir / "state.json");
+  std::int64_t step = resuming || o.init_from.empty() ? 0 : o.start_step;
+  LlamaModel model = resuming               ? LlamaModel::load(ckpt_dir)
+                     : !o.init_from.empty() ? LlamaModel::load(o.init_from)
+                                            : LlamaModel::random(o.model, o.seed);
+  if (!resuming && !o.init_from.empty())
+    log(fmt::format("warm start from {} at step {} (fresh optimizer state)", o.init_from.string(), step));
   model.set_requires_grad(true);
   std::vector<at::Tensor> decay, no_decay;  // no weight decay on norm gains
   for (const auto& [name, t] : model.named_parameters()) (t.dim() >= 2 ? decay : no_decay).push_back(t);
@@ -140,7 +146,7 @@ TrainReport train_language_model(const TrainOptions& o, const std::function<void
   groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
                                     torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).weight_decay(0.0)));
   torch::optim::AdamW optimizer(std::move(groups));
-  if (std::filesystem::exists(ckpt_dir / "state.json")) {
+  if (resuming) {
     std::ifstream f(ckpt_dir / "state.json");
     const auto state = nlohmann::json::parse(f);
     step = state.at("step").get<std::int64_t>();

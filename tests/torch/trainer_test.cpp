@@ -128,6 +128,24 @@ TEST_CASE("An interrupted run resumes to exactly the weights of an uninterrupted
   fs::remove_all(dir);
 }
 
+TEST_CASE("A warm start continues from saved weights at the given step", "[torch][train]") {
+  const auto dir = fresh_dir("specdec_trainer_warm");
+  auto first = options(dir);
+  first.out_dir = dir / "first";
+  first.steps = 20;
+  const auto a = tb::train_language_model(first, quiet);
+  auto warm = options(dir);
+  warm.out_dir = dir / "warm";
+  warm.init_from = first.out_dir;
+  warm.start_step = 140;
+  const auto b = tb::train_language_model(warm, quiet);
+  CHECK(b.steps_run == 10);
+  CHECK(b.final_loss < a.final_loss);  // it starts from trained weights, not from scratch
+  warm.start_step = 150;
+  REQUIRE_THROWS_AS(tb::train_language_model(warm, quiet), sd::InvalidArgumentError);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("Distillation pulls the student toward the teacher's distribution", "[torch][train]") {
   const auto dir = fresh_dir("specdec_trainer_distill");
   auto teach = options(dir);

@@ -43,6 +43,11 @@ struct TrainOptions {
   // loss by hard_loss_weight. A draft aligned to its target is what makes
   // speculation pay.
   std::filesystem::path teacher_dir;  // empty: plain language-model training
+  // Warm start when out_dir has no checkpoint: weights from this model
+  // directory (e.g. a committed snapshot), fresh optimizer moments, and the
+  // schedule continuing at start_step.
+  std::filesystem::path init_from;
+  std::int64_t start_step = 0;
   double hard_loss_weight = 0.0;
 };
 
