@@ -21,25 +21,10 @@ namespace tb = specdec::torch_backend;
 
 namespace {
 
-sd::io::LlamaConfig target_config() {
-  sd::io::LlamaConfig c;
-  c.vocab_size = 8000;
-  c.hidden_size = 512;
-  c.intermediate_size = 1408;
-  c.num_hidden_layers = 6;
-  c.num_attention_heads = 8;
-  c.num_key_value_heads = 4;
-  c.head_dim = 64;
-  c.max_position_embeddings = 1024;
-  c.rms_norm_eps = 1e-5;
-  c.tie_word_embeddings = true;
-  return c;
-}
-
 tb::LlamaModel& model() {
   static tb::LlamaModel m = [] {
     at::set_num_threads(2);
-    auto mm = tb::LlamaModel::random(target_config(), 1);
+    auto mm = tb::LlamaModel::random(sd::io::default_model_config("target", 8000), 1);
     mm.start_sequence(0);
     std::vector<sd::TokenId> prefix(128);
     std::vector<std::int64_t> pos(128);

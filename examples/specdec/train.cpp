@@ -12,38 +12,6 @@
 #include "specdec/io/llama_config.hpp"
 
 namespace specdec::cli {
-namespace {
-
-// The default models of models/ (docs/RESULTS.md has their training runs).
-io::LlamaConfig preset(const std::string& name, std::int64_t vocab) {
-  io::LlamaConfig c;
-  c.vocab_size = vocab;
-  c.max_position_embeddings = 1024;
-  c.rms_norm_eps = 1e-5;
-  c.rope_theta = 10000.0;
-  c.tie_word_embeddings = true;
-  c.bos_token_id = 1;
-  c.eos_token_ids = {2};
-  if (name == "target") {  // ~22M parameters: 87 MB in f32, well past a 32 MB L3
-    c.hidden_size = 512;
-    c.num_hidden_layers = 6;
-    c.num_attention_heads = 8;
-    c.num_key_value_heads = 4;
-    c.intermediate_size = 1408;
-  } else if (name == "draft") {  // ~2.3M parameters
-    c.hidden_size = 192;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 4;
-    c.num_key_value_heads = 2;
-    c.intermediate_size = 512;
-  } else {
-    throw InvalidArgumentError(fmt::format("train: unknown preset '{}' (target or draft)", name));
-  }
-  c.head_dim = c.hidden_size / c.num_attention_heads;
-  return c;
-}
-
-}  // namespace
 
 void add_train_options(CLI::App& cmd, TrainCommand& t) {
   auto& o = t.options;
@@ -84,7 +52,7 @@ void add_distill_options(CLI::App& cmd, TrainCommand& t) {
 }
 
 int run_train(TrainCommand& t) {
-  t.options.model = t.config_path.empty() ? preset(t.preset, t.vocab) : io::load_llama_config(t.config_path);
+  t.options.model = t.config_path.empty() ? io::default_model_config(t.preset, t.vocab) : io::load_llama_config(t.config_path);
   const auto report = torch_backend::train_language_model(t.options, [](const std::string& line) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);

@@ -247,4 +247,34 @@ void save_llama_config(const fs::path& path, const LlamaConfig& cfg) {
   write_file_atomically(file, {std::as_bytes(std::span(text.data(), text.size()))});
 }
 
+LlamaConfig default_model_config(std::string_view name, std::int64_t vocab_size) {
+  if (vocab_size <= 0)
+    throw InvalidArgumentError(fmt::format("default_model_config: vocab_size must be > 0, got {}", vocab_size));
+  LlamaConfig c;
+  c.vocab_size = vocab_size;
+  c.max_position_embeddings = 1024;
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = 10000.0;
+  c.tie_word_embeddings = true;
+  c.bos_token_id = 1;
+  c.eos_token_ids = {2};
+  if (name == "target") {
+    c.hidden_size = 512;
+    c.num_hidden_layers = 6;
+    c.num_attention_heads = 8;
+    c.num_key_value_heads = 4;
+    c.intermediate_size = 1408;
+  } else if (name == "draft") {
+    c.hidden_size = 192;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.intermediate_size = 512;
+  } else {
+    throw InvalidArgumentError(fmt::format("unknown default model '{}' (target or draft)", name));
+  }
+  c.head_dim = c.hidden_size / c.num_attention_heads;
+  return c;
+}
+
 }  // namespace specdec::io

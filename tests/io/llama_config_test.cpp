@@ -281,3 +281,14 @@ TEST_CASE("An unreadable or malformed config.json names the file", "[unit][io]")
   check_throws<ModelLoadError>([&] { (void)load_llama_config(dir / "config.json"); },
                                {"config.json", "expected a JSON object, got array"});
 }
+
+TEST_CASE("The default model configs are valid Llama configs that round-trip through JSON", "[unit][io]") {
+  for (const char* name : {"target", "draft"}) {
+    const auto c = specdec::io::default_model_config(name, 8000);
+    CHECK(c.hidden_size % c.num_attention_heads == 0);
+    CHECK(c.num_attention_heads % c.num_key_value_heads == 0);
+    CHECK(specdec::io::parse_llama_config(specdec::io::llama_config_to_json(c)) == c);
+  }
+  REQUIRE_THROWS_AS(specdec::io::default_model_config("huge", 8000), specdec::InvalidArgumentError);
+  REQUIRE_THROWS_AS(specdec::io::default_model_config("target", 0), specdec::InvalidArgumentError);
+}

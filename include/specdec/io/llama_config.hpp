@@ -63,4 +63,9 @@ std::string llama_config_to_json(const LlamaConfig& cfg);
 // gets `path`/config.json. Throws InvalidArgumentError or IoError.
 void save_llama_config(const std::filesystem::path& path, const LlamaConfig& cfg);
 
+// The architectures of specdec's default models (models/): "target" (~22M
+// parameters, 87 MB in f32 — past a 32 MB L3, so decoding is memory-bound as on
+// real hardware) and "draft" (~2.3M). Throws InvalidArgumentError otherwise.
+LlamaConfig default_model_config(std::string_view name, std::int64_t vocab_size);
+
 }  // namespace specdec::io
