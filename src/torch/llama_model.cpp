@@ -91,6 +91,19 @@ std::vector<at::Tensor> LlamaModel::parameters() const {
 
 void LlamaModel::set_requires_grad(bool on) {
   for (auto& t : parameters()) t.requires_grad_(on);
+  if (on) {  // weights are about to change: the packed copies would go stale
+    packed_.clear();
+    packed_lm_head_.reset();
+  }
+}
+
+void LlamaModel::pack_for_inference() {
+  at::NoGradGuard no_grad;
+  packed_.clear();
+  for (const auto& l : layers_)
+    packed_.push_back(PackedLayer{PackedLinear(at::cat({l.wq, l.wk, l.wv}, 0)), PackedLinear(l.wo),
+                                  PackedLinear(at::cat({l.w_gate, l.w_up}, 0)), PackedLinear(l.w_down)});
+  packed_lm_head_ = std::make_unique<PackedLinear>(lm_head_);
 }
 
 std::int64_t LlamaModel::num_parameters() const {
@@ -279,14 +292,17 @@ ForwardResult LlamaModel::forward(const ForwardRequest& request) {
   check_tokens(token_t);
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   const auto total = static_cast<std::int64_t>(tokens.size());
+  if (packed_.empty()) pack_for_inference();
+  const auto q_dim = h * hd, kv_dim = kvh * hd, ffn = c.intermediate_size;
   at::Tensor x = at::embedding(embed_, token_t);  // [total, d]
   at::Tensor layer_hidden;
   for (std::size_t li = 0; li < layers_.size(); ++li) {
     const auto& l = layers_[li];
-    const auto a = rms_norm(x, l.attn_norm, c.rms_norm_eps);
-    const auto q = rope(at::matmul(a, l.wq.t()).view({total, h, hd}), pos_t);
-    const auto k = rope(at::matmul(a, l.wk.t()).view({total, kvh, hd}), pos_t);
-    const auto v = at::matmul(a, l.wv.t()).view({total, kvh, hd});
+    const auto& p = packed_[li];
+    const auto qkv = p.qkv(rms_norm(x, l.attn_norm, c.rms_norm_eps));  // [total, q_dim + 2 kv_dim]
+    const auto q = rope(qkv.narrow(1, 0, q_dim).reshape({total, h, hd}), pos_t);
+    const auto k = rope(qkv.narrow(1, q_dim, kv_dim).reshape({total, kvh, hd}), pos_t);
+    const auto v = qkv.narrow(1, q_dim + kv_dim, kv_dim).reshape({total, kvh, hd});
     auto attn = at::empty({total, h * hd});
     for (std::size_t si = 0; si < request.sequences.size(); ++si) {
       auto& cs = cache(request.sequences[si].seq_id);
@@ -304,15 +320,15 @@ ForwardResult LlamaModel::forward(const ForwardRequest& request) {
       scores = scores.masked_fill(masks[si].logical_not().unsqueeze(0), -std::numeric_limits<float>::infinity());
       attn.narrow(0, o, n).copy_(at::matmul(at::softmax(scores, -1), vals).transpose(0, 1).reshape({n, h * hd}));
     }
-    x = x + at::matmul(attn, l.wo.t());
-    const auto m = rms_norm(x, l.mlp_norm, c.rms_norm_eps);
-    x = x + at::matmul(at::silu(at::matmul(m, l.w_gate.t())) * at::matmul(m, l.w_up.t()), l.w_down.t());
+    x = x + p.o(attn);
+    const auto gu = p.gate_up(rms_norm(x, l.mlp_norm, c.rms_norm_eps));  // [total, 2 ffn]
+    x = x + p.down((at::silu(gu.narrow(1, 0, ffn)) * gu.narrow(1, ffn, ffn)).contiguous());
     if (request.want_hidden && request.hidden_layer == static_cast<std::int32_t>(li)) layer_hidden = x;
   }
   for (std::size_t si = 0; si < request.sequences.size(); ++si)
     cache(request.sequences[si].seq_id).staged = offsets[si + 1] - offsets[si];
   const auto out = rms_norm(x, final_norm_, c.rms_norm_eps);
-  last_logits_ = at::matmul(out, lm_head_.t()).contiguous();
+  last_logits_ = (*packed_lm_head_)(out.contiguous());
   ForwardResult result;
   result.logits = view_of(last_logits_);
   if (request.want_hidden) {

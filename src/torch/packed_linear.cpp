@@ -2,16 +2,20 @@
 //
 // Design (measured on this repository's 2-core AVX-512 machine, oneDNN 2.6.3,
 // 56 matrices 1408x512 / 512x1408 f32, 2 OpenMP threads, ms per pass over all
-// 56; numbers from a throwaway probe, see the bench for the maintained ones):
+// 56, best of 30; two runs of a throwaway probe with both variants interleaved
+// in the same process; bench/linear_bench.cpp has the maintained numbers):
 //
 //   m                        1     2     4     8    16    32    64   128
 //   fixed-M primitive      2.11  2.38  2.47  3.04  4.11  7.00 12.11 23.47
 //   runtime-M primitive    2.75  2.92  3.77  3.33  4.30  6.74 11.22 23.14
+//   fixed-M (run 2)        2.71  3.05  3.22  3.96  5.14  8.37 13.93 25.61
+//   runtime-M (run 2)      3.65  3.79  4.76  4.44  5.52  8.14 13.40 25.52
 //
 // (a) One primitive with a runtime M (DNNL_RUNTIME_DIM_VAL) is accepted, but
 //     oneDNN 2.6 then answers format_tag::any on the weights with the plain
-//     layout and dispatches to "gemm:jit", which packs the weights inside
-//     every call: 10-50% slower for m <= 16, the sizes a decoder runs.
+//     layout and dispatches to "gemm:jit", which cannot use weights packed
+//     ahead of time: 5-50% slower for m <= 16, the sizes a decoder runs, and
+//     at most 7% faster at m = 32..128.
 // (b) Primitives with a fixed M dispatch to "brg:avx512_core" and ask for a
 //     blocked weight layout that depends on K and N only: the layout queried
 //     for m = 1 is identical for every m in 1..128. So one packed copy of the

@@ -5,6 +5,8 @@
 // GEMM re-packs the weights on every call; see bench/linear_bench.cpp and
 // docs/RESULTS.md for the measurements).
 //
+// Inference only: the result carries no autograd history.
+//
 // oneDNN stays out of this header (pimpl): users of llama_model.hpp need no
 // oneDNN includes.
 #pragma once
