@@ -31,8 +31,16 @@ std::string layer_name(std::size_t i, const char* leaf) { return fmt::format("mo
 LlamaModel::LlamaModel(io::LlamaConfig config) : config_(std::move(config)) {
   const auto hd = config_.head_dim;
   // inv_freq_j = theta^(-2j / head_dim), in float32 as Hugging Face computes it.
-  inv_freq_ = 1.0 / at::pow(config_.rope_theta, at::arange(0, hd, 2, at::kLong).to(at::kFloat) / static_cast<double>(hd));
-  inv_freq_ = inv_freq_.to(at::kFloat);
+  const auto inv_freq =
+      (1.0 / at::pow(config_.rope_theta, at::arange(0, hd, 2, at::kLong).to(at::kFloat) / static_cast<double>(hd)))
+          .to(at::kFloat);
+  // cos/sin of every position once, [max_position, head_dim] (the two halves
+  // repeat, as in Hugging Face's cat(freqs, freqs)); rope() gathers rows.
+  const auto freqs = at::arange(config_.max_position_embeddings, at::kLong).to(at::kFloat).unsqueeze(-1) *
+                     inv_freq.unsqueeze(0);
+  const auto emb = at::cat({freqs, freqs}, -1);
+  rope_cos_ = emb.cos();
+  rope_sin_ = emb.sin();
 }
 
 LlamaModel LlamaModel::random(const io::LlamaConfig& config, std::uint64_t seed) {
@@ -191,9 +199,9 @@ void LlamaModel::check_tokens(const at::Tensor& tokens) const {
 
 at::Tensor LlamaModel::rope(const at::Tensor& x, const at::Tensor& positions) const {
   // x [..., n, heads, head_dim]; positions [n]. Llama §RoPE with rope_theta.
-  const auto freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq_.unsqueeze(0);  // [n, hd/2]
-  const auto emb = at::cat({freqs, freqs}, -1).unsqueeze(-2);                           // [n, 1, hd]
-  return x * emb.cos() + rotate_half(x) * emb.sin();
+  const auto cos = rope_cos_.index_select(0, positions).unsqueeze(-2);  // [n, 1, hd]
+  const auto sin = rope_sin_.index_select(0, positions).unsqueeze(-2);
+  return x * cos + rotate_half(x) * sin;
 }
 
 at::Tensor LlamaModel::forward_train(const at::Tensor& tokens, at::Tensor* hidden) const {
@@ -261,6 +269,7 @@ ForwardResult LlamaModel::forward(const ForwardRequest& request) {
   // Gather every sequence's new tokens: projections and MLPs run as one GEMM.
   std::vector<std::int64_t> tokens, positions, offsets{0};
   std::vector<at::Tensor> masks;  // [n, length + n] bool per sequence
+  std::vector<bool> all_visible;
   for (const auto& s : request.sequences) {
     auto& cache_s = cache(s.seq_id);
     const auto n = static_cast<std::int64_t>(s.tokens.size());
@@ -285,11 +294,16 @@ ForwardResult LlamaModel::forward(const ForwardRequest& request) {
     } else {
       tail.copy_(at::ones({n, n}, at::kBool).tril());
     }
+    all_visible.push_back(mask.all().item<bool>());  // decode steps and full-visibility trees skip the fill
     masks.push_back(mask);
   }
   const auto token_t = at::tensor(tokens, at::kLong);
   const auto pos_t = at::tensor(positions, at::kLong);
   check_tokens(token_t);
+  for (const auto p : positions)
+    if (p < 0 || p >= c.max_position_embeddings)
+      throw ShapeError(fmt::format("LlamaModel::forward: position {} is outside [0, {})", p,
+                                   c.max_position_embeddings));
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   const auto total = static_cast<std::int64_t>(tokens.size());
   if (packed_.empty()) pack_for_inference();
@@ -310,15 +324,17 @@ ForwardResult LlamaModel::forward(const ForwardRequest& request) {
       // Stage the new keys/values right after the committed prefix.
       cs.k[static_cast<std::int64_t>(li)].narrow(1, len, n).copy_(k.narrow(0, o, n).transpose(0, 1));
       cs.v[static_cast<std::int64_t>(li)].narrow(1, len, n).copy_(v.narrow(0, o, n).transpose(0, 1));
-      auto keys = cs.k[static_cast<std::int64_t>(li)].narrow(1, 0, len + n);  // [kvh, len + n, hd]
-      auto vals = cs.v[static_cast<std::int64_t>(li)].narrow(1, 0, len + n);
-      if (kvh != h) {
-        keys = keys.repeat_interleave(h / kvh, 0);
-        vals = vals.repeat_interleave(h / kvh, 0);
-      }
-      auto scores = at::matmul(q.narrow(0, o, n).transpose(0, 1), keys.transpose(1, 2)) * scale;  // [h, n, len + n]
-      scores = scores.masked_fill(masks[si].logical_not().unsqueeze(0), -std::numeric_limits<float>::infinity());
-      attn.narrow(0, o, n).copy_(at::matmul(at::softmax(scores, -1), vals).transpose(0, 1).reshape({n, h * hd}));
+      const auto keys = cs.k[static_cast<std::int64_t>(li)].narrow(1, 0, len + n);  // [kvh, len + n, hd]
+      const auto vals = cs.v[static_cast<std::int64_t>(li)].narrow(1, 0, len + n);
+      // Grouped-query attention without copying kv heads: the `rep` query heads
+      // of kv head j are rows j*rep*n .. (j+1)*rep*n - 1 of one matmul.
+      const auto rep = h / kvh;
+      const auto qs = q.narrow(0, o, n).transpose(0, 1).reshape({kvh, rep * n, hd});  // heads j*rep + r
+      auto scores = (at::matmul(qs, keys.transpose(1, 2)) * scale).view({kvh, rep, n, len + n});
+      if (!all_visible[si])
+        scores.masked_fill_(masks[si].logical_not(), -std::numeric_limits<float>::infinity());
+      const auto out = at::matmul(at::softmax(scores, -1).view({kvh, rep * n, len + n}), vals);  // [kvh, rep n, hd]
+      attn.narrow(0, o, n).copy_(out.view({h, n, hd}).transpose(0, 1).reshape({n, h * hd}));
     }
     x = x + p.o(attn);
     const auto gu = p.gate_up(rms_norm(x, l.mlp_norm, c.rms_norm_eps));  // [total, 2 ffn]

@@ -195,6 +195,7 @@ TEST_CASE("The model rejects bad input with typed errors", "[torch][model]") {
   std::vector<sd::TokenId> long_text(65, 1);
   std::vector<std::int64_t> long_pos(65);
   REQUIRE_THROWS_WITH(run(m, 0, long_text, long_pos, nullptr), Catch::Contains("the context is 64"));
+  REQUIRE_THROWS_WITH(run(m, 0, {1}, {64}, nullptr), Catch::Contains("position 64 is outside"));
   run(m, 0, {1, 2, 3}, {0, 1, 2}, nullptr);
   REQUIRE_THROWS_AS(m.accept(0, std::vector<std::int32_t>{0, 3}), sd::InvalidArgumentError);
   REQUIRE_THROWS_AS(m.accept(0, std::vector<std::int32_t>{1, 0}), sd::InvalidArgumentError);

@@ -105,7 +105,7 @@ class LlamaModel {
   std::vector<Layer> layers_;
   std::vector<PackedLayer> packed_;        // empty until the first forward()
   std::unique_ptr<PackedLinear> packed_lm_head_;
-  at::Tensor inv_freq_;  // [head_dim / 2]
+  at::Tensor rope_cos_, rope_sin_;  // [max_position_embeddings, head_dim]
   std::unordered_map<std::int32_t, Cache> caches_;
   at::Tensor last_logits_, last_hidden_;  // own the memory ForwardResult views
 };
