@@ -39,11 +39,10 @@ void add_generate_options(CLI::App& cmd, GenerateCommand& g) {
 
 int run_generate(const GenerateCommand& g) {
   if (g.threads > 0) at::set_num_threads(g.threads);
-  const auto tokenizer = tokenizer::Tokenizer::load(g.tokenizer.empty() ? find_tokenizer(g.target) : g.tokenizer);
+  const auto tokenizer_path = g.tokenizer.empty() ? find_tokenizer(g.target) : g.tokenizer;
+  const auto tokenizer = tokenizer::Tokenizer::load(tokenizer_path);
   auto model = torch_backend::LlamaModel::load(g.target);
-  if (tokenizer.vocab_size() != model.vocab_size())
-    throw ShapeError(fmt::format("tokenizer vocabulary size {} differs from the model's vocabulary size {}",
-                                 tokenizer.vocab_size(), model.vocab_size()));
+  model.check_tokenizer_vocab(tokenizer.vocab_size(), tokenizer_path.string());
   const auto prompt = tokenizer.encode(g.prompt, /*add_bos=*/true);
   torch_backend::GenerateOptions options;
   options.max_new_tokens = g.max_new_tokens;

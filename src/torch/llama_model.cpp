@@ -120,6 +120,12 @@ std::int64_t LlamaModel::num_parameters() const {
   return n;
 }
 
+void LlamaModel::check_tokenizer_vocab(std::int64_t tokenizer_vocab, std::string_view tokenizer_source) const {
+  if (tokenizer_vocab != config_.vocab_size)
+    throw ShapeError(fmt::format("{}: tokenizer vocabulary size {} differs from the model's vocabulary size {}",
+                                 tokenizer_source, tokenizer_vocab, config_.vocab_size));
+}
+
 void LlamaModel::save(const std::filesystem::path& dir, DType storage) const {
   if (storage != DType::kF32 && storage != DType::kF16 && storage != DType::kBF16)
     throw InvalidArgumentError(fmt::format("LlamaModel::save: weights are stored as f32, f16 or bf16, not {}",

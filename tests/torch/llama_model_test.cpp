@@ -201,6 +201,9 @@ TEST_CASE("The model rejects bad input with typed errors", "[torch][model]") {
   REQUIRE_THROWS_AS(m.accept(0, std::vector<std::int32_t>{1, 0}), sd::InvalidArgumentError);
   REQUIRE_THROWS_AS(m.rollback(0, 5), sd::InvalidArgumentError);
   REQUIRE_THROWS_AS(m.forward_train(at::zeros({3}, at::kLong)), sd::ShapeError);
+  m.check_tokenizer_vocab(97, "tok.model");
+  REQUIRE_THROWS_WITH(m.check_tokenizer_vocab(8000, "tok.model"),
+                      Catch::Contains("tok.model") && Catch::Contains("8000") && Catch::Contains("97"));
   const auto dir = std::filesystem::temp_directory_path() / "specdec_llama_model_bad";
   std::filesystem::remove_all(dir);
   REQUIRE_THROWS_AS(tb::LlamaModel::load(dir), sd::Error);  // no config.json

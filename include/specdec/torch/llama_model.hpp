@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -49,6 +50,10 @@ class LlamaModel {
   std::int64_t vocab_size() const { return config_.vocab_size; }
   std::int64_t hidden_size() const { return config_.hidden_size; }
   std::int64_t num_parameters() const;
+  // Throws ShapeError naming `tokenizer_source` unless a tokenizer of
+  // `tokenizer_vocab` pieces fits this model exactly (a mismatch would feed
+  // ids the embedding does not have, or never produce some the model emits).
+  void check_tokenizer_vocab(std::int64_t tokenizer_vocab, std::string_view tokenizer_source) const;
 
   // Hugging Face names ("model.layers.0.self_attn.q_proj.weight", ...) and the
   // tensors themselves (shared, so an optimizer updates the model in place).
