@@ -2,12 +2,11 @@
 //
 // SPECDEC_HOST_DEVICE marks the per-row math that both the host backend and the
 // CUDA kernels in cuda/ call, so the host tests cover what the kernels run
-// (the CUTLASS `CUTE_HOST_DEVICE` idea). Plain C++ compilers see nothing.
+// (the CUTLASS `CUTE_HOST_DEVICE` idea). Plain C++ compilers see `inline`.
 #pragma once
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define SPECDEC_HOST_DEVICE __host__ __device__ __forceinline__
-#define SPECDEC_DEVICE_COMPILE 1
 #else
 #define SPECDEC_HOST_DEVICE inline
 #endif
