@@ -18,22 +18,31 @@ function(specdec_target_sanitize target)
   endif()
 endfunction()
 
-# specdec_add_test(NAME name SOURCES a.cpp ... [LIBS lib ...] [LABELS l ...])
-# One Catch2 executable, registered with CTest per TEST_CASE. Tests tagged
-# [cuda] get the CTest label "cuda", [statistical] "statistical", [torch] "torch".
+# specdec_add_test(NAME name SOURCES a.cpp ... [LIBS lib ...] [GROUPS g ...])
+# One Catch2 executable, registered with CTest per TEST_CASE. GROUPS (default:
+# unit) names the tag groups the executable holds; each becomes a CTest label:
+# unit (untagged by the others), statistical, torch, cuda ([cuda] tests report
+# "skipped: no CUDA device" and CTest shows them as skipped where none exists).
 function(specdec_add_test)
-  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;GROUPS" ${ARGN})
+  if(NOT T_GROUPS)
+    set(T_GROUPS unit)
+  endif()
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE specdec::specdec specdec_catch_main ${T_LIBS})
   target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   specdec_target_warnings(${T_NAME})
   specdec_target_sanitize(${T_NAME})
-  catch_discover_tests(${T_NAME} TEST_SPEC "[statistical]" TEST_PREFIX "statistical: "
-                       PROPERTIES LABELS statistical)
-  catch_discover_tests(${T_NAME} TEST_SPEC "[cuda]" TEST_PREFIX "cuda: "
-                       PROPERTIES LABELS cuda SKIP_REGULAR_EXPRESSION "skipped: no CUDA device")
-  catch_discover_tests(${T_NAME} TEST_SPEC "[torch]" TEST_PREFIX "torch: " PROPERTIES LABELS torch)
-  catch_discover_tests(${T_NAME} TEST_SPEC "~[statistical]~[cuda]~[torch]" PROPERTIES LABELS unit)
+  foreach(group IN LISTS T_GROUPS)
+    if(group STREQUAL "unit")
+      catch_discover_tests(${T_NAME} TEST_SPEC "~[statistical]~[cuda]~[torch]" PROPERTIES LABELS unit)
+    elseif(group STREQUAL "cuda")
+      catch_discover_tests(${T_NAME} TEST_SPEC "[cuda]" TEST_PREFIX "cuda: "
+                           PROPERTIES LABELS cuda SKIP_REGULAR_EXPRESSION "skipped: no CUDA device")
+    else()
+      catch_discover_tests(${T_NAME} TEST_SPEC "[${group}]" TEST_PREFIX "${group}: " PROPERTIES LABELS ${group})
+    endif()
+  endforeach()
 endfunction()
 
 # specdec_add_bench(NAME name SOURCES a.cpp ... [LIBS lib ...])

@@ -24,6 +24,53 @@ at::Tensor rotate_half(const at::Tensor& x) {
   return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
+// Inference-path kernels: plain loops over contiguous float rows, replacing
+// chains of small ATen calls whose per-call overhead dominated a decode step
+// (docs/RESULTS.md, model forward cost). Numerically the same formulas as the
+// ATen versions used by forward_train.
+
+// y = x * rsqrt(mean(x^2) + eps) * w, row by row; x [n, d].
+at::Tensor rms_norm_rows(const at::Tensor& x, const at::Tensor& w, double eps) {
+  const auto n = x.size(0), d = x.size(1);
+  auto y = at::empty({n, d});
+  const float* xp = x.data_ptr<float>();
+  const float* wp = w.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* row = xp + i * d;
+    float ss = 0.0f;
+    for (std::int64_t j = 0; j < d; ++j) ss += row[j] * row[j];
+    const float r = 1.0f / std::sqrt(ss / static_cast<float>(d) + static_cast<float>(eps));
+    for (std::int64_t j = 0; j < d; ++j) yp[i * d + j] = row[j] * r * wp[j];
+  }
+  return y;
+}
+
+// Rotary embedding of one head vector (rotate_half convention):
+// out[j] = x[j] cos[j] - x[j + half] sin[j]; out[j + half] = x[j + half] cos + x[j] sin.
+void rope_head(const float* x, const float* cos, const float* sin, std::int64_t hd, float* out) {
+  const auto half = hd / 2;
+  for (std::int64_t j = 0; j < half; ++j) {
+    const float a = x[j], b = x[j + half];
+    out[j] = a * cos[j] - b * sin[j];
+    out[j + half] = b * cos[j + half] + a * sin[j + half];
+  }
+}
+
+// silu(g) * u over gu = [n, 2 f] (gate | up) -> [n, f].
+at::Tensor swiglu_rows(const at::Tensor& gu, std::int64_t f) {
+  const auto n = gu.size(0);
+  auto y = at::empty({n, f});
+  const float* gp = gu.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < f; ++j) {
+      const float g = gp[i * 2 * f + j], u = gp[i * 2 * f + f + j];
+      yp[i * f + j] = g / (1.0f + std::exp(-g)) * u;
+    }
+  return y;
+}
+
 std::string layer_name(std::size_t i, const char* leaf) { return fmt::format("model.layers.{}.{}", i, leaf); }
 
 }  // namespace
@@ -274,7 +321,7 @@ ForwardResult LlamaModel::forward(const ForwardRequest& request) {
   const auto h = c.num_attention_heads, kvh = c.num_key_value_heads, hd = c.head_dim;
   // Gather every sequence's new tokens: projections and MLPs run as one GEMM.
   std::vector<std::int64_t> tokens, positions, offsets{0};
-  std::vector<at::Tensor> masks;  // [n, length + n] bool per sequence
+  std::vector<at::Tensor> masks;  // [n, length + n] bool per sequence: true = blocked
   std::vector<bool> all_visible;
   for (const auto& s : request.sequences) {
     auto& cache_s = cache(s.seq_id);
@@ -301,7 +348,7 @@ ForwardResult LlamaModel::forward(const ForwardRequest& request) {
       tail.copy_(at::ones({n, n}, at::kBool).tril());
     }
     all_visible.push_back(mask.all().item<bool>());  // decode steps and full-visibility trees skip the fill
-    masks.push_back(mask);
+    masks.push_back(mask.logical_not());               // the blocked entries, filled with -inf per layer
   }
   const auto token_t = at::tensor(tokens, at::kLong);
   const auto pos_t = at::tensor(positions, at::kLong);
@@ -314,43 +361,61 @@ ForwardResult LlamaModel::forward(const ForwardRequest& request) {
   const auto total = static_cast<std::int64_t>(tokens.size());
   if (packed_.empty()) pack_for_inference();
   const auto q_dim = h * hd, kv_dim = kvh * hd, ffn = c.intermediate_size;
+  const auto rep = h / kvh;
   at::Tensor x = at::embedding(embed_, token_t);  // [total, d]
   at::Tensor layer_hidden;
+  auto q_heads = at::empty({h, total, hd});  // rotated queries, head-major for attention
+  auto attn = at::empty({total, h * hd});
+  const float* cos_table = rope_cos_.data_ptr<float>();
+  const float* sin_table = rope_sin_.data_ptr<float>();
   for (std::size_t li = 0; li < layers_.size(); ++li) {
     const auto& l = layers_[li];
     const auto& p = packed_[li];
-    const auto qkv = p.qkv(rms_norm(x, l.attn_norm, c.rms_norm_eps));  // [total, q_dim + 2 kv_dim]
-    const auto q = rope(qkv.narrow(1, 0, q_dim).reshape({total, h, hd}), pos_t);
-    const auto k = rope(qkv.narrow(1, q_dim, kv_dim).reshape({total, kvh, hd}), pos_t);
-    const auto v = qkv.narrow(1, q_dim + kv_dim, kv_dim).reshape({total, kvh, hd});
-    auto attn = at::empty({total, h * hd});
+    const auto layer = static_cast<std::int64_t>(li);
+    const auto qkv = p.qkv(rms_norm_rows(x, l.attn_norm, c.rms_norm_eps));  // [total, q_dim + 2 kv_dim]
+    // RoPE on q and k in one pass; k and v go straight into each sequence's
+    // cache, staged after its committed prefix.
+    const float* qkv_p = qkv.data_ptr<float>();
+    float* q_p = q_heads.data_ptr<float>();
+    for (std::size_t si = 0; si < request.sequences.size(); ++si) {
+      auto& cs = cache(request.sequences[si].seq_id);
+      float* k_cache = cs.k[layer].data_ptr<float>();  // [kvh, capacity, hd]
+      float* v_cache = cs.v[layer].data_ptr<float>();
+      const auto capacity = cs.k.size(2);
+      for (std::int64_t t = offsets[si]; t < offsets[si + 1]; ++t) {
+        const float* row = qkv_p + t * (q_dim + 2 * kv_dim);
+        const auto pos = positions[static_cast<std::size_t>(t)];
+        const float* cos = cos_table + pos * hd;
+        const float* sin = sin_table + pos * hd;
+        for (std::int64_t hh = 0; hh < h; ++hh) rope_head(row + hh * hd, cos, sin, hd, q_p + (hh * total + t) * hd);
+        const auto slot = cs.length + (t - offsets[si]);
+        for (std::int64_t j = 0; j < kvh; ++j) {
+          rope_head(row + q_dim + j * hd, cos, sin, hd, k_cache + (j * capacity + slot) * hd);
+          std::copy_n(row + q_dim + kv_dim + j * hd, hd, v_cache + (j * capacity + slot) * hd);
+        }
+      }
+    }
     for (std::size_t si = 0; si < request.sequences.size(); ++si) {
       auto& cs = cache(request.sequences[si].seq_id);
       const auto o = offsets[si], n = offsets[si + 1] - o, len = cs.length;
-      // Stage the new keys/values right after the committed prefix.
-      cs.k[static_cast<std::int64_t>(li)].narrow(1, len, n).copy_(k.narrow(0, o, n).transpose(0, 1));
-      cs.v[static_cast<std::int64_t>(li)].narrow(1, len, n).copy_(v.narrow(0, o, n).transpose(0, 1));
-      const auto keys = cs.k[static_cast<std::int64_t>(li)].narrow(1, 0, len + n);  // [kvh, len + n, hd]
-      const auto vals = cs.v[static_cast<std::int64_t>(li)].narrow(1, 0, len + n);
+      const auto keys = cs.k[layer].narrow(1, 0, len + n);  // [kvh, len + n, hd]
+      const auto vals = cs.v[layer].narrow(1, 0, len + n);
       // Grouped-query attention without copying kv heads: the `rep` query heads
       // of kv head j are rows j*rep*n .. (j+1)*rep*n - 1 of one matmul.
-      const auto rep = h / kvh;
-      const auto qs = q.narrow(0, o, n).transpose(0, 1).reshape({kvh, rep * n, hd});  // heads j*rep + r
-      auto scores = (at::matmul(qs, keys.transpose(1, 2)) * scale).view({kvh, rep, n, len + n});
-      if (!all_visible[si])
-        scores.masked_fill_(masks[si].logical_not(), -std::numeric_limits<float>::infinity());
+      const auto qs = q_heads.narrow(1, o, n).reshape({kvh, rep * n, hd});  // heads j*rep + r
+      auto scores = at::matmul(qs, keys.transpose(1, 2)).mul_(scale).view({kvh, rep, n, len + n});
+      if (!all_visible[si]) scores.masked_fill_(masks[si], -std::numeric_limits<float>::infinity());
       const auto out = at::matmul(at::softmax(scores, -1).view({kvh, rep * n, len + n}), vals);  // [kvh, rep n, hd]
       attn.narrow(0, o, n).copy_(out.view({h, n, hd}).transpose(0, 1).reshape({n, h * hd}));
     }
-    x = x + p.o(attn);
-    const auto gu = p.gate_up(rms_norm(x, l.mlp_norm, c.rms_norm_eps));  // [total, 2 ffn]
-    x = x + p.down((at::silu(gu.narrow(1, 0, ffn)) * gu.narrow(1, ffn, ffn)).contiguous());
-    if (request.want_hidden && request.hidden_layer == static_cast<std::int32_t>(li)) layer_hidden = x;
+    x.add_(p.o(attn));
+    x.add_(p.down(swiglu_rows(p.gate_up(rms_norm_rows(x, l.mlp_norm, c.rms_norm_eps)), ffn)));
+    if (request.want_hidden && request.hidden_layer == static_cast<std::int32_t>(li)) layer_hidden = x.clone();
   }
   for (std::size_t si = 0; si < request.sequences.size(); ++si)
     cache(request.sequences[si].seq_id).staged = offsets[si + 1] - offsets[si];
-  const auto out = rms_norm(x, final_norm_, c.rms_norm_eps);
-  last_logits_ = (*packed_lm_head_)(out.contiguous());
+  const auto out = rms_norm_rows(x, final_norm_, c.rms_norm_eps);
+  last_logits_ = (*packed_lm_head_)(out);
   ForwardResult result;
   result.logits = view_of(last_logits_);
   if (request.want_hidden) {
