@@ -57,18 +57,10 @@ void rope_head(const float* x, const float* cos, const float* sin, std::int64_t 
   }
 }
 
-// silu(g) * u over gu = [n, 2 f] (gate | up) -> [n, f].
+// silu(g) * u over gu = [n, 2 f] (gate | up) -> [n, f]. ATen's vectorised
+// silu: a scalar std::exp loop cost ~0.1 ms per layer at 16 tokens.
 at::Tensor swiglu_rows(const at::Tensor& gu, std::int64_t f) {
-  const auto n = gu.size(0);
-  auto y = at::empty({n, f});
-  const float* gp = gu.data_ptr<float>();
-  float* yp = y.data_ptr<float>();
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j < f; ++j) {
-      const float g = gp[i * 2 * f + j], u = gp[i * 2 * f + f + j];
-      yp[i * f + j] = g / (1.0f + std::exp(-g)) * u;
-    }
-  return y;
+  return at::silu(gu.narrow(1, 0, f)).mul_(gu.narrow(1, f, f));
 }
 
 std::string layer_name(std::size_t i, const char* leaf) { return fmt::format("model.layers.{}.{}", i, leaf); }
