@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "support/catch.hpp"
+#include "support/exceptions.hpp"
 
 using specdec::ChildMode;
 using specdec::DraftTree;
@@ -27,18 +28,7 @@ namespace {
 
 constexpr std::int32_t kRoot = DraftTree::kRoot;
 
-// The message of the E that f throws; fails the test if f throws nothing (an
-// exception of another type escapes and fails the test too).
-template <class E, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  FAIL("expected an exception, none was thrown");
-  return {};
-}
+using specdec::testing::message_of;
 
 // A draft probability, with exact 1 (log 0: a child ties its parent), 0
 // (log -inf) and repeated values mixed in.

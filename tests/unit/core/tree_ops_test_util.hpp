@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "support/catch.hpp"
+#include "support/exceptions.hpp"
 
 using specdec::ChildMode;
 using specdec::DraftTree;
@@ -29,17 +30,7 @@ namespace {
 constexpr std::int32_t kRoot = DraftTree::kRoot;
 using Sequence = std::vector<TokenId>;
 
-// The message of the E that f throws; fails the test if f throws nothing.
-template <class E, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  FAIL("expected an exception, none was thrown");
-  return {};
-}
+using specdec::testing::message_of;
 
 // Draft probabilities with exact 1 (child ties parent), 0 (-inf) and
 // repeated values, so cum_logprob ties are common.
