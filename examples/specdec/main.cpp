@@ -4,6 +4,7 @@
 //   specdec train [options]  train a Llama-architecture model (libtorch builds)
 //   specdec distill ...      distill a draft model from a target (libtorch builds)
 //   specdec generate ...     generate text with a model (libtorch builds)
+//   specdec convert ...      re-save a model's weights as f32 / f16 / bf16
 //
 // Later subcommands (generate, bench, train) join here as the backends land.
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include "demo.hpp"
 #if SPECDEC_CLI_WITH_TORCH
+#include "convert.hpp"
 #include "generate.hpp"
 #include "train.hpp"
 #endif
@@ -41,6 +43,9 @@ int main(int argc, char** argv) {
   specdec::cli::GenerateCommand generate;
   auto* generate_cmd = app.add_subcommand("generate", "Generate text with a model (autoregressive baseline)");
   specdec::cli::add_generate_options(*generate_cmd, generate);
+  specdec::cli::ConvertCommand convert;
+  auto* convert_cmd = app.add_subcommand("convert", "Re-save a model with f32, f16 or bf16 weights");
+  specdec::cli::add_convert_options(*convert_cmd, convert);
 #endif
 
   CLI11_PARSE(app, argc, argv);
@@ -50,6 +55,7 @@ int main(int argc, char** argv) {
     if (train_cmd->parsed()) return specdec::cli::run_train(train);
     if (distill_cmd->parsed()) return specdec::cli::run_train(distill);
     if (generate_cmd->parsed()) return specdec::cli::run_generate(generate);
+    if (convert_cmd->parsed()) return specdec::cli::run_convert(convert);
 #endif
   } catch (const specdec::Error& e) {
     std::fprintf(stderr, "specdec: error: %s\n", e.what());
