@@ -64,10 +64,13 @@ concept TreeBuilder = requires(B& b, archetypes::Drafter& drafter, const DraftBu
 };
 
 // Runs the target over [root, tree nodes] for sequence `seq` and returns one
-// warped distribution per input (root first); commit keeps only the accepted
-// path (and the bonus token) in the target's cache.
+// warped distribution per input (root first); commit keeps the root and the
+// accepted path in the target's cache (the bonus token is the next root).
+// begin(seq, prompt) caches the prompt but its last token, the first root.
 template <class V>
-concept Verifier = requires(V& v, std::int32_t seq, const DraftTree& tree, const VerifyResult& result) {
+concept Verifier = requires(V& v, std::int32_t seq, std::span<const TokenId> prompt, const DraftTree& tree,
+                            const VerifyResult& result) {
+  v.begin(seq, prompt);
   { v.score(seq, tree) } -> std::same_as<ProbRows>;
   v.commit(seq, tree, result);
 };

@@ -313,31 +313,36 @@ ForwardResult LlamaModel::forward(const ForwardRequest& request) {
   const auto h = c.num_attention_heads, kvh = c.num_key_value_heads, hd = c.head_dim;
   // Gather every sequence's new tokens: projections and MLPs run as one GEMM.
   std::vector<std::int64_t> tokens, positions, offsets{0};
-  std::vector<at::Tensor> masks;  // [n, length + n] bool per sequence: true = blocked
+  std::vector<std::int64_t> staged_before;  // tokens staged ahead of the new ones (extend_staged)
+  std::vector<at::Tensor> masks;  // [n, length + staged + n] bool per sequence: true = blocked
   std::vector<bool> all_visible;
   for (const auto& s : request.sequences) {
     auto& cache_s = cache(s.seq_id);
     const auto n = static_cast<std::int64_t>(s.tokens.size());
+    const auto before = s.extend_staged ? cache_s.staged : 0;
     if (static_cast<std::int64_t>(s.positions.size()) != n)
       throw ShapeError(fmt::format("LlamaModel::forward: sequence {} has {} tokens but {} positions", s.seq_id, n,
                                    s.positions.size()));
-    if (s.mask != nullptr && s.mask->size() != n)
-      throw ShapeError(fmt::format("LlamaModel::forward: sequence {} has {} tokens but a {}x{} mask", s.seq_id, n,
-                                   s.mask->size(), s.mask->size()));
-    if (cache_s.length + n > c.max_position_embeddings)
+    if (s.mask != nullptr && s.mask->size() != before + n)
+      throw ShapeError(fmt::format("LlamaModel::forward: sequence {} has {} staged and {} new tokens but a {}x{} mask",
+                                   s.seq_id, before, n, s.mask->size(), s.mask->size()));
+    if (cache_s.length + before + n > c.max_position_embeddings)
       throw ShapeError(fmt::format("LlamaModel::forward: sequence {} would hold {} tokens, the context is {}",
-                                   s.seq_id, cache_s.length + n, c.max_position_embeddings));
+                                   s.seq_id, cache_s.length + before + n, c.max_position_embeddings));
     tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
     positions.insert(positions.end(), s.positions.begin(), s.positions.end());
     offsets.push_back(offsets.back() + n);
-    auto mask = at::ones({n, cache_s.length + n}, at::kBool);
-    auto tail = mask.narrow(1, cache_s.length, n);
+    staged_before.push_back(before);
+    const auto span = before + n;  // staged + new columns after the committed prefix
+    auto mask = at::ones({n, cache_s.length + span}, at::kBool);
+    auto tail = mask.narrow(1, cache_s.length, span);
     if (s.mask != nullptr) {
       auto acc = tail.accessor<bool, 2>();
-      for (std::int32_t i = 0; i < n; ++i)
-        for (std::int32_t j = 0; j < n; ++j) acc[i][j] = s.mask->test(i, j);
+      for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t j = 0; j < span; ++j)
+          acc[i][j] = s.mask->test(static_cast<std::int32_t>(before + i), static_cast<std::int32_t>(j));
     } else {
-      tail.copy_(at::ones({n, n}, at::kBool).tril());
+      tail.narrow(1, before, n).copy_(at::ones({n, n}, at::kBool).tril());
     }
     all_visible.push_back(mask.all().item<bool>());  // decode steps and full-visibility trees skip the fill
     masks.push_back(mask.logical_not());               // the blocked entries, filled with -inf per layer
@@ -380,7 +385,7 @@ ForwardResult LlamaModel::forward(const ForwardRequest& request) {
         const float* cos = cos_table + pos * hd;
         const float* sin = sin_table + pos * hd;
         for (std::int64_t hh = 0; hh < h; ++hh) rope_head(row + hh * hd, cos, sin, hd, q_p + (hh * total + t) * hd);
-        const auto slot = cs.length + (t - offsets[si]);
+        const auto slot = cs.length + staged_before[si] + (t - offsets[si]);
         for (std::int64_t j = 0; j < kvh; ++j) {
           rope_head(row + q_dim + j * hd, cos, sin, hd, k_cache + (j * capacity + slot) * hd);
           std::copy_n(row + q_dim + kv_dim + j * hd, hd, v_cache + (j * capacity + slot) * hd);
@@ -389,7 +394,7 @@ ForwardResult LlamaModel::forward(const ForwardRequest& request) {
     }
     for (std::size_t si = 0; si < request.sequences.size(); ++si) {
       auto& cs = cache(request.sequences[si].seq_id);
-      const auto o = offsets[si], n = offsets[si + 1] - o, len = cs.length;
+      const auto o = offsets[si], n = offsets[si + 1] - o, len = cs.length + staged_before[si];
       const auto keys = cs.k[layer].narrow(1, 0, len + n);  // [kvh, len + n, hd]
       const auto vals = cs.v[layer].narrow(1, 0, len + n);
       // Grouped-query attention without copying kv heads: the `rep` query heads
@@ -405,11 +410,14 @@ ForwardResult LlamaModel::forward(const ForwardRequest& request) {
     if (request.want_hidden && request.hidden_layer == static_cast<std::int32_t>(li)) layer_hidden = x.clone();
   }
   for (std::size_t si = 0; si < request.sequences.size(); ++si)
-    cache(request.sequences[si].seq_id).staged = offsets[si + 1] - offsets[si];
-  const auto out = rms_norm_rows(x, final_norm_, c.rms_norm_eps);
-  last_logits_ = (*packed_lm_head_)(out);
+    cache(request.sequences[si].seq_id).staged = staged_before[si] + offsets[si + 1] - offsets[si];
   ForwardResult result;
-  result.logits = view_of(last_logits_);
+  if (!request.want_logits && !request.want_hidden) return result;  // a prefill fills the cache only
+  const auto out = rms_norm_rows(x, final_norm_, c.rms_norm_eps);
+  if (request.want_logits) {
+    last_logits_ = (*packed_lm_head_)(out);
+    result.logits = view_of(last_logits_);
+  }
   if (request.want_hidden) {
     if (request.hidden_layer >= static_cast<std::int32_t>(layers_.size()) || request.hidden_layer < -1)
       throw InvalidArgumentError(fmt::format("LlamaModel::forward: hidden_layer {} of a {}-layer model",

@@ -18,10 +18,16 @@ struct DraftBudget {
   std::int32_t max_depth = 4;     // deepest draft level
   std::int32_t max_nodes = 4;     // nodes the builder may draft
   std::int32_t verify_nodes = 4;  // nodes sent to the target (<= max_nodes)
+  // Confidence early stop (ALGORITHMS.md §7.1): a builder does not expand a
+  // node whose draft probability is below this. 0 = off. Lossless: the
+  // decision depends on the draft side only.
+  float stop_below = 0.0f;
 };
 
 // A TreeBuilder's request to a Drafter: next-token distributions for the
-// `frontier` slots (DraftTree::kRoot or node indices) of `tree`.
+// `frontier` slots (DraftTree::kRoot or node indices) of `tree`, one row per
+// slot in frontier order. An all-zero row means "no proposal here" (an n-gram
+// drafter with no match): builders draft no children under that slot.
 struct DraftRequest {
   const DraftTree* tree = nullptr;
   std::span<const std::int32_t> frontier;
@@ -30,15 +36,23 @@ struct DraftRequest {
 // One sequence's new tokens in a Model forward: their positions and the
 // ancestor mask among them (every new token sees the whole committed prefix).
 // A null mask means a causal chain.
+//
+// extend_staged: the tokens staged by this sequence's previous forward stay
+// staged and the new tokens are appended after them (a drafter growing a tree
+// one level per forward). The mask is then square over staged + new tokens
+// and only its last rows (the new tokens) are read; accept() indexes all of
+// them. Without it, a forward drops what the previous one staged.
 struct SequenceInput {
   std::int32_t seq_id = 0;
   std::span<const TokenId> tokens;
   std::span<const std::int64_t> positions;
   const BitMatrix* mask = nullptr;
+  bool extend_staged = false;
 };
 
 struct ForwardRequest {
   std::span<const SequenceInput> sequences;
+  bool want_logits = true;          // false: fill the cache only (prefill)
   bool want_hidden = false;         // also return hidden states
   std::int32_t hidden_layer = -1;   // which layer's output; -1 = last (pre-norm)
 };

@@ -63,10 +63,17 @@ struct BuilderNeedingMoreThanTheConcept {
 };
 
 struct VerifierArchetype {
+  void begin(std::int32_t, std::span<const sd::TokenId>) {}
   sd::ProbRows score(std::int32_t, const sd::DraftTree&) { return {}; }
   void commit(std::int32_t, const sd::DraftTree&, const sd::VerifyResult&) {}
 };
 struct VerifierWithoutScore {
+  void begin(std::int32_t, std::span<const sd::TokenId>) {}
+  void commit(std::int32_t, const sd::DraftTree&, const sd::VerifyResult&) {}
+};
+
+struct VerifierWithoutBegin {
+  sd::ProbRows score(std::int32_t, const sd::DraftTree&) { return {}; }
   void commit(std::int32_t, const sd::DraftTree&, const sd::VerifyResult&) {}
 };
 
@@ -114,6 +121,7 @@ static_assert(!sd::TreeBuilder<BuilderNeedingMoreThanTheConcept>);
 
 static_assert(sd::Verifier<VerifierArchetype>);
 static_assert(!sd::Verifier<VerifierWithoutScore>);
+static_assert(!sd::Verifier<VerifierWithoutBegin>);
 
 static_assert(sd::LengthPolicy<PolicyArchetype>);
 static_assert(!sd::LengthPolicy<PolicyWithoutObserve>);

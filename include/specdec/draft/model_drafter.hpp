@@ -1,0 +1,185 @@
+// Drafter backed by an independent small language model with its own KV cache
+// (Leviathan et al. 2023; Chen et al. 2023): any Model, usually a distilled
+// draft of the target sharing its tokenizer.
+//
+// Within a round the drafter stages, in the draft model's cache, the pending
+// committed tokens (those not cached yet, ending with the tree's root) and
+// then every tree node whose next-token distribution a builder asked for, one
+// forward per propose() call (a whole tree level at once, under the ancestor
+// mask, with Model's extend_staged). commit() keeps, after the pending tokens,
+// the staged nodes that spell the committed tokens — their keys and values
+// are exact, since they depend only on the token and its ancestors — and drops
+// the rest. The last committed token (the next root) is never kept: it is
+// always fed again, so the root's distribution always comes from a forward.
+#pragma once
+
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "specdec/concepts.hpp"
+#include "specdec/core/error.hpp"
+#include "specdec/core/logit_rows.hpp"
+#include "specdec/core/prob_matrix.hpp"
+#include "specdec/core/sampling_params.hpp"
+#include "specdec/core/warp.hpp"
+
+namespace specdec {
+
+template <Model M>
+class ModelDrafter {
+ public:
+  static constexpr bool kProvidesProbs = true;
+
+  // `seq` must exist in `model` (for the reference model: start_sequence).
+  // `sampling` warps the draft rows: the target's parameters when sampled
+  // drafts are verified losslessly; any temperature > 0 to rank candidates for
+  // greedy decoding (a greedy warp would leave one candidate per node).
+  ModelDrafter(M& model, std::int32_t seq, const SamplingParams& sampling)
+      : model_(&model), seq_(seq), sampling_(sampling) {
+    sampling_.validate();
+  }
+
+  std::int64_t vocab_size() const { return model_->vocab_size(); }
+  M& model() { return *model_; }
+
+  void begin(std::span<const TokenId> prompt) {
+    if (prompt.empty()) throw InvalidArgumentError("ModelDrafter: the prompt is empty (it needs at least one token)");
+    model_->rollback(seq_, 0);
+    context_.assign(prompt.begin(), prompt.end());
+    cached_ = 0;
+    reset_round();
+  }
+
+  void propose(const DraftRequest& request, ProbMatrix& rows) {
+    if (request.tree == nullptr) throw InvalidArgumentError("ModelDrafter: the request has no tree");
+    const auto vocab = vocab_size();
+    if (rows.vocab() != vocab) {
+      if (rows.num_rows() != 0)
+        throw ShapeError(fmt::format("ModelDrafter: rows hold vocabulary {}, the draft model has {}", rows.vocab(), vocab));
+      rows.resize(0, vocab);
+    }
+    if (request.frontier.empty()) return;
+    const DraftTree& tree = *request.tree;
+    const bool at_root = request.frontier[0] == DraftTree::kRoot;
+    if (at_root)
+      stage_root(tree, request.frontier);
+    else
+      stage_nodes(tree, request.frontier);
+    const auto out = model_->forward(ForwardRequest{std::span(&input_, 1)});
+    const auto n = static_cast<std::int64_t>(input_.tokens.size());
+    const auto logits = logit_rows(out.logits, n, vocab, "ModelDrafter");
+    if (at_root) {
+      warp_(logits.row(n - 1), sampling_, rows.append_row());
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) warp_(logits.row(i), sampling_, rows.append_row());
+    }
+  }
+
+  void commit(std::span<const TokenId> tokens) {
+    if (tokens.empty()) return;
+    context_.insert(context_.end(), tokens.begin(), tokens.end());
+    if (root_staged_ < 0) return;  // nothing drafted this round: all of it stays pending
+    keep_.resize(static_cast<std::size_t>(root_staged_) + 1);
+    std::iota(keep_.begin(), keep_.end(), 0);
+    std::int32_t at = root_staged_;
+    for (std::size_t i = 0; i + 1 < tokens.size(); ++i) {  // the last token is the next root
+      const auto next = staged_child(at, tokens[i]);
+      if (next < 0) break;
+      keep_.push_back(next);
+      at = next;
+    }
+    model_->accept(seq_, keep_);
+    cached_ += static_cast<std::int64_t>(keep_.size());
+    reset_round();
+  }
+
+ private:
+  struct Staged {
+    TokenId token;
+    std::int32_t parent;  // staged index, -1 for the first pending token
+  };
+
+  // Feeds the pending tokens (ending with the root) as a causal chain.
+  void stage_root(const DraftTree& tree, std::span<const std::int32_t> frontier) {
+    if (frontier.size() != 1)
+      throw InvalidArgumentError("ModelDrafter: the root must be proposed alone (its ancestors are not staged yet)");
+    if (root_staged_ >= 0) throw InvalidArgumentError("ModelDrafter: the root was already proposed this round");
+    if (tree.root_token() != context_.back())
+      throw InvalidArgumentError(fmt::format(
+          "ModelDrafter: the tree's root token {} is not the last committed token {}", tree.root_token(),
+          context_.back()));
+    staged_.clear();
+    tokens_.assign(context_.begin() + cached_, context_.end());
+    positions_.resize(tokens_.size());
+    std::iota(positions_.begin(), positions_.end(), cached_);
+    for (std::size_t i = 0; i < tokens_.size(); ++i)
+      staged_.push_back({tokens_[i], static_cast<std::int32_t>(i) - 1});
+    root_staged_ = static_cast<std::int32_t>(staged_.size()) - 1;
+    node_staged_.assign(static_cast<std::size_t>(tree.size()), -1);
+    input_ = SequenceInput{seq_, tokens_, positions_, nullptr, false};
+  }
+
+  // Feeds the frontier nodes after everything staged, each seeing its staged
+  // ancestors (pending tokens, root, tree ancestors) and itself.
+  void stage_nodes(const DraftTree& tree, std::span<const std::int32_t> frontier) {
+    if (root_staged_ < 0)
+      throw InvalidArgumentError("ModelDrafter: a node was proposed before the root of the round");
+    node_staged_.resize(static_cast<std::size_t>(tree.size()), -1);
+    const auto before = static_cast<std::int32_t>(staged_.size());
+    const auto n = static_cast<std::int32_t>(frontier.size());
+    const auto root_position = static_cast<std::int64_t>(context_.size()) - 1;
+    tokens_.clear();
+    positions_.clear();
+    mask_ = BitMatrix(before + n);
+    for (std::int32_t i = 0; i < n; ++i) {
+      const auto node = frontier[static_cast<std::size_t>(i)];
+      const auto parent = tree.parent(node);  // throws on a bad index
+      const auto parent_staged = parent == DraftTree::kRoot ? root_staged_ : node_staged_[static_cast<std::size_t>(parent)];
+      if (parent_staged < 0)
+        throw InvalidArgumentError(fmt::format("ModelDrafter: node {} was proposed before its parent {}", node, parent));
+      if (node_staged_[static_cast<std::size_t>(node)] >= 0)
+        throw InvalidArgumentError(fmt::format("ModelDrafter: node {} was already proposed this round", node));
+      const auto self = before + i;
+      mask_.set(self, self);
+      for (auto a = parent_staged; a >= 0; a = staged_[static_cast<std::size_t>(a)].parent) mask_.set(self, a);
+      tokens_.push_back(tree.token(node));
+      positions_.push_back(root_position + tree.depth(node));
+      staged_.push_back({tree.token(node), parent_staged});
+      node_staged_[static_cast<std::size_t>(node)] = self;
+    }
+    input_ = SequenceInput{seq_, tokens_, positions_, &mask_, true};
+  }
+
+  std::int32_t staged_child(std::int32_t parent, TokenId token) const {
+    for (std::size_t i = static_cast<std::size_t>(root_staged_) + 1; i < staged_.size(); ++i)
+      if (staged_[i].parent == parent && staged_[i].token == token) return static_cast<std::int32_t>(i);
+    return -1;
+  }
+
+  void reset_round() {
+    staged_.clear();
+    node_staged_.clear();
+    root_staged_ = -1;
+  }
+
+  M* model_;
+  std::int32_t seq_;
+  SamplingParams sampling_;
+  Warper warp_;
+  std::vector<TokenId> context_;  // every committed token
+  std::int64_t cached_ = 0;       // leading tokens of context_ in the draft cache
+  std::vector<Staged> staged_;    // this round's staged tokens, in forward order
+  std::vector<std::int32_t> node_staged_;  // tree node -> staged index, -1 if not staged
+  std::int32_t root_staged_ = -1;
+  std::vector<std::int32_t> keep_;
+  std::vector<TokenId> tokens_;
+  std::vector<std::int64_t> positions_;
+  BitMatrix mask_;
+  SequenceInput input_;
+};
+
+}  // namespace specdec

@@ -1,0 +1,140 @@
+// The speculative decoder: the round of DESIGN.md §1 for one sequence,
+// assembled from the five components.
+//
+//   budget  = policy.budget()
+//   builder.build(drafter, budget, root, rng, tree, rows)    drafting
+//   target  = verifier.score(seq, tree)                       one target forward
+//   result  = rule.verify(tree, target, rows, rng)            accepted path + bonus
+//   verifier.commit(...); drafter.commit(emitted)             caches keep the path
+//   policy.observe(outcome)
+//
+// The root of the first round is the prompt's last token, so the first target
+// forward with logits is already a verification. The decoder owns the tree,
+// the draft rows and the random streams; the components are borrowed (drafter,
+// verifier: they hold models and caches) or owned (builder, rule, policy:
+// small value types).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <utility>
+
+#include "specdec/concepts.hpp"
+#include "specdec/engine/generation.hpp"
+#include "specdec/engine/timed_model.hpp"
+
+namespace specdec {
+
+template <Drafter D, class B, Verifier V, AcceptanceRule R, LengthPolicy P>
+class SpeculativeDecoder {
+  static_assert(TreeBuilder<B>, "SpeculativeDecoder: B must satisfy specdec::TreeBuilder");
+
+ public:
+  SpeculativeDecoder(D& drafter, B builder, V& verifier, R rule, P policy, std::int32_t seq = 0)
+      : drafter_(&drafter),
+        builder_(std::move(builder)),
+        verifier_(&verifier),
+        rule_(std::move(rule)),
+        policy_(std::move(policy)),
+        seq_(seq) {}
+
+  // Optional clocks of TimedModel-wrapped target and draft models: with them
+  // Stats splits model time from library overhead.
+  void set_model_clocks(const ModelClock* target, const ModelClock* draft) {
+    target_clock_ = target;
+    draft_clock_ = draft;
+  }
+
+  B& builder() { return builder_; }
+  R& rule() { return rule_; }
+  P& policy() { return policy_; }
+  const DraftTree& last_tree() const { return tree_; }
+  const VerifyResult& last_result() const { return result_; }
+
+  GenerationResult generate(std::span<const TokenId> prompt, const GenerationOptions& options,
+                            const TokenCallback& on_token = {}) {
+    options.validate();
+    if (prompt.empty()) throw InvalidArgumentError("generate: the prompt is empty (it needs at least one token)");
+    GenerationResult out;
+    Stats& stats = out.stats;
+    stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
+    TokenSink sink(options, out, on_token);
+    RandomStream draft_rng(options.seed, /*stream=*/1);
+    RandomStream rule_rng(options.seed, /*stream=*/2);
+
+    const auto start = Clock::now();
+    verifier_->begin(seq_, prompt);
+    drafter_->begin(prompt);
+    const auto prefilled = Clock::now();
+    stats.prefill_seconds = seconds(start, prefilled);
+    const ModelClock target0 = target_clock_ ? *target_clock_ : ModelClock{};
+    const ModelClock draft0 = draft_clock_ ? *draft_clock_ : ModelClock{};
+
+    TokenId root = prompt.back();
+    bool done = sink.full();
+    while (!done) {
+      const DraftBudget budget = policy_.budget();
+      const auto t0 = Clock::now();
+      builder_.build(*drafter_, budget, root, draft_rng, tree_, rows_);
+      const auto t1 = Clock::now();
+      const ProbRows target = verifier_->score(seq_, tree_);
+      const auto t2 = Clock::now();
+      result_ = rule_.verify(tree_, target, rows_.view(), rule_rng);
+      verifier_->commit(seq_, tree_, result_);
+      emitted_ = result_.emitted_tokens(tree_);
+      drafter_->commit(emitted_);
+      const auto t3 = Clock::now();
+
+      stats.draft_seconds += seconds(t0, t1);
+      stats.verify_seconds += seconds(t1, t2);
+      stats.accept_seconds += seconds(t2, t3);
+      stats.acceptance.record(result_, R::kLossless);
+      RoundOutcome outcome;
+      outcome.num_drafted = tree_.size();
+      outcome.num_verified = tree_.size();
+      outcome.num_accepted = result_.num_accepted();
+      outcome.draft_us = 1e6 * seconds(t0, t1);
+      outcome.verify_us = 1e6 * seconds(t1, t3);
+      policy_.observe(outcome);
+
+      const bool first = out.tokens.empty();
+      for (const TokenId t : emitted_)
+        if ((done = sink.push(t))) break;
+      if (first) stats.time_to_first_token_seconds = seconds(start, Clock::now());
+      root = emitted_.back();
+    }
+    stats.total_seconds = seconds(start, Clock::now());
+    stats.new_tokens = static_cast<std::int64_t>(out.tokens.size());
+    if (target_clock_) {
+      stats.target_model_seconds = target_clock_->seconds - target0.seconds;
+      stats.target_forwards = target_clock_->forwards - target0.forwards;
+    }
+    if (draft_clock_) {
+      stats.draft_model_seconds = draft_clock_->seconds - draft0.seconds;
+      stats.draft_forwards = draft_clock_->forwards - draft0.forwards;
+    }
+    return out;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static double seconds(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  }
+
+  D* drafter_;
+  B builder_;
+  V* verifier_;
+  R rule_;
+  P policy_;
+  std::int32_t seq_;
+  const ModelClock* target_clock_ = nullptr;
+  const ModelClock* draft_clock_ = nullptr;
+  DraftTree tree_;
+  ProbMatrix rows_;
+  VerifyResult result_;
+  std::vector<TokenId> emitted_;
+};
+
+}  // namespace specdec

@@ -1,0 +1,49 @@
+// The statistics every decoding method reports, so methods compare side by
+// side (DESIGN.md §6): tau, acceptance per depth, zero-accept rounds, and where
+// the time went — drafting, verification, model forwards, library overhead.
+#pragma once
+
+#include <cstdint>
+
+#include "specdec/core/acceptance_stats.hpp"
+
+namespace specdec {
+
+struct Stats {
+  AcceptanceStats acceptance;  // rounds, tau, per-depth conditional acceptance
+  std::int64_t new_tokens = 0;
+  std::int64_t prompt_tokens = 0;
+  // Wall-clock seconds. prefill covers the prompt (target and drafter);
+  // draft = building trees (drafter forwards included), verify = the target
+  // forward over the trees plus warping its rows, accept = the acceptance rule
+  // plus committing the result to target and drafter.
+  double total_seconds = 0.0;
+  double prefill_seconds = 0.0;
+  double time_to_first_token_seconds = 0.0;
+  double draft_seconds = 0.0;
+  double verify_seconds = 0.0;
+  double accept_seconds = 0.0;
+  // Time inside Model::forward/accept/rollback after the prefill, when the
+  // models are wrapped in TimedModel (zero otherwise): what remains of the
+  // rounds' time is the library's own overhead.
+  double target_model_seconds = 0.0;
+  double draft_model_seconds = 0.0;
+  std::int64_t target_forwards = 0;
+  std::int64_t draft_forwards = 0;
+
+  std::int64_t rounds() const { return acceptance.num_rounds; }
+  double decode_seconds() const { return total_seconds - prefill_seconds; }
+  // New tokens per second over the whole generation (prefill included), the
+  // figure a user waits for.
+  double tokens_per_second() const { return total_seconds > 0 ? double(new_tokens) / total_seconds : 0.0; }
+  // Everything in the rounds that is not a model call.
+  double overhead_seconds() const {
+    return decode_seconds() - target_model_seconds - draft_model_seconds;
+  }
+  double overhead_per_round_seconds() const { return rounds() ? overhead_seconds() / double(rounds()) : 0.0; }
+  double target_forward_seconds() const {
+    return target_forwards ? target_model_seconds / double(target_forwards) : 0.0;
+  }
+};
+
+}  // namespace specdec

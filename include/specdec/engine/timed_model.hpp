@@ -1,0 +1,58 @@
+// A Model wrapper that clocks every call into the model, so a decoder can
+// tell model time from its own overhead (Stats::overhead_seconds). It forwards
+// everything else unchanged and satisfies Model itself.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+
+#include "specdec/concepts.hpp"
+
+namespace specdec {
+
+struct ModelClock {
+  double seconds = 0.0;       // inside forward / accept / rollback
+  std::int64_t forwards = 0;  // forward calls
+};
+
+template <Model M>
+class TimedModel {
+ public:
+  explicit TimedModel(M& model) : model_(&model) {}
+
+  M& inner() { return *model_; }
+  const ModelClock& clock() const { return clock_; }
+
+  std::int64_t vocab_size() const { return model_->vocab_size(); }
+  std::int64_t hidden_size() const { return model_->hidden_size(); }
+  std::int64_t cached_length(std::int32_t seq) const { return model_->cached_length(seq); }
+
+  ForwardResult forward(const ForwardRequest& request) {
+    const Timer t(clock_);
+    ++clock_.forwards;
+    return model_->forward(request);
+  }
+  void accept(std::int32_t seq, std::span<const std::int32_t> path) {
+    const Timer t(clock_);
+    model_->accept(seq, path);
+  }
+  void rollback(std::int32_t seq, std::int64_t length) {
+    const Timer t(clock_);
+    model_->rollback(seq, length);
+  }
+
+ private:
+  struct Timer {
+    using Clock = std::chrono::steady_clock;
+    explicit Timer(ModelClock& c) : clock(c), start(Clock::now()) {}
+    ~Timer() { clock.seconds += std::chrono::duration<double>(Clock::now() - start).count(); }
+    ModelClock& clock;
+    Clock::time_point start;
+  };
+
+  M* model_;
+  ModelClock clock_;
+};
+
+}  // namespace specdec

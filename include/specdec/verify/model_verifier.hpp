@@ -1,0 +1,97 @@
+// Verifier over any Model (DESIGN.md §1, §3): one target forward over the root
+// and every tree node under the tree attention mask (ALGORITHMS.md §5.1), each
+// row warped with the target's sampling parameters; commit keeps the root and
+// the accepted path in the target's cache.
+#pragma once
+
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "specdec/concepts.hpp"
+#include "specdec/core/error.hpp"
+#include "specdec/core/logit_rows.hpp"
+#include "specdec/core/prob_matrix.hpp"
+#include "specdec/core/sampling_params.hpp"
+#include "specdec/core/warp.hpp"
+
+namespace specdec {
+
+template <Model M>
+class ModelVerifier {
+ public:
+  // The sequence ids given later must exist in `model` (for the reference
+  // model: start_sequence); `sampling` warps every target row.
+  ModelVerifier(M& model, const SamplingParams& sampling) : model_(&model), sampling_(sampling) {
+    sampling_.validate();
+  }
+
+  M& model() { return *model_; }
+  const SamplingParams& sampling() const { return sampling_; }
+
+  // Fills the cache with the prompt minus its last token: that token is the
+  // root of the first round, so the first forward that produces logits is
+  // already a verification.
+  void begin(std::int32_t seq, std::span<const TokenId> prompt) {
+    if (prompt.empty()) throw InvalidArgumentError("ModelVerifier: the prompt is empty (it needs at least one token)");
+    model_->rollback(seq, 0);
+    const auto n = static_cast<std::int64_t>(prompt.size()) - 1;
+    if (n == 0) return;
+    positions_.resize(static_cast<std::size_t>(n));
+    std::iota(positions_.begin(), positions_.end(), std::int64_t{0});
+    const SequenceInput in{seq, prompt.first(static_cast<std::size_t>(n)), positions_, nullptr};
+    ForwardRequest request{std::span(&in, 1)};
+    request.want_logits = false;
+    model_->forward(request);
+    path_.resize(static_cast<std::size_t>(n));
+    std::iota(path_.begin(), path_.end(), 0);
+    model_->accept(seq, path_);
+  }
+
+  // Target distributions for [root, node 0, ..., node N-1] of `tree`.
+  ProbRows score(std::int32_t seq, const DraftTree& tree) {
+    const auto n = tree.size() + 1;
+    const auto root_position = model_->cached_length(seq);
+    tokens_.resize(static_cast<std::size_t>(n));
+    positions_.resize(static_cast<std::size_t>(n));
+    tokens_[0] = tree.root_token();
+    positions_[0] = root_position;
+    for (std::int32_t i = 0; i < tree.size(); ++i) {
+      tokens_[static_cast<std::size_t>(i) + 1] = tree.token(i);
+      positions_[static_cast<std::size_t>(i) + 1] = root_position + tree.depth(i);
+    }
+    // A chain needs no mask (causal); a tree sends its ancestor mask.
+    const bool chain = tree.is_chain();
+    if (!chain) mask_ = tree.ancestor_mask(/*include_root=*/true);
+    const SequenceInput in{seq, tokens_, positions_, chain ? nullptr : &mask_};
+    const auto out = model_->forward(ForwardRequest{std::span(&in, 1)});
+    const auto vocab = model_->vocab_size();
+    const auto logits = logit_rows(out.logits, n, vocab, "ModelVerifier");
+    probs_.resize(n, vocab);
+    for (std::int64_t r = 0; r < n; ++r) warp_(logits.row(r), sampling_, probs_.row(r));
+    return probs_.view();
+  }
+
+  // Keeps the root and the accepted nodes (the bonus token is the next root).
+  void commit(std::int32_t seq, const DraftTree& tree, const VerifyResult& result) {
+    (void)tree;
+    path_.assign(1, 0);
+    for (const auto node : result.accepted_nodes) path_.push_back(node + 1);
+    model_->accept(seq, path_);
+  }
+
+ private:
+  M* model_;
+  SamplingParams sampling_;
+  Warper warp_;
+  ProbMatrix probs_;
+  BitMatrix mask_;
+  std::vector<TokenId> tokens_;
+  std::vector<std::int64_t> positions_;
+  std::vector<std::int32_t> path_;
+};
+
+}  // namespace specdec

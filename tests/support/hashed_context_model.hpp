@@ -1,0 +1,142 @@
+// A host Model for engine tests: next-token logits are a fixed random function
+// of the last few tokens of the context a query can see, so a tree forward is
+// exact only if the mask, positions, staging and cache compaction are all
+// right — any plumbing mistake changes the visible context and the logits.
+// It checks each query's position against its visible context length.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "specdec/core/error.hpp"
+#include "specdec/core/rng.hpp"
+#include "specdec/core/round.hpp"
+#include "specdec/core/tensor_view.hpp"
+
+namespace specdec::testing {
+
+class HashedContextModel {
+ public:
+  // `order` last tokens decide the logits; `sharpness` scales them. A second
+  // model with the same seed and `noise` > 0 is a correlated draft model.
+  HashedContextModel(std::int64_t vocab, std::uint64_t seed, int order = 2, float sharpness = 2.0f,
+                     float noise = 0.0f, std::uint64_t noise_seed = 7)
+      : vocab_(vocab), seed_(seed), order_(order), sharpness_(sharpness), noise_(noise), noise_seed_(noise_seed) {}
+
+  std::int64_t vocab_size() const { return vocab_; }
+  std::int64_t hidden_size() const { return 1; }
+  std::int64_t cached_length(std::int32_t seq) const { return seq_at(seq).committed.size(); }
+  void start_sequence(std::int32_t seq) { seqs_[seq] = Sequence{}; }
+  std::int64_t forwards() const { return forwards_; }
+
+  // The logits after `context` (what a correct forward must return).
+  std::vector<float> logits_after(std::span<const TokenId> context) const {
+    std::vector<float> out(static_cast<std::size_t>(vocab_));
+    std::uint64_t h = 0x9e3779b97f4a7c15ull;
+    const auto n = static_cast<std::int64_t>(context.size());
+    for (std::int64_t i = std::max<std::int64_t>(0, n - order_); i < n; ++i)
+      h = (h ^ static_cast<std::uint64_t>(context[static_cast<std::size_t>(i)] + 1)) * 0x100000001b3ull;
+    for (std::int64_t v = 0; v < vocab_; ++v) {
+      out[static_cast<std::size_t>(v)] = sharpness_ * gaussian(seed_, h, v);
+      if (noise_ > 0.0f) out[static_cast<std::size_t>(v)] += noise_ * gaussian(noise_seed_, h, v);
+    }
+    return out;
+  }
+
+  ForwardResult forward(const ForwardRequest& request) {
+    ++forwards_;
+    logits_.clear();
+    for (const auto& in : request.sequences) {
+      auto& s = seq_at(in.seq_id);
+      const auto before = in.extend_staged ? static_cast<std::int64_t>(s.staged.size()) : 0;
+      if (!in.extend_staged) s.staged.clear();
+      const auto n = static_cast<std::int64_t>(in.tokens.size());
+      if (in.mask != nullptr && in.mask->size() != before + n)
+        throw ShapeError("HashedContextModel: mask size");
+      for (std::int64_t i = 0; i < n; ++i) {
+        // The staged tokens this query sees, in staging order, then itself.
+        std::vector<TokenId> ctx = s.committed;
+        for (std::int64_t j = 0; j < before + i; ++j) {
+          const bool visible = in.mask ? in.mask->test(static_cast<std::int32_t>(before + i), static_cast<std::int32_t>(j))
+                                       : true;
+          if (visible) ctx.push_back(s.staged[static_cast<std::size_t>(j)]);
+        }
+        if (in.mask && !in.mask->test(static_cast<std::int32_t>(before + i), static_cast<std::int32_t>(before + i)))
+          throw ShapeError("HashedContextModel: a query does not see itself");
+        const TokenId tok = in.tokens[static_cast<std::size_t>(i)];
+        if (tok < 0 || tok >= vocab_) throw InvalidArgumentError("HashedContextModel: token out of range");
+        if (in.positions[static_cast<std::size_t>(i)] != static_cast<std::int64_t>(ctx.size()))
+          throw ShapeError(fmt::format("HashedContextModel: position {} but {} visible tokens before it",
+                                       in.positions[static_cast<std::size_t>(i)], ctx.size()));
+        ctx.push_back(tok);
+        s.staged.push_back(tok);
+        if (request.want_logits) {
+          const auto l = logits_after(ctx);
+          logits_.insert(logits_.end(), l.begin(), l.end());
+        }
+      }
+    }
+    ForwardResult r;
+    if (request.want_logits) {
+      r.logits = TensorView(logits_.data(), DType::kF32, {static_cast<std::int64_t>(logits_.size()) / vocab_, vocab_});
+    }
+    return r;
+  }
+
+  // Note: keys/values of a staged token depend on its own visible context;
+  // this model recomputes from tokens, so accept must keep a path whose
+  // tokens, appended in order, are what the caller believes it committed.
+  void accept(std::int32_t seq, std::span<const std::int32_t> path) {
+    auto& s = seq_at(seq);
+    for (std::size_t i = 0; i < path.size(); ++i) {
+      const auto p = path[i];
+      if (p < 0 || p >= static_cast<std::int32_t>(s.staged.size()) || (i > 0 && p <= path[i - 1]))
+        throw InvalidArgumentError("HashedContextModel::accept: bad path");
+      s.committed.push_back(s.staged[static_cast<std::size_t>(p)]);
+    }
+    s.staged.clear();
+  }
+  void rollback(std::int32_t seq, std::int64_t length) {
+    auto& s = seq_at(seq);
+    if (length < 0 || length > static_cast<std::int64_t>(s.committed.size()))
+      throw InvalidArgumentError("HashedContextModel::rollback: bad length");
+    s.committed.resize(static_cast<std::size_t>(length));
+    s.staged.clear();
+  }
+  std::span<const TokenId> committed(std::int32_t seq) const { return seq_at(seq).committed; }
+
+ private:
+  struct Sequence {
+    std::vector<TokenId> committed, staged;
+  };
+  const Sequence& seq_at(std::int32_t seq) const {
+    const auto it = seqs_.find(seq);
+    if (it == seqs_.end()) throw InvalidArgumentError("HashedContextModel: unknown sequence");
+    return it->second;
+  }
+  Sequence& seq_at(std::int32_t seq) { return const_cast<Sequence&>(std::as_const(*this).seq_at(seq)); }
+  // A standard normal from (seed, context hash, token) via Box-Muller on Philox.
+  static float gaussian(std::uint64_t seed, std::uint64_t h, std::int64_t v) {
+    RandomStream r(seed ^ h, static_cast<std::uint64_t>(v));
+    const double u1 = r.uniform() + 1e-12, u2 = r.uniform();
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+  }
+
+  std::int64_t vocab_;
+  std::uint64_t seed_;
+  int order_;
+  float sharpness_, noise_;
+  std::uint64_t noise_seed_;
+  std::unordered_map<std::int32_t, Sequence> seqs_;
+  std::vector<float> logits_;
+  std::int64_t forwards_ = 0;
+};
+
+}  // namespace specdec::testing

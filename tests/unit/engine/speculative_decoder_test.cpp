@@ -1,0 +1,198 @@
+// The speculative decoder end to end on host models whose logits depend on the
+// visible context (support/hashed_context_model.hpp): greedy speculative output
+// equals greedy autoregressive output token for token, caches end consistent,
+// stop conditions are exact, and bad input is a typed error.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "specdec/accept/greedy.hpp"
+#include "specdec/accept/recursive_rejection_sampling.hpp"
+#include "specdec/draft/model_drafter.hpp"
+#include "specdec/engine/autoregressive_decoder.hpp"
+#include "specdec/engine/speculative_decoder.hpp"
+#include "specdec/tree/chain_builder.hpp"
+#include "specdec/verify/model_verifier.hpp"
+#include "support/catch.hpp"
+#include "support/chi_square.hpp"
+#include "support/hashed_context_model.hpp"
+
+namespace sd = specdec;
+using sd::testing::HashedContextModel;
+
+namespace {
+
+constexpr std::int64_t kVocab = 24;
+
+struct Fixed {
+  sd::DraftBudget b;
+  sd::DraftBudget budget() { return b; }
+  void observe(const sd::RoundOutcome&) {}
+};
+
+std::vector<sd::TokenId> random_prompt(std::uint64_t seed, int length) {
+  sd::RandomStream r(seed, 99);
+  std::vector<sd::TokenId> p(static_cast<std::size_t>(length));
+  for (auto& t : p) t = static_cast<sd::TokenId>(r.uniform() * kVocab);
+  return p;
+}
+
+std::vector<sd::TokenId> greedy_reference(std::span<const sd::TokenId> prompt, std::int64_t n) {
+  HashedContextModel target(kVocab, 1);
+  target.start_sequence(0);
+  sd::AutoregressiveDecoder ar(target, sd::SamplingParams{0.0f});
+  sd::GenerationOptions o;
+  o.max_new_tokens = n;
+  auto out = ar.generate(prompt, o).tokens;
+  // Independent of the decoder: each token is the argmax after its context.
+  std::vector<sd::TokenId> ctx(prompt.begin(), prompt.end());
+  for (const auto t : out) {
+    const auto l = target.logits_after(ctx);
+    REQUIRE(t == sd::argmax(l));
+    ctx.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Greedy chain speculation equals greedy autoregressive decoding", "[unit][engine]") {
+  const auto depth = GENERATE(1, 2, 4, 7);
+  const auto prompt_length = GENERATE(1, 5);
+  HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/1.0f);
+  target.start_sequence(3);
+  draft.start_sequence(5);
+  sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
+  sd::ModelDrafter drafter(draft, 5, sd::SamplingParams{1.0f});
+  sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{},
+                                 Fixed{{depth, depth, depth}}, 3);
+  for (std::uint64_t s = 0; s < 4; ++s) {
+    const auto prompt = random_prompt(s, prompt_length);
+    sd::GenerationOptions o;
+    o.max_new_tokens = 50;
+    const auto got = decoder.generate(prompt, o);
+    CHECK(got.tokens == greedy_reference(prompt, 50));
+    // Each round emits accepted drafts + 1, never more than depth + 1.
+    CHECK(got.stats.acceptance.mean_emitted() <= depth + 1.0);
+    CHECK(got.stats.acceptance.lossless);
+    // The target cache holds the prompt and every emitted token but the last
+    // (the next round's root), unless the final round was cut by max_new_tokens.
+    const auto committed = target.committed(3);
+    REQUIRE(committed.size() >= prompt.size() + got.tokens.size() - 1);
+    std::vector<sd::TokenId> text(prompt.begin(), prompt.end());
+    text.insert(text.end(), got.tokens.begin(), got.tokens.end());
+    for (std::size_t i = 0; i < prompt.size() + got.tokens.size() - 1; ++i) CHECK(committed[i] == text[i]);
+  }
+}
+
+TEST_CASE("A correlated draft is accepted often; the drafter's cache tracks the text", "[unit][engine]") {
+  HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.5f);
+  target.start_sequence(0);
+  draft.start_sequence(0);
+  sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
+  sd::ModelDrafter drafter(draft, 0, sd::SamplingParams{1.0f});
+  sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{}, Fixed{{4, 4, 4}});
+  const auto prompt = random_prompt(11, 6);
+  sd::GenerationOptions o;
+  o.max_new_tokens = 200;
+  const auto got = decoder.generate(prompt, o);
+  CHECK(got.tokens == greedy_reference(prompt, 200));
+  CHECK(got.stats.acceptance.mean_emitted() > 2.0);  // a noise-0.5 draft agrees most of the time
+  // The draft cache holds a prefix of the text (the last round may have run
+  // past max_new_tokens, so compare the common part) that grew past the prompt.
+  const auto dc = draft.committed(0);
+  std::vector<sd::TokenId> text(prompt.begin(), prompt.end());
+  text.insert(text.end(), got.tokens.begin(), got.tokens.end());
+  CHECK(dc.size() > prompt.size() + 150);
+  for (std::size_t i = 0; i < std::min(dc.size(), text.size()); ++i) CHECK(dc[i] == text[i]);
+}
+
+TEST_CASE("A sampled chain verified by rejection sampling keeps the target's first two tokens", "[statistical][engine]") {
+  // Exact law of (t1, t2) under the target at temperature 0.8 with top-k 8.
+  HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/1.0f);
+  target.start_sequence(0);
+  draft.start_sequence(0);
+  const sd::SamplingParams sampling{0.8f, 8, 1.0f};
+  const std::vector<sd::TokenId> prompt{3, 1, 4};
+  sd::Warper warp;
+  std::vector<double> expected(static_cast<std::size_t>(kVocab * kVocab), 0.0);
+  std::vector<float> p1(kVocab), p2(kVocab);
+  warp(target.logits_after(prompt), sampling, p1);
+  for (sd::TokenId a = 0; a < kVocab; ++a) {
+    if (p1[a] == 0.0f) continue;
+    auto ctx = prompt;
+    ctx.push_back(a);
+    warp(target.logits_after(ctx), sampling, p2);
+    for (sd::TokenId b = 0; b < kVocab; ++b) expected[a * kVocab + b] = double(p1[a]) * p2[b];
+  }
+  sd::ModelVerifier verifier(target, sampling);
+  sd::ModelDrafter drafter(draft, 0, sampling);
+  sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, verifier,
+                                 sd::RecursiveRejectionSampling{}, Fixed{{3, 3, 3}});
+  std::vector<std::int64_t> counts(expected.size(), 0);
+  sd::GenerationOptions o;
+  o.max_new_tokens = 2;
+  const int draws = 40000;
+  for (int i = 0; i < draws; ++i) {
+    o.seed = static_cast<std::uint64_t>(i);
+    const auto t = decoder.generate(prompt, o).tokens;
+    ++counts[static_cast<std::size_t>(t[0] * kVocab + t[1])];
+  }
+  const auto fit = sd::testing::chi_square_gof(counts, expected);
+  INFO(fit.describe());
+  CHECK_FALSE(fit.rejects(1e-3));
+}
+
+TEST_CASE("Stop tokens, stop strings and max_new_tokens end generation exactly", "[unit][engine]") {
+  HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, 0.5f);
+  target.start_sequence(0);
+  draft.start_sequence(0);
+  sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
+  sd::ModelDrafter drafter(draft, 0, sd::SamplingParams{1.0f});
+  sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{}, Fixed{{5, 5, 5}});
+  const auto prompt = random_prompt(5, 4);
+  const auto reference = greedy_reference(prompt, 80);
+  sd::GenerationOptions o;
+  o.max_new_tokens = 80;
+  SECTION("max_new_tokens cuts inside a round") {
+    for (const std::int64_t n : {0, 1, 2, 3, 7, 13}) {
+      o.max_new_tokens = n;
+      std::vector<sd::TokenId> streamed;
+      const auto got = decoder.generate(prompt, o, [&](sd::TokenId t) { streamed.push_back(t); });
+      CHECK(got.tokens == std::vector<sd::TokenId>(reference.begin(), reference.begin() + n));
+      CHECK(streamed == got.tokens);
+      CHECK(got.stop_reason == sd::StopReason::kMaxNewTokens);
+    }
+  }
+  SECTION("a stop token ends after its first occurrence") {
+    const sd::TokenId stop = reference[10];
+    const auto first = std::find(reference.begin(), reference.end(), stop) - reference.begin();
+    o.stop_tokens = {stop};
+    const auto got = decoder.generate(prompt, o);
+    CHECK(got.tokens == std::vector<sd::TokenId>(reference.begin(), reference.begin() + first + 1));
+    CHECK(got.stop_reason == sd::StopReason::kStopToken);
+  }
+  SECTION("a stop string ends at the token completing it") {
+    // Text: each token is a letter; stop at the text of tokens 12..14.
+    o.detokenize = [](std::span<const sd::TokenId> ts) {
+      std::string s;
+      for (auto t : ts) s.push_back(static_cast<char>('a' + t));
+      return s;
+    };
+    std::string all = o.detokenize(reference);
+    const std::string stop = all.substr(12, 3);
+    o.stop_strings = {stop};
+    const auto end = all.find(stop) + stop.size();
+    const auto got = decoder.generate(prompt, o);
+    CHECK(got.tokens == std::vector<sd::TokenId>(reference.begin(), reference.begin() + static_cast<std::ptrdiff_t>(end)));
+    CHECK(got.stop_reason == sd::StopReason::kStopString);
+  }
+  SECTION("bad input is a typed error") {
+    CHECK_THROWS_AS(decoder.generate(std::vector<sd::TokenId>{}, o), sd::InvalidArgumentError);
+    o.max_new_tokens = -1;
+    CHECK_THROWS_AS(decoder.generate(prompt, o), sd::InvalidArgumentError);
+    o.max_new_tokens = 4;
+    o.stop_strings = {"x"};  // without detokenize
+    CHECK_THROWS_AS(decoder.generate(prompt, o), sd::InvalidArgumentError);
+  }
+}
