@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -10,11 +11,14 @@
 namespace specdec::cli {
 
 struct GenerateCommand {
-  std::filesystem::path target;
-  std::filesystem::path tokenizer;  // default: the target directory's tokenizer
+  std::filesystem::path target = "models/target";
+  std::filesystem::path draft;      // required by the draft-model methods
+  std::filesystem::path tokenizer;  // default: in the target directory or its parent
+  std::string method = "chain";     // see torch/methods.hpp
   std::string prompt;
   std::int64_t max_new_tokens = 64;
   SamplingParams sampling{0.0f, 0, 1.0f, 0};  // greedy unless asked
+  bool baseline = true;  // also run autoregressive decoding for the speedup
   int threads = 0;
 };
 

@@ -3,10 +3,9 @@
 //   specdec demo [options]   the acceptance rules on synthetic distributions
 //   specdec train [options]  train a Llama-architecture model (libtorch builds)
 //   specdec distill ...      distill a draft model from a target (libtorch builds)
-//   specdec generate ...     generate text with a model (libtorch builds)
+//   specdec generate ...     generate with any method, with its Stats and speedup (libtorch builds)
+//   specdec bench ...        prompt sets x methods, table + JSON (libtorch builds)
 //   specdec convert ...      re-save a model's weights as f32 / f16 / bf16
-//
-// Later subcommands (generate, bench, train) join here as the backends land.
 #include <cstdio>
 #include <exception>
 
@@ -14,6 +13,7 @@
 
 #include "demo.hpp"
 #if SPECDEC_CLI_WITH_TORCH
+#include "bench.hpp"
 #include "convert.hpp"
 #include "generate.hpp"
 #include "train.hpp"
@@ -41,8 +41,11 @@ int main(int argc, char** argv) {
       app.add_subcommand("distill", "Train a draft model on a target model's soft next-token distribution");
   specdec::cli::add_distill_options(*distill_cmd, distill);
   specdec::cli::GenerateCommand generate;
-  auto* generate_cmd = app.add_subcommand("generate", "Generate text with a model (autoregressive baseline)");
+  auto* generate_cmd = app.add_subcommand("generate", "Generate text with any method; prints its Stats and the speedup over autoregressive decoding");
   specdec::cli::add_generate_options(*generate_cmd, generate);
+  specdec::cli::BenchCommand bench;
+  auto* bench_cmd = app.add_subcommand("bench", "Benchmark methods side by side with autoregressive decoding");
+  specdec::cli::add_bench_options(*bench_cmd, bench);
   specdec::cli::ConvertCommand convert;
   auto* convert_cmd = app.add_subcommand("convert", "Re-save a model with f32, f16 or bf16 weights");
   specdec::cli::add_convert_options(*convert_cmd, convert);
@@ -55,6 +58,7 @@ int main(int argc, char** argv) {
     if (train_cmd->parsed()) return specdec::cli::run_train(train);
     if (distill_cmd->parsed()) return specdec::cli::run_train(distill);
     if (generate_cmd->parsed()) return specdec::cli::run_generate(generate);
+    if (bench_cmd->parsed()) return specdec::cli::run_bench(bench);
     if (convert_cmd->parsed()) return specdec::cli::run_convert(convert);
 #endif
   } catch (const specdec::Error& e) {

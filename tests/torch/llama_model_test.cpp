@@ -209,3 +209,47 @@ TEST_CASE("The model rejects bad input with typed errors", "[torch][model]") {
   REQUIRE_THROWS_AS(tb::LlamaModel::load(dir), sd::Error);  // no config.json
   REQUIRE_THROWS_AS(m.save(dir, sd::DType::kI32), sd::InvalidArgumentError);
 }
+
+TEST_CASE("Growing a tree one level per forward (extend_staged) equals one tree forward", "[torch][model]") {
+  auto m = tb::LlamaModel::random(tiny_config(false, 2), 13);
+  const std::vector<std::int64_t> prompt{9, 8, 7, 6};
+  m.start_sequence(0);
+  // Prefill without logits, then stage [root 6] and grow root -> {a, b}, a -> {c}.
+  {
+    const std::vector<sd::TokenId> t{9, 8, 7};
+    const std::vector<std::int64_t> p{0, 1, 2};
+    const sd::SequenceInput in{0, t, p, nullptr};
+    sd::ForwardRequest r{std::span(&in, 1)};
+    r.want_logits = false;
+    CHECK(m.forward(r).logits.empty());
+    m.accept(0, std::vector<std::int32_t>{0, 1, 2});
+  }
+  run(m, 0, {6}, {3}, nullptr);  // staged: [6]
+  sd::BitMatrix level1(3);        // staged [6] + new [a=30, b=31]
+  level1.set(1, 0), level1.set(1, 1), level1.set(2, 0), level1.set(2, 2);
+  const std::vector<sd::TokenId> t1{30, 31};
+  const std::vector<std::int64_t> p1{4, 4};
+  sd::SequenceInput in1{0, t1, p1, &level1};
+  in1.extend_staged = true;
+  const auto l1 = tb::tensor_of(m.forward(sd::ForwardRequest{std::span(&in1, 1)}).logits).clone();
+  sd::BitMatrix level2(4);  // + [c=32] under a
+  level2.set(3, 0), level2.set(3, 1), level2.set(3, 3);
+  const std::vector<sd::TokenId> t2{32};
+  const std::vector<std::int64_t> p2{5};
+  sd::SequenceInput in2{0, t2, p2, &level2};
+  in2.extend_staged = true;
+  const auto l2 = tb::tensor_of(m.forward(sd::ForwardRequest{std::span(&in2, 1)}).logits).clone();
+  CHECK(rel_diff(l1[0], reference_logits(m, {9, 8, 7, 6, 30})[4]) < 1e-4);
+  CHECK(rel_diff(l1[1], reference_logits(m, {9, 8, 7, 6, 31})[4]) < 1e-4);
+  CHECK(rel_diff(l2[0], reference_logits(m, {9, 8, 7, 6, 30, 32})[5]) < 1e-4);
+  // Keep root, a, c (staged indices 0, 1, 3): the cache now holds 9 8 7 6 30 32.
+  m.accept(0, std::vector<std::int32_t>{0, 1, 3});
+  CHECK(m.cached_length(0) == 6);
+  const auto next = run(m, 0, {33}, {6}, nullptr);
+  CHECK(rel_diff(next[0], reference_logits(m, {9, 8, 7, 6, 30, 32, 33})[6]) < 1e-4);
+  // A mask that does not cover staged + new tokens is a typed error.
+  run(m, 0, {1}, {6}, nullptr);
+  sd::SequenceInput bad{0, t2, p2, &level1};
+  bad.extend_staged = true;
+  CHECK_THROWS_AS(m.forward(sd::ForwardRequest{std::span(&bad, 1)}), sd::ShapeError);
+}

@@ -52,9 +52,9 @@ struct SequenceInput {
 
 struct ForwardRequest {
   std::span<const SequenceInput> sequences;
-  bool want_logits = true;          // false: fill the cache only (prefill)
   bool want_hidden = false;         // also return hidden states
   std::int32_t hidden_layer = -1;   // which layer's output; -1 = last (pre-norm)
+  bool want_logits = true;          // false: fill the cache only (prefill)
 };
 
 // Rows follow the request: sequence 0's tokens first, then sequence 1's, ...

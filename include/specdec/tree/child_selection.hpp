@@ -25,11 +25,11 @@ namespace specdec::detail {
 
 // A budget with a negative count or a stop threshold outside [0, 1] is a
 // policy's mistake: named, never clamped.
-inline void check_budget(std::string_view who, const DraftBudget& budget) {
+inline void check_builder_budget(std::string_view who, const DraftBudget& budget) {
   if (budget.max_depth < 0 || budget.max_nodes < 0 || budget.verify_nodes < 0)
-    throw InvalidArgumentError(fmt::format(
-        "{}: budget counts must be >= 0, got max_depth {}, max_nodes {}, verify_nodes {}", who,
-        budget.max_depth, budget.max_nodes, budget.verify_nodes));
+    throw InvalidArgumentError(
+        fmt::format("{}: budget counts must be >= 0, got max_depth {}, max_nodes {}, verify_nodes {}", who,
+                    budget.max_depth, budget.max_nodes, budget.verify_nodes));
   if (!(budget.stop_below >= 0.0f && budget.stop_below <= 1.0f))
     throw InvalidArgumentError(
         fmt::format("{}: budget stop_below must be in [0, 1], got {}", who, budget.stop_below));

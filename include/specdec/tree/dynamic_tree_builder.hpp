@@ -53,9 +53,9 @@ class DynamicTreeBuilder {
   DynamicTreeBuilder(std::int32_t top_k, std::int32_t depth, std::int32_t total_tokens)
       : top_k_(top_k), depth_(depth), total_tokens_(total_tokens) {
     if (top_k <= 0 || depth <= 0 || total_tokens <= 0)
-      throw InvalidArgumentError(fmt::format(
-          "DynamicTreeBuilder: top_k, depth and total_tokens must be > 0, got {}, {} and {}", top_k, depth,
-          total_tokens));
+      throw InvalidArgumentError(
+          fmt::format("DynamicTreeBuilder: top_k, depth and total_tokens must be > 0, got {}, {} and {}",
+                      top_k, depth, total_tokens));
   }
 
   std::int32_t top_k() const { return top_k_; }
@@ -66,7 +66,7 @@ class DynamicTreeBuilder {
   void build(D& drafter, const DraftBudget& budget, TokenId root, RandomStream& /*rng*/, DraftTree& tree,
              ProbMatrix& rows) {
     static constexpr const char* kWho = "DynamicTreeBuilder";
-    detail::check_budget(kWho, budget);
+    detail::check_builder_budget(kWho, budget);
     const auto vocab = detail::reset_rows(kWho, static_cast<std::int64_t>(drafter.vocab_size()), rows);
     const auto levels = std::min(depth_, budget.max_depth);
     const auto total = std::min(total_tokens_, budget.verify_nodes);

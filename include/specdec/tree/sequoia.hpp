@@ -50,8 +50,8 @@ class PositionalAcceptance {
     const auto num_acc = acc.size();
     if (outcomes.size() != num_acc && outcomes.size() != num_acc + 1)
       throw InvalidArgumentError(fmt::format(
-          "PositionalAcceptance::observe: {} accepted nodes but {} depth outcomes (expected {} or {})", num_acc,
-          outcomes.size(), num_acc, num_acc + 1));
+          "PositionalAcceptance::observe: {} accepted nodes but {} depth outcomes (expected {} or {})",
+          num_acc, outcomes.size(), num_acc, num_acc + 1));
     steps_.clear();  // (width, rank or -1) per tested slot
     std::int32_t slot = DraftTree::kRoot;
     for (std::size_t d = 0; d < outcomes.size(); ++d) {
@@ -161,11 +161,12 @@ inline double sequoia_expected_accepted(const StaticTreeShape& shape, std::span<
 // first maximiser in loop order. The shape is in BFS order
 // (siblings by rank), so StaticTreeBuilder's max_nodes truncation drops the
 // deepest nodes first. Cost O(budget^2 · max_depth · min(budget, p.size())).
-inline StaticTreeShape sequoia_shape(std::span<const double> p, std::int32_t budget_nodes, std::int32_t max_depth) {
+inline StaticTreeShape sequoia_shape(std::span<const double> p, std::int32_t budget_nodes,
+                                     std::int32_t max_depth) {
   detail::check_positional_acceptance("sequoia_shape", p);
   if (budget_nodes < 0 || max_depth < 0)
-    throw InvalidArgumentError(fmt::format("sequoia_shape: budget_nodes and max_depth must be >= 0, got {} and {}",
-                                           budget_nodes, max_depth));
+    throw InvalidArgumentError(fmt::format(
+        "sequoia_shape: budget_nodes and max_depth must be >= 0, got {} and {}", budget_nodes, max_depth));
   const std::int32_t M = budget_nodes + 1;  // nodes including the root
   const std::int32_t L = max_depth + 1;     // levels including the root
   const std::int32_t B = std::min<std::int32_t>(budget_nodes, static_cast<std::int32_t>(p.size()));
@@ -175,7 +176,8 @@ inline StaticTreeShape sequoia_shape(std::span<const double> p, std::int32_t bud
                static_cast<std::size_t>(B + 1) +
            static_cast<std::size_t>(b);
   };
-  const auto cells = static_cast<std::size_t>(M + 1) * static_cast<std::size_t>(L + 1) * static_cast<std::size_t>(B + 1);
+  const auto cells =
+      static_cast<std::size_t>(M + 1) * static_cast<std::size_t>(L + 1) * static_cast<std::size_t>(B + 1);
   std::vector<double> T(cells, kNone);
   std::vector<std::int32_t> split(cells, -1);  // argmax y for b >= 2
   // best[m][l] = max_b T[m][l][b] and its argmax b.

@@ -81,20 +81,21 @@ class StaticTreeShape {
     nodes.reserve(choices.size());
     for (std::size_t i = 0; i < choices.size(); ++i) {
       const auto& path = choices[i];
-      if (path.empty()) throw InvalidTreeError("StaticTreeShape::from_choices: empty path (the root is implicit)");
+      if (path.empty())
+        throw InvalidTreeError("StaticTreeShape::from_choices: empty path (the root is implicit)");
       for (const auto r : path)
         if (r < 0)
           throw InvalidTreeError(
               fmt::format("StaticTreeShape::from_choices: path {} has negative rank {}", describe(path), r));
       if (i > 0 && choices[i - 1] == path)
-        throw InvalidTreeError(fmt::format("StaticTreeShape::from_choices: path {} appears twice", describe(path)));
+        throw InvalidTreeError(
+            fmt::format("StaticTreeShape::from_choices: path {} appears twice", describe(path)));
       std::int32_t parent = -1;
       if (path.size() > 1) {
         const std::vector<std::int32_t> prefix(path.begin(), path.end() - 1);
-        const auto it = std::lower_bound(choices.begin(), choices.begin() + static_cast<std::ptrdiff_t>(i), prefix,
-                                         [](const auto& a, const auto& b) {
-                                           return a.size() != b.size() ? a.size() < b.size() : a < b;
-                                         });
+        const auto it = std::lower_bound(
+            choices.begin(), choices.begin() + static_cast<std::ptrdiff_t>(i), prefix,
+            [](const auto& a, const auto& b) { return a.size() != b.size() ? a.size() < b.size() : a < b; });
         if (it == choices.begin() + static_cast<std::ptrdiff_t>(i) || *it != prefix)
           throw InvalidTreeError(fmt::format("StaticTreeShape::from_choices: path {} lacks its prefix {}",
                                              describe(path), describe(prefix)));
@@ -181,13 +182,15 @@ class StaticTreeShape {
 //
 // Budget (DraftBudget), applied to the shape before drafting:
 //   max_depth:  shape nodes deeper than this are dropped;
-//   max_nodes:  then the first max_nodes remaining nodes in shape order are
-//               kept (a node whose parent was dropped is dropped, so whole
-//               subtrees go; from_choices orders shapes BFS, so the deepest,
-//               highest-ranked nodes go first);
+//   max_nodes, verify_nodes:
+//               then the first min(max_nodes, verify_nodes) remaining nodes in
+//               shape order are kept (a node whose parent was dropped is
+//               dropped, so whole subtrees go; from_choices orders shapes BFS,
+//               so the deepest, highest-ranked nodes go first). Both bound the
+//               tree because a decoder verifies every drafted node (as
+//               ChainBuilder does);
 //   stop_below: a drafted node whose draft_prob is below this is not expanded
 //               (not even asked for a row); the root is always expanded.
-// verify_nodes is not used: the tree has at most max_nodes nodes.
 // A row of zeros gives its slot no children; a row with fewer nonzero tokens
 // than the shape asks for gives only those (the missing ranks' subtrees are
 // not drafted). Every slot that gets children records its row and mode.
@@ -200,10 +203,10 @@ class StaticTreeBuilder {
   explicit StaticTreeBuilder(StaticTreeShape shape, ChildMode mode = ChildMode::kDeterministic)
       : shape_(std::move(shape)), mode_(mode) {
     if (mode != ChildMode::kDeterministic && mode != ChildMode::kSampledWithoutReplacement)
-      throw InvalidArgumentError(fmt::format(
-          "StaticTreeBuilder: child mode {} is not supported; use kDeterministic (top-k) or "
-          "kSampledWithoutReplacement (distinct draws)",
-          static_cast<int>(mode)));
+      throw InvalidArgumentError(
+          fmt::format("StaticTreeBuilder: child mode {} is not supported; use kDeterministic (top-k) or "
+                      "kSampledWithoutReplacement (distinct draws)",
+                      static_cast<int>(mode)));
   }
 
   const StaticTreeShape& shape() const { return shape_; }
@@ -214,7 +217,7 @@ class StaticTreeBuilder {
   void build(D& drafter, const DraftBudget& budget, TokenId root, RandomStream& rng, DraftTree& tree,
              ProbMatrix& rows) {
     static constexpr const char* kWho = "StaticTreeBuilder";
-    detail::check_budget(kWho, budget);
+    detail::check_builder_budget(kWho, budget);
     tree.clear(root);
     const auto vocab = detail::reset_rows(kWho, static_cast<std::int64_t>(drafter.vocab_size()), rows);
 
@@ -223,11 +226,14 @@ class StaticTreeBuilder {
     const auto n = static_cast<std::size_t>(shape_.size());
     kept_children_.assign(n + 1, 0);
     shape_child_.assign(n + 1, {});
+    const auto max_nodes = std::min(budget.max_nodes, budget.verify_nodes);
     std::int32_t kept = 0;
     kept_.assign(n, false);
-    for (std::size_t i = 0; i < n && kept < budget.max_nodes; ++i) {
+    for (std::size_t i = 0; i < n && kept < max_nodes; ++i) {
       const auto& s = shape_.nodes()[i];
       if (shape_.depth(static_cast<std::int32_t>(i)) > budget.max_depth) continue;
+      // (Implied by the two rules: a parent is only dropped for depth, and then
+      // so is its deeper child. Kept so the closure does not rest on that.)
       if (s.parent >= 0 && !kept_[static_cast<std::size_t>(s.parent)]) continue;
       kept_[i] = true;
       ++kept;
@@ -256,9 +262,9 @@ class StaticTreeBuilder {
         const auto r = first_row + static_cast<std::int64_t>(f);
         const auto row = rows.view().row(r);
         // Draw the uniforms before looking at the row: consumption is fixed.
-        const PhiloxUniforms u =
-            mode_ == ChildMode::kSampledWithoutReplacement ? rng.take(static_cast<std::uint64_t>(wanted))
-                                                           : PhiloxUniforms{};
+        const PhiloxUniforms u = mode_ == ChildMode::kSampledWithoutReplacement
+                                     ? rng.take(static_cast<std::uint64_t>(wanted))
+                                     : PhiloxUniforms{};
         if (!detail::has_proposal(kWho, row, r)) continue;
         if (mode_ == ChildMode::kDeterministic)
           detail::top_tokens(row, wanted, tokens_);

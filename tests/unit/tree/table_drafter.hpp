@@ -63,9 +63,10 @@ static_assert(Drafter<TableDrafter>);
 
 // A row whose weights are small integers drawn from (seed, token, depth):
 // zeros and exact ties are frequent, and at least one weight is positive.
-inline std::vector<float> random_row(std::uint32_t seed, TokenId token, std::int32_t depth, std::int64_t vocab,
-                                     int max_weight = 4) {
-  std::mt19937 gen(seed * 1000003u + static_cast<std::uint32_t>(token) * 7919u + static_cast<std::uint32_t>(depth) * 104729u);
+inline std::vector<float> random_row(std::uint32_t seed, TokenId token, std::int32_t depth,
+                                     std::int64_t vocab, int max_weight = 4) {
+  std::mt19937 gen(seed * 1000003u + static_cast<std::uint32_t>(token) * 7919u +
+                   static_cast<std::uint32_t>(depth) * 104729u);
   std::uniform_int_distribution<int> w(0, max_weight);
   std::vector<float> row(static_cast<std::size_t>(vocab));
   double total = 0.0;

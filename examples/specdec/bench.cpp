@@ -1,0 +1,206 @@
+// `specdec bench`: prompt sets x methods on one target/draft pair. For every
+// prompt, autoregressive decoding runs right before the methods (same process,
+// same prompt, interleaved so drift in machine speed hits all alike). Prints a
+// table and writes JSON: one record per (method, prompt set) with tokens/s,
+// the autoregressive tokens/s of the same run, speedup (ratio of totals, and
+// the median of per-prompt ratios), tau, per-depth acceptance, time to first
+// token, overhead; greedy runs also count outputs that differ from
+// autoregressive decoding (numerical near-ties between batched and one-token
+// forwards are the only legitimate cause).
+#include "bench.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "session.hpp"
+#include "specdec/core/error.hpp"
+#include "specdec/torch/methods.hpp"
+
+namespace specdec::cli {
+namespace {
+
+std::vector<std::string> read_prompts(const std::filesystem::path& path, std::int64_t limit) {
+  std::ifstream in(path);
+  if (!in) throw IoError(fmt::format("{}: cannot open the prompt set", path.string()));
+  std::vector<std::string> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line) && std::int64_t(out.size()) < limit; ++n) {
+    if (line.empty()) continue;
+    try {
+      out.push_back(nlohmann::json::parse(line).at("prompt").get<std::string>());
+    } catch (const nlohmann::json::exception& e) {
+      throw IoError(fmt::format("{}:{}: not a JSON object with a \"prompt\" string ({})", path.string(), n, e.what()));
+    }
+  }
+  if (out.empty()) throw IoError(fmt::format("{}: no prompts", path.string()));
+  return out;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const auto n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Tally {
+  Stats total;  // summed over prompts (acceptance merged)
+  std::vector<double> speedups, ttft_ms;
+  std::int64_t differ = 0;
+
+  void add(const Stats& s) {
+    auto& a = total.acceptance;
+    const auto& b = s.acceptance;
+    a.lossless = a.lossless && b.lossless;
+    a.num_rounds += b.num_rounds;
+    a.num_emitted += b.num_emitted;
+    a.num_accepted += b.num_accepted;
+    a.num_zero_accept += b.num_zero_accept;
+    if (a.depth_tried.size() < b.depth_tried.size()) {
+      a.depth_tried.resize(b.depth_tried.size(), 0);
+      a.depth_accepted.resize(b.depth_tried.size(), 0);
+    }
+    for (std::size_t d = 0; d < b.depth_tried.size(); ++d) {
+      a.depth_tried[d] += b.depth_tried[d];
+      a.depth_accepted[d] += b.depth_accepted[d];
+    }
+    total.new_tokens += s.new_tokens;
+    total.total_seconds += s.total_seconds;
+    total.prefill_seconds += s.prefill_seconds;
+    total.draft_seconds += s.draft_seconds;
+    total.verify_seconds += s.verify_seconds;
+    total.accept_seconds += s.accept_seconds;
+    total.target_model_seconds += s.target_model_seconds;
+    total.draft_model_seconds += s.draft_model_seconds;
+    total.target_forwards += s.target_forwards;
+    total.draft_forwards += s.draft_forwards;
+    ttft_ms.push_back(1e3 * s.time_to_first_token_seconds);
+  }
+};
+
+void progress(std::size_t done, std::size_t total, const std::string& what) {
+  const int width = 30;
+  const auto filled = static_cast<int>(width * done / std::max<std::size_t>(total, 1));
+  std::fprintf(stderr, "\r[%s%s] %zu/%zu %-40s", std::string(static_cast<std::size_t>(filled), '#').c_str(),
+               std::string(static_cast<std::size_t>(width - filled), ' ').c_str(), done, total, what.c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+void add_bench_options(CLI::App& cmd, BenchCommand& b) {
+  cmd.add_option("--target", b.target, "target model directory");
+  cmd.add_option("--draft", b.draft, "draft model directory");
+  cmd.add_option("--tokenizer", b.tokenizer, "tokenizer (default: beside --target)");
+  cmd.add_option("--prompts", b.prompt_sets, "prompt sets (JSON lines with a \"prompt\" field)")->required();
+  cmd.add_option("--method", b.methods, "a method spec (repeat); see `specdec generate --help`")->required();
+  cmd.add_option("--num-prompts", b.num_prompts, "prompts per set (the first N)");
+  cmd.add_option("--max-new-tokens", b.max_new_tokens, "tokens per generation");
+  cmd.add_option("--temperature", b.sampling.temperature, "0 = greedy");
+  cmd.add_option("--top-k", b.sampling.top_k, "0 = off");
+  cmd.add_option("--top-p", b.sampling.top_p, "1 = off");
+  cmd.add_option("--seed", b.sampling.seed, "sampling seed");
+  cmd.add_option("--json", b.json, "write the results as JSON here");
+  cmd.add_option("--warmup", b.warmup, "untimed generations before measuring");
+  cmd.add_option("--threads", b.threads, "CPU threads (0 = all cores)");
+}
+
+int run_bench(const BenchCommand& b) {
+  auto s = load_session(b.target, b.draft, b.tokenizer, b.threads);
+  auto* draft = s.draft ? &*s.draft : nullptr;
+  std::vector<AnyDecoder> methods;
+  for (const auto& spec : b.methods)
+    methods.push_back(torch_backend::make_method(torch_backend::parse_method(spec), s.target, draft, b.sampling));
+  auto ar = torch_backend::make_method(torch_backend::parse_method("autoregressive"), s.target, nullptr, b.sampling);
+  GenerationOptions options;
+  options.max_new_tokens = b.max_new_tokens;
+  options.seed = b.sampling.seed;  // no EOS stop: every run generates the same length
+
+  std::vector<std::pair<std::string, std::vector<std::string>>> sets;
+  std::size_t total_runs = 0;
+  for (const auto& path : b.prompt_sets) {
+    sets.emplace_back(path.stem().string(), read_prompts(path, b.num_prompts));
+    total_runs += sets.back().second.size() * (methods.size() + 1);
+  }
+  {  // warm-up: page in weights, pack oneDNN primitives for every row count seen
+    const auto warm_prompt = s.tokenizer.encode(sets.front().second.front(), true);
+    for (int w = 0; w < b.warmup; ++w) {
+      ar.generate(warm_prompt, options);
+      for (auto& m : methods) m.generate(warm_prompt, options);
+    }
+  }
+
+  nlohmann::json records = nlohmann::json::array();
+  std::printf("%-44s %-12s %9s %9s %8s %7s %6s %10s %8s\n", "method", "prompts", "tok/s", "AR tok/s", "speedup",
+              "median", "tau", "ttft ms", "ovh %");
+  std::size_t done = 0;
+  for (const auto& [set_name, prompts] : sets) {
+    Tally base;
+    std::vector<Tally> tallies(methods.size());
+    for (const auto& text : prompts) {
+      const auto prompt = s.tokenizer.encode(text, true);
+      progress(done++, total_runs, set_name + " autoregressive");
+      const auto ref = ar.generate(prompt, options);
+      base.add(ref.stats);
+      for (std::size_t m = 0; m < methods.size(); ++m) {
+        progress(done++, total_runs, set_name + " " + methods[m].name());
+        const auto r = methods[m].generate(prompt, options);
+        tallies[m].add(r.stats);
+        tallies[m].speedups.push_back(r.stats.tokens_per_second() / ref.stats.tokens_per_second());
+        if (b.sampling.is_greedy() && r.tokens != ref.tokens) ++tallies[m].differ;
+      }
+    }
+    progress(done, total_runs, "");
+    std::fprintf(stderr, "\n");
+    const double ar_tps = base.total.tokens_per_second();
+    auto record = [&](const std::string& name, const Tally& t, bool is_ar) {
+      const auto& st = t.total;
+      const double tps = st.tokens_per_second();
+      std::vector<double> depth;
+      for (std::size_t d = 1; d <= st.acceptance.depth_tried.size(); ++d)
+        depth.push_back(st.acceptance.conditional_acceptance(d));
+      const double ovh = st.target_forward_seconds() > 0
+                             ? 100.0 * st.overhead_per_round_seconds() / st.target_forward_seconds()
+                             : 0.0;
+      std::printf("%-44s %-12s %9.1f %9.1f %7.2fx %6.2fx %6.2f %10.1f %7.1f%s\n", name.c_str(), set_name.c_str(), tps,
+                  ar_tps, tps / ar_tps, is_ar ? 1.0 : median(t.speedups), st.acceptance.mean_emitted(),
+                  median(t.ttft_ms), ovh, t.differ ? fmt::format("  ({} outputs differ)", t.differ).c_str() : "");
+      records.push_back({{"method", name},
+                         {"prompt_set", set_name},
+                         {"prompts", prompts.size()},
+                         {"max_new_tokens", b.max_new_tokens},
+                         {"temperature", b.sampling.temperature},
+                         {"tokens_per_second", tps},
+                         {"autoregressive_tokens_per_second", ar_tps},
+                         {"speedup", tps / ar_tps},
+                         {"median_speedup", is_ar ? 1.0 : median(t.speedups)},
+                         {"tau", st.acceptance.mean_emitted()},
+                         {"acceptance_rate", st.acceptance.acceptance_rate()},
+                         {"acceptance_by_depth", depth},
+                         {"zero_accept_rounds", st.acceptance.num_zero_accept},
+                         {"rounds", st.acceptance.num_rounds},
+                         {"median_time_to_first_token_ms", median(t.ttft_ms)},
+                         {"target_forward_ms", 1e3 * st.target_forward_seconds()},
+                         {"overhead_per_round_us", 1e6 * st.overhead_per_round_seconds()},
+                         {"overhead_percent_of_target_forward", ovh},
+                         {"draft_seconds", st.draft_seconds},
+                         {"verify_seconds", st.verify_seconds},
+                         {"outputs_differing_from_autoregressive", t.differ}});
+    };
+    record("autoregressive", base, true);
+    for (std::size_t m = 0; m < methods.size(); ++m) record(methods[m].name(), tallies[m], false);
+  }
+  if (!b.json.empty()) {
+    std::ofstream out(b.json);
+    if (!out) throw IoError(fmt::format("{}: cannot write", b.json.string()));
+    out << records.dump(2) << "\n";
+    std::printf("wrote %s\n", b.json.string().c_str());
+  }
+  return 0;
+}
+
+}  // namespace specdec::cli

@@ -1,0 +1,30 @@
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "specdec/core/sampling_params.hpp"
+
+namespace specdec::cli {
+
+struct BenchCommand {
+  std::filesystem::path target = "models/target";
+  std::filesystem::path draft = "models/draft";
+  std::filesystem::path tokenizer;
+  std::vector<std::filesystem::path> prompt_sets;  // JSON lines with a "prompt" field
+  std::vector<std::string> methods;                // torch/methods.hpp specs
+  std::int64_t num_prompts = 20;                   // first N prompts of each set
+  std::int64_t max_new_tokens = 64;
+  SamplingParams sampling{0.0f, 0, 1.0f, 0};
+  std::filesystem::path json;  // one record per (method, prompt set)
+  int warmup = 1;              // untimed generations before measuring
+  int threads = 0;
+};
+
+void add_bench_options(CLI::App& cmd, BenchCommand& b);
+int run_bench(const BenchCommand& b);
+
+}  // namespace specdec::cli

@@ -1,0 +1,61 @@
+#include "session.hpp"
+
+#include <ATen/Parallel.h>
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "specdec/core/error.hpp"
+
+namespace specdec::cli {
+namespace {
+
+std::filesystem::path find_tokenizer(const std::filesystem::path& dir) {
+  for (const auto& d : {dir, dir.parent_path()})
+    for (const char* name : {"tokenizer.model", "tokenizer.json"})
+      if (std::filesystem::exists(d / name)) return d / name;
+  throw ModelLoadError(fmt::format("no tokenizer.model or tokenizer.json in {} or its parent (pass --tokenizer)",
+                                   dir.string()));
+}
+
+}  // namespace
+
+Session load_session(const std::filesystem::path& target, const std::filesystem::path& draft,
+                     const std::filesystem::path& tokenizer, int threads) {
+  if (threads > 0) at::set_num_threads(threads);
+  const auto tok_path = tokenizer.empty() ? find_tokenizer(target) : tokenizer;
+  Session s{tokenizer::Tokenizer::load(tok_path), tok_path, torch_backend::LlamaModel::load(target), std::nullopt};
+  s.target.check_tokenizer_vocab(s.tokenizer.vocab_size(), tok_path.string());
+  if (!draft.empty()) {
+    s.draft = torch_backend::LlamaModel::load(draft);
+    s.draft->check_tokenizer_vocab(s.tokenizer.vocab_size(), tok_path.string());
+  }
+  return s;
+}
+
+void print_stats(const std::string& label, const Stats& st) {
+  const auto& a = st.acceptance;
+  std::string depths;
+  for (std::size_t d = 1; d <= a.depth_tried.size() && d <= 8; ++d)
+    depths += fmt::format("{}{:.2f}", d > 1 ? " " : "", a.conditional_acceptance(d));
+  std::printf("[%s] %lld tokens in %.3f s | %.1f tokens/s | first token %.1f ms\n", label.c_str(),
+              static_cast<long long>(st.new_tokens), st.total_seconds, st.tokens_per_second(),
+              1e3 * st.time_to_first_token_seconds);
+  if (a.num_rounds > 0 && a.num_rounds != st.new_tokens)
+    std::printf("  rounds %lld | tau %.2f tokens/round | acceptance %.2f | per depth [%s] | zero-accept %lld\n",
+                static_cast<long long>(a.num_rounds), a.mean_emitted(), a.acceptance_rate(), depths.c_str(),
+                static_cast<long long>(a.num_zero_accept));
+  std::printf("  time: prefill %.1f ms | draft %.1f ms | verify %.1f ms | accept %.1f ms\n", 1e3 * st.prefill_seconds,
+              1e3 * st.draft_seconds, 1e3 * st.verify_seconds, 1e3 * st.accept_seconds);
+  if (st.target_forwards > 0)
+    std::printf("  models: target %lld forwards, %.1f ms (%.2f ms each) | draft %lld forwards, %.1f ms | "
+                "library overhead %.1f us/round (%.1f%% of a target forward)\n",
+                static_cast<long long>(st.target_forwards), 1e3 * st.target_model_seconds,
+                1e3 * st.target_forward_seconds(), static_cast<long long>(st.draft_forwards),
+                1e3 * st.draft_model_seconds, 1e6 * st.overhead_per_round_seconds(),
+                st.target_forward_seconds() > 0 ? 100.0 * st.overhead_per_round_seconds() / st.target_forward_seconds()
+                                                : 0.0);
+}
+
+}  // namespace specdec::cli

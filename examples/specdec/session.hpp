@@ -1,0 +1,31 @@
+// What `generate` and `bench` share: loading a target (and draft) with their
+// tokenizer, and printing a method's Stats.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "specdec/engine/stats.hpp"
+#include "specdec/tokenizer/tokenizer.hpp"
+#include "specdec/torch/llama_model.hpp"
+
+namespace specdec::cli {
+
+struct Session {
+  tokenizer::Tokenizer tokenizer;
+  std::filesystem::path tokenizer_path;
+  torch_backend::LlamaModel target;
+  std::optional<torch_backend::LlamaModel> draft;
+};
+
+// The tokenizer defaults to tokenizer.model / tokenizer.json in the target
+// directory or its parent (models/ keeps one for both models). Checks that
+// every vocabulary agrees.
+Session load_session(const std::filesystem::path& target, const std::filesystem::path& draft,
+                     const std::filesystem::path& tokenizer, int threads);
+
+// A few lines: tokens/s, tau, per-depth acceptance, time split, overhead.
+void print_stats(const std::string& label, const Stats& stats);
+
+}  // namespace specdec::cli
