@@ -5,6 +5,7 @@
 //   specdec distill ...      distill a draft model from a target (libtorch builds)
 //   specdec generate ...     generate with any method, with its Stats and speedup (libtorch builds)
 //   specdec bench ...        prompt sets x methods, table + JSON (libtorch builds)
+//   specdec sequoia ...      measure positional acceptance, print the Sequoia tree (libtorch builds)
 //   specdec convert ...      re-save a model's weights as f32 / f16 / bf16
 #include <cstdio>
 #include <exception>
@@ -16,6 +17,7 @@
 #include "bench.hpp"
 #include "convert.hpp"
 #include "generate.hpp"
+#include "sequoia.hpp"
 #include "train.hpp"
 #endif
 #include "specdec/core/error.hpp"
@@ -46,6 +48,10 @@ int main(int argc, char** argv) {
   specdec::cli::BenchCommand bench;
   auto* bench_cmd = app.add_subcommand("bench", "Benchmark methods side by side with autoregressive decoding");
   specdec::cli::add_bench_options(*bench_cmd, bench);
+  specdec::cli::SequoiaCommand sequoia;
+  auto* sequoia_cmd = app.add_subcommand(
+      "sequoia", "Measure the positional acceptance vector and print the Sequoia-optimal tree");
+  specdec::cli::add_sequoia_options(*sequoia_cmd, sequoia);
   specdec::cli::ConvertCommand convert;
   auto* convert_cmd = app.add_subcommand("convert", "Re-save a model with f32, f16 or bf16 weights");
   specdec::cli::add_convert_options(*convert_cmd, convert);
@@ -59,6 +65,7 @@ int main(int argc, char** argv) {
     if (distill_cmd->parsed()) return specdec::cli::run_train(distill);
     if (generate_cmd->parsed()) return specdec::cli::run_generate(generate);
     if (bench_cmd->parsed()) return specdec::cli::run_bench(bench);
+    if (sequoia_cmd->parsed()) return specdec::cli::run_sequoia(sequoia);
     if (convert_cmd->parsed()) return specdec::cli::run_convert(convert);
 #endif
   } catch (const specdec::Error& e) {

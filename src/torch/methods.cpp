@@ -110,41 +110,6 @@ struct WithNgram {
   }
 };
 
-// "0;1;0.0;0.1" -> {{0}, {1}, {0, 0}, {0, 1}}: Medusa choices, ';' between
-// paths and '.' between ranks (the CLI spec uses ':' and ',' already).
-std::vector<std::vector<std::int32_t>> parse_choices(std::string_view text) {
-  std::vector<std::vector<std::int32_t>> out;
-  std::size_t at = 0;
-  while (at <= text.size()) {
-    const auto end = std::min(text.find(';', at), text.size());
-    const auto path_text = text.substr(at, end - at);
-    std::vector<std::int32_t> path;
-    std::size_t p = 0;
-    while (p <= path_text.size()) {
-      const auto q = std::min(path_text.find('.', p), path_text.size());
-      std::int32_t rank = -1;
-      const auto part = path_text.substr(p, q - p);
-      const auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), rank);
-      if (part.empty() || ec != std::errc{} || ptr != part.data() + part.size())
-        throw InvalidArgumentError(fmt::format("tree shape '{}': '{}' is not a rank path like 0.1.0", text, path_text));
-      path.push_back(rank);
-      p = q + 1;
-    }
-    out.push_back(std::move(path));
-    at = end + 1;
-  }
-  return out;
-}
-
-std::string format_choices(const StaticTreeShape& shape) {
-  std::string out;
-  for (const auto& path : shape.choices()) {
-    if (!out.empty()) out += ';';
-    for (std::size_t i = 0; i < path.size(); ++i) out += (i ? "." : "") + std::to_string(path[i]);
-  }
-  return out;
-}
-
 template <class Rule>
 AnyDecoder assemble(const MethodConfig& c, LlamaModel& target, LlamaModel* draft, const SamplingParams& sampling) {
   const std::string spec = c.spec();
@@ -163,7 +128,7 @@ AnyDecoder assemble(const MethodConfig& c, LlamaModel& target, LlamaModel* draft
                                                                 ChainBuilder{pick}, chain_policy(c));
   }
   if (c.name == "tree") {
-    auto shape = StaticTreeShape::from_choices(parse_choices(c.shape.empty() ? default_tree_shape() : c.shape));
+    auto shape = parse_tree_shape(c.shape.empty() ? default_tree_shape() : c.shape);
     const auto depth = shape.max_depth(), nodes = shape.size();
     return AnyDecoder::make<WithDraftModel<StaticTreeBuilder, Rule>>(
         spec, target, *draft, sampling, draft_sampling, StaticTreeBuilder{std::move(shape)}, tree_policy(depth, nodes));

@@ -13,6 +13,7 @@
 #include "specdec/policy/fixed_length.hpp"
 #include "specdec/tokenizer/tokenizer.hpp"
 #include "specdec/torch/llama_model.hpp"
+#include "specdec/torch/methods.hpp"
 #include "specdec/tree/chain_builder.hpp"
 #include "specdec/verify/model_verifier.hpp"
 #include "support/catch.hpp"
@@ -64,6 +65,37 @@ TEST_CASE("Greedy chain speculation on Llama models equals greedy decoding", "[t
       CHECK(target.cached_length(0) >= static_cast<std::int64_t>(prompt.size() + got.tokens.size()) - 1);
     }
   }
+}
+
+TEST_CASE("Every method decodes greedily exactly like autoregressive decoding", "[torch][engine]") {
+  auto target = tb::LlamaModel::random(tiny(2, 32), 3);
+  auto draft = tb::LlamaModel::random(tiny(1, 16), 4);
+  target.start_sequence(9);
+  const std::vector<sd::TokenId> prompt{7, 3, 9, 3, 7, 3, 9};  // repeats, so prompt lookup finds matches
+  const auto reference = greedy(target, prompt, 32);
+  for (const char* spec : {"chain:k=3", "chain:k=2:policy=heuristic", "chain:k=6:policy=confidence:threshold=0.05",
+                           "tree", "tree:shape=0;1;0.0;0.0.0", "dynamic:top_k=3:depth=3:total=8",
+                           "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram:k=3", "autoregressive"}) {
+    auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f});
+    sd::GenerationOptions o;
+    o.max_new_tokens = 32;
+    INFO(spec);
+    CHECK(method.generate(prompt, o).tokens == reference);
+    CHECK(method.name() == tb::parse_method(method.name()).spec());  // the spec round-trips
+  }
+}
+
+TEST_CASE("Method specs with unknown names, keys or values are typed errors", "[torch][engine]") {
+  auto target = tb::LlamaModel::random(tiny(1, 16), 3);
+  CHECK_THROWS_AS(tb::parse_method("chain:k=x"), sd::InvalidArgumentError);
+  CHECK_THROWS_AS(tb::parse_method("chain:depth"), sd::InvalidArgumentError);
+  CHECK_THROWS_AS(tb::parse_method("chain:colour=red"), sd::InvalidArgumentError);
+  CHECK_THROWS_AS(tb::make_method(tb::parse_method("beam"), target, nullptr, {}), sd::InvalidArgumentError);
+  CHECK_THROWS_AS(tb::make_method(tb::parse_method("chain"), target, nullptr, {}), sd::InvalidArgumentError);
+  CHECK_THROWS_AS(tb::make_method(tb::parse_method("chain:policy=sometimes"), target, &target, {}),
+                  sd::InvalidArgumentError);
+  CHECK_THROWS_AS(tb::make_method(tb::parse_method("sequoia"), target, &target, {}), sd::InvalidArgumentError);
+  CHECK_THROWS_AS(tb::make_method(tb::parse_method("tree:shape=0;2"), target, &target, {}), sd::InvalidTreeError);
 }
 
 TEST_CASE("The default models in models/ load, share a tokenizer and generate", "[torch][engine][models]") {

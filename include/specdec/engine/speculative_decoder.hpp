@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <utility>
 
@@ -44,6 +45,12 @@ class SpeculativeDecoder {
   void set_model_clocks(const ModelClock* target, const ModelClock* draft) {
     target_clock_ = target;
     draft_clock_ = draft;
+  }
+
+  // Called after every round with its tree and result (profiling tools, e.g.
+  // Sequoia's positional acceptance measurement).
+  void set_round_observer(std::function<void(const DraftTree&, const VerifyResult&)> observer) {
+    round_observer_ = std::move(observer);
   }
 
   B& builder() { return builder_; }
@@ -97,6 +104,7 @@ class SpeculativeDecoder {
       outcome.draft_us = 1e6 * seconds(t0, t1);
       outcome.verify_us = 1e6 * seconds(t1, t3);
       policy_.observe(outcome);
+      if (round_observer_) round_observer_(tree_, result_);
 
       const bool first = out.tokens.empty();
       for (const TokenId t : emitted_)
@@ -131,6 +139,7 @@ class SpeculativeDecoder {
   std::int32_t seq_;
   const ModelClock* target_clock_ = nullptr;
   const ModelClock* draft_clock_ = nullptr;
+  std::function<void(const DraftTree&, const VerifyResult&)> round_observer_;
   DraftTree tree_;
   ProbMatrix rows_;
   VerifyResult result_;

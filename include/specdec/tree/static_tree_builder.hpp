@@ -11,9 +11,11 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -295,5 +297,38 @@ class StaticTreeBuilder {
   std::vector<TokenId> tokens_;
   std::vector<double> scratch_;
 };
+
+// Shapes as text, for command lines and configs: Medusa choices with ';'
+// between paths and '.' between ranks, e.g. "0;1;0.0;0.1" = {{0}, {1}, {0, 0}, {0, 1}}.
+inline StaticTreeShape parse_tree_shape(std::string_view text) {
+  std::vector<std::vector<std::int32_t>> choices;
+  for (std::size_t at = 0; at <= text.size();) {
+    const auto end = std::min(text.find(';', at), text.size());
+    const auto path_text = text.substr(at, end - at);
+    std::vector<std::int32_t> path;
+    for (std::size_t p = 0; p <= path_text.size();) {
+      const auto q = std::min(path_text.find('.', p), path_text.size());
+      const auto part = path_text.substr(p, q - p);
+      std::int32_t rank = -1;
+      const auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), rank);
+      if (part.empty() || ec != std::errc{} || ptr != part.data() + part.size())
+        throw InvalidArgumentError(fmt::format("tree shape '{}': '{}' is not a rank path like 0.1.0", text, path_text));
+      path.push_back(rank);
+      p = q + 1;
+    }
+    choices.push_back(std::move(path));
+    at = end + 1;
+  }
+  return StaticTreeShape::from_choices(std::move(choices));
+}
+
+inline std::string format_tree_shape(const StaticTreeShape& shape) {
+  std::string out;
+  for (const auto& path : shape.choices()) {
+    if (!out.empty()) out += ';';
+    for (std::size_t i = 0; i < path.size(); ++i) out += (i ? "." : "") + std::to_string(path[i]);
+  }
+  return out;
+}
 
 }  // namespace specdec

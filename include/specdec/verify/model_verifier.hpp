@@ -4,7 +4,9 @@
 // the accepted path in the target's cache.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <span>
 #include <vector>
@@ -70,6 +72,7 @@ class ModelVerifier {
     const auto out = model_->forward(ForwardRequest{std::span(&in, 1)});
     const auto vocab = model_->vocab_size();
     const auto logits = logit_rows(out.logits, n, vocab, "ModelVerifier");
+    if (sampling_.is_greedy()) return one_hot_rows(logits);
     probs_.resize(n, vocab);
     for (std::int64_t r = 0; r < n; ++r) warp_(logits.row(r), sampling_, probs_.row(r));
     return probs_.view();
@@ -84,8 +87,45 @@ class ModelVerifier {
   }
 
  private:
+  // Greedy warping without rewriting whole rows: the buffer stays zero except
+  // one entry per row, which is cleared before the row is reused (one pass
+  // over each logit row, fused with the NaN/+inf check, instead of three).
+  ProbRows one_hot_rows(const ProbRows& logits) {
+    const auto n = logits.num_rows(), vocab = logits.vocab();
+    if (vocab != one_hot_vocab_) {
+      one_hot_.clear();
+      hot_.clear();
+      one_hot_vocab_ = vocab;
+    }
+    if (static_cast<std::int64_t>(hot_.size()) < n) {
+      one_hot_.resize(static_cast<std::size_t>(n * vocab), 0.0f);
+      hot_.resize(static_cast<std::size_t>(n), -1);
+    }
+    for (std::int64_t r = 0; r < n; ++r) {
+      const auto row = logits.row(r);
+      std::size_t best = 0;
+      for (std::size_t i = 0; i < row.size(); ++i) {
+        const float v = row[i];
+        if (std::isnan(v) || v == std::numeric_limits<float>::infinity())
+          throw InvalidDistributionError(fmt::format("ModelVerifier: target logit {} of row {} is {}", i, r, v));
+        if (v > row[best]) best = i;
+      }
+      if (row[best] == -std::numeric_limits<float>::infinity())
+        throw InvalidDistributionError(fmt::format("ModelVerifier: every target logit of row {} is -inf", r));
+      float* out = one_hot_.data() + r * vocab;
+      auto& hot = hot_[static_cast<std::size_t>(r)];
+      if (hot >= 0) out[hot] = 0.0f;
+      hot = static_cast<std::int64_t>(best);
+      out[hot] = 1.0f;
+    }
+    return {one_hot_.data(), n, vocab};
+  }
+
   M* model_;
   SamplingParams sampling_;
+  std::vector<float> one_hot_;
+  std::vector<std::int64_t> hot_;  // the 1 in each row of one_hot_, -1 if none
+  std::int64_t one_hot_vocab_ = -1;
   Warper warp_;
   ProbMatrix probs_;
   BitMatrix mask_;

@@ -527,3 +527,15 @@ TEST_CASE("A tree drafted without replacement is verified losslessly by recursiv
   INFO(r.describe());
   CHECK_FALSE(r.rejects(1e-4));
 }
+
+TEST_CASE("Tree shapes round-trip through their text form", "[unit][tree]") {
+  const auto shape = sd::parse_tree_shape("0;1;2;0.0;0.1;1.0;0.0.0");
+  CHECK(shape.size() == 7);
+  CHECK(shape.max_depth() == 3);
+  CHECK(shape.num_children(-1) == 3);
+  CHECK(sd::format_tree_shape(shape) == "0;1;2;0.0;0.1;1.0;0.0.0");
+  CHECK(sd::parse_tree_shape(sd::format_tree_shape(shape)) == shape);
+  CHECK_THROWS_AS(sd::parse_tree_shape("0;;1"), sd::InvalidArgumentError);
+  CHECK_THROWS_AS(sd::parse_tree_shape("0;x"), sd::InvalidArgumentError);
+  CHECK_THROWS_AS(sd::parse_tree_shape("0;1.0.0"), sd::InvalidTreeError);  // prefix 1.0 missing
+}
