@@ -53,6 +53,54 @@ class ModelVerifier {
     model_->accept(seq, path_);
   }
 
+  // One target forward over several sequences' trees (ragged: each sequence
+  // its own prefix length and tree). rows[i] gets sequence i's distributions,
+  // as score() would return them; the views stay valid until the next call.
+  void score_batch(std::span<const std::int32_t> seqs, std::span<const DraftTree* const> trees,
+                   std::vector<ProbRows>& rows) {
+    if (seqs.size() != trees.size())
+      throw ShapeError(fmt::format("ModelVerifier::score_batch: {} sequences but {} trees", seqs.size(), trees.size()));
+    const auto batch = seqs.size();
+    std::size_t total = 0;
+    for (const auto* t : trees) total += static_cast<std::size_t>(t->size()) + 1;
+    batch_tokens_.resize(total);
+    batch_positions_.resize(total);
+    batch_masks_.resize(batch);
+    batch_inputs_.resize(batch);
+    std::size_t at = 0;
+    for (std::size_t b = 0; b < batch; ++b) {
+      const DraftTree& tree = *trees[b];
+      const auto n = static_cast<std::size_t>(tree.size()) + 1;
+      const auto root_position = model_->cached_length(seqs[b]);
+      batch_tokens_[at] = tree.root_token();
+      batch_positions_[at] = root_position;
+      for (std::int32_t i = 0; i < tree.size(); ++i) {
+        batch_tokens_[at + static_cast<std::size_t>(i) + 1] = tree.token(i);
+        batch_positions_[at + static_cast<std::size_t>(i) + 1] = root_position + tree.depth(i);
+      }
+      const bool chain = tree.is_chain();
+      if (!chain) batch_masks_[b] = tree.ancestor_mask(/*include_root=*/true);
+      batch_inputs_[b] = SequenceInput{seqs[b], std::span(batch_tokens_).subspan(at, n),
+                                       std::span(batch_positions_).subspan(at, n), chain ? nullptr : &batch_masks_[b]};
+      at += n;
+    }
+    const auto out = model_->forward(ForwardRequest{batch_inputs_});
+    const auto vocab = model_->vocab_size();
+    const auto logits = logit_rows(out.logits, static_cast<std::int64_t>(total), vocab, "ModelVerifier");
+    rows.resize(batch);
+    batch_probs_.resize(static_cast<std::int64_t>(total), vocab);
+    at = 0;
+    for (std::size_t b = 0; b < batch; ++b) {
+      const auto n = static_cast<std::int64_t>(trees[b]->size()) + 1;
+      for (std::int64_t r = 0; r < n; ++r) {
+        const auto row = static_cast<std::int64_t>(at) + r;
+        warp_(logits.row(row), sampling_, batch_probs_.row(row));
+      }
+      rows[b] = ProbRows(batch_probs_.row(static_cast<std::int64_t>(at)).data(), n, vocab);
+      at += static_cast<std::size_t>(n);
+    }
+  }
+
   // Target distributions for [root, node 0, ..., node N-1] of `tree`.
   ProbRows score(std::int32_t seq, const DraftTree& tree) {
     const auto n = tree.size() + 1;
@@ -132,6 +180,12 @@ class ModelVerifier {
   std::vector<TokenId> tokens_;
   std::vector<std::int64_t> positions_;
   std::vector<std::int32_t> path_;
+  // score_batch buffers
+  std::vector<TokenId> batch_tokens_;
+  std::vector<std::int64_t> batch_positions_;
+  std::vector<BitMatrix> batch_masks_;
+  std::vector<SequenceInput> batch_inputs_;
+  ProbMatrix batch_probs_;
 };
 
 }  // namespace specdec

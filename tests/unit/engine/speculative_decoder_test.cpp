@@ -8,10 +8,13 @@
 
 #include "specdec/accept/greedy.hpp"
 #include "specdec/accept/recursive_rejection_sampling.hpp"
+#include "specdec/accept/typical_acceptance.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/engine/autoregressive_decoder.hpp"
 #include "specdec/engine/speculative_decoder.hpp"
 #include "specdec/tree/chain_builder.hpp"
+#include "specdec/tree/dynamic_tree_builder.hpp"
+#include "specdec/tree/static_tree_builder.hpp"
 #include "specdec/verify/model_verifier.hpp"
 #include "support/catch.hpp"
 #include "support/chi_square.hpp"
@@ -107,12 +110,12 @@ TEST_CASE("A correlated draft is accepted often; the drafter's cache tracks the 
   for (std::size_t i = 0; i < std::min(dc.size(), text.size()); ++i) CHECK(dc[i] == text[i]);
 }
 
-TEST_CASE("A sampled chain verified by rejection sampling keeps the target's first two tokens", "[statistical][engine]") {
-  // Exact law of (t1, t2) under the target at temperature 0.8 with top-k 8.
-  HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/1.0f);
-  target.start_sequence(0);
-  draft.start_sequence(0);
-  const sd::SamplingParams sampling{0.8f, 8, 1.0f};
+namespace {
+
+// Draws (t1, t2) `draws` times from `decoder` (seeds 0..draws-1) and tests
+// them against the target's exact joint law at `sampling`.
+template <class Decoder>
+sd::testing::ChiSquareResult first_two_tokens_fit(Decoder& decoder, HashedContextModel& target, const sd::SamplingParams& sampling) {
   const std::vector<sd::TokenId> prompt{3, 1, 4};
   sd::Warper warp;
   std::vector<double> expected(static_cast<std::size_t>(kVocab * kVocab), 0.0);
@@ -125,10 +128,6 @@ TEST_CASE("A sampled chain verified by rejection sampling keeps the target's fir
     warp(target.logits_after(ctx), sampling, p2);
     for (sd::TokenId b = 0; b < kVocab; ++b) expected[a * kVocab + b] = double(p1[a]) * p2[b];
   }
-  sd::ModelVerifier verifier(target, sampling);
-  sd::ModelDrafter drafter(draft, 0, sampling);
-  sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, verifier,
-                                 sd::RecursiveRejectionSampling{}, Fixed{{3, 3, 3}});
   std::vector<std::int64_t> counts(expected.size(), 0);
   sd::GenerationOptions o;
   o.max_new_tokens = 2;
@@ -138,9 +137,85 @@ TEST_CASE("A sampled chain verified by rejection sampling keeps the target's fir
     const auto t = decoder.generate(prompt, o).tokens;
     ++counts[static_cast<std::size_t>(t[0] * kVocab + t[1])];
   }
-  const auto fit = sd::testing::chi_square_gof(counts, expected);
+  return sd::testing::chi_square_gof(counts, expected);
+}
+
+template <class Decoder>
+void check_first_two_tokens(Decoder& decoder, HashedContextModel& target, const sd::SamplingParams& sampling) {
+  const auto fit = first_two_tokens_fit(decoder, target, sampling);
   INFO(fit.describe());
   CHECK_FALSE(fit.rejects(1e-3));
+}
+
+}  // namespace
+
+TEST_CASE("Sampled speculation keeps the target's law of the first two tokens", "[statistical][engine]") {
+  // Temperature 0.8 with top-k 8, and plain temperature 1 with top-p 0.9.
+  const auto sampling = GENERATE(sd::SamplingParams{0.8f, 8, 1.0f}, sd::SamplingParams{1.0f, 0, 0.9f});
+  HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/1.0f);
+  target.start_sequence(0);
+  draft.start_sequence(0);
+  sd::ModelVerifier verifier(target, sampling);
+  sd::ModelDrafter drafter(draft, 0, sampling);
+  SECTION("sampled chain") {
+    sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, verifier,
+                                   sd::RecursiveRejectionSampling{}, Fixed{{3, 3, 3}});
+    check_first_two_tokens(decoder, target, sampling);
+  }
+  SECTION("static tree, deterministic top-k children") {
+    sd::SpeculativeDecoder decoder(drafter, sd::StaticTreeBuilder{sd::parse_tree_shape("0;1;2;0.0;0.1;1.0;0.0.0")},
+                                   verifier, sd::RecursiveRejectionSampling{}, Fixed{{3, 7, 7}});
+    check_first_two_tokens(decoder, target, sampling);
+  }
+  SECTION("static tree, children sampled without replacement") {
+    sd::SpeculativeDecoder decoder(
+        drafter, sd::StaticTreeBuilder{sd::parse_tree_shape("0;1;0.0;0.1"), sd::ChildMode::kSampledWithoutReplacement},
+        verifier, sd::RecursiveRejectionSampling{}, Fixed{{2, 4, 4}});
+    check_first_two_tokens(decoder, target, sampling);
+  }
+  SECTION("dynamic tree") {
+    sd::SpeculativeDecoder decoder(drafter, sd::DynamicTreeBuilder{3, 3, 8}, verifier,
+                                   sd::RecursiveRejectionSampling{}, Fixed{{3, 8, 8}});
+    check_first_two_tokens(decoder, target, sampling);
+  }
+}
+
+TEST_CASE("The same test rejects a lossy rule (it has power)", "[statistical][engine]") {
+  const sd::SamplingParams sampling{1.0f, 0, 1.0f};
+  HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/1.0f);
+  target.start_sequence(0);
+  draft.start_sequence(0);
+  sd::ModelVerifier verifier(target, sampling);
+  sd::ModelDrafter drafter(draft, 0, sampling);
+  sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, verifier,
+                                 sd::TypicalAcceptance{}, Fixed{{3, 3, 3}});
+  const auto fit = first_two_tokens_fit(decoder, target, sampling);
+  INFO(fit.describe());
+  CHECK(fit.rejects(1e-3));
+}
+
+TEST_CASE("Greedy tree speculation equals greedy autoregressive decoding", "[unit][engine]") {
+  HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.7f);
+  target.start_sequence(0);
+  draft.start_sequence(0);
+  sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
+  sd::ModelDrafter drafter(draft, 0, sd::SamplingParams{1.0f});
+  sd::SpeculativeDecoder stat(drafter, sd::StaticTreeBuilder{sd::parse_tree_shape("0;1;2;0.0;0.1;1.0;0.0.0;0.0.0.0")},
+                              verifier, sd::GreedyAcceptance{}, Fixed{{4, 8, 8}});
+  sd::SpeculativeDecoder dyn(drafter, sd::DynamicTreeBuilder{4, 4, 12}, verifier, sd::GreedyAcceptance{},
+                             Fixed{{4, 12, 12}});
+  for (std::uint64_t s = 0; s < 4; ++s) {
+    const auto prompt = random_prompt(s, 4);
+    sd::GenerationOptions o;
+    o.max_new_tokens = 60;
+    const auto reference = greedy_reference(prompt, 60);
+    const auto a = stat.generate(prompt, o), b = dyn.generate(prompt, o);
+    CHECK(a.tokens == reference);
+    CHECK(b.tokens == reference);
+    // Trees accept more per round than a single chain could at depth 1.
+    CHECK(a.stats.acceptance.mean_emitted() > 1.5);
+    CHECK(b.stats.acceptance.mean_emitted() > 1.5);
+  }
 }
 
 TEST_CASE("Stop tokens, stop strings and max_new_tokens end generation exactly", "[unit][engine]") {
