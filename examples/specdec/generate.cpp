@@ -14,7 +14,7 @@ namespace specdec::cli {
 
 void add_generate_options(CLI::App& cmd, GenerateCommand& g) {
   cmd.add_option("--target", g.target, "target model directory (config.json, model.safetensors)");
-  cmd.add_option("--draft", g.draft, "draft model directory (the draft-model methods need it)");
+  cmd.add_option("--draft", g.draft, "draft model directory (for the draft-model methods)");
   cmd.add_option("--tokenizer", g.tokenizer, "tokenizer.model or tokenizer.json (default: beside --target)");
   cmd.add_option("--method", g.method,
                  "autoregressive | chain:k=4[:policy=fixed|heuristic|confidence] | tree[:shape=0;1;0.0] | "
@@ -30,8 +30,9 @@ void add_generate_options(CLI::App& cmd, GenerateCommand& g) {
 }
 
 int run_generate(const GenerateCommand& g) {
-  auto s = load_session(g.target, g.draft, g.tokenizer, g.threads);
   const auto config = torch_backend::parse_method(g.method);
+  const bool needs_draft = config.name != "ngram" && config.name != "autoregressive";
+  auto s = load_session(g.target, needs_draft ? g.draft : std::filesystem::path{}, g.tokenizer, g.threads);
   auto method = torch_backend::make_method(config, s.target, s.draft ? &*s.draft : nullptr, g.sampling);
   const auto prompt = s.tokenizer.encode(g.prompt, /*add_bos=*/true);
   GenerationOptions options;

@@ -12,7 +12,7 @@ namespace specdec::cli {
 
 struct GenerateCommand {
   std::filesystem::path target = "models/target";
-  std::filesystem::path draft;      // required by the draft-model methods
+  std::filesystem::path draft = "models/draft";  // loaded for the draft-model methods
   std::filesystem::path tokenizer;  // default: in the target directory or its parent
   std::string method = "chain";     // see torch/methods.hpp
   std::string prompt;

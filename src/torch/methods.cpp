@@ -169,7 +169,7 @@ std::string MethodConfig::spec() const {
   if (name == "dynamic") return fmt::format("dynamic:top_k={}:depth={}:total={}", top_k, depth, total);
   if (name == "sequoia") {
     std::string p;
-    for (const auto v : acceptance) p += (p.empty() ? "" : ",") + fmt::format("{:.3g}", v);
+    for (const auto v : acceptance) p += fmt::format("{}{:.3g}", p.empty() ? "" : ",", v);
     return fmt::format("sequoia:p={}:total={}:depth={}", p, total, depth);
   }
   return name;
@@ -230,7 +230,7 @@ AnyDecoder make_method(const MethodConfig& config, LlamaModel& target, LlamaMode
   if (draft != nullptr && draft->vocab_size() != target.vocab_size())
     throw ShapeError(fmt::format("the draft model's vocabulary ({}) differs from the target's ({})",
                                  draft->vocab_size(), target.vocab_size()));
-  if (config.name == "autoregressive" || config.name == "ar")
+  if (config.name == "autoregressive")
     return AnyDecoder::make<Autoregressive>("autoregressive", target, sampling);
   if (sampling.is_greedy()) return assemble<GreedyAcceptance>(config, target, draft, sampling);
   return assemble<RecursiveRejectionSampling>(config, target, draft, sampling);

@@ -326,7 +326,10 @@ inline std::string format_tree_shape(const StaticTreeShape& shape) {
   std::string out;
   for (const auto& path : shape.choices()) {
     if (!out.empty()) out += ';';
-    for (std::size_t i = 0; i < path.size(); ++i) out += (i ? "." : "") + std::to_string(path[i]);
+    for (std::size_t i = 0; i < path.size(); ++i) {
+      if (i > 0) out += '.';
+      out += std::to_string(path[i]);
+    }
   }
   return out;
 }
