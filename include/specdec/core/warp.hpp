@@ -16,6 +16,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -39,6 +40,32 @@ inline TokenId argmax(std::span<const float> row) {
   return static_cast<TokenId>(best);
 }
 
+// e^x for x <= 0 (softmax exponents after the max is subtracted; -inf gives
+// 0), Cephes' expf polynomial (about 1.3 ulp over [-87, 0], checked in
+// warp_test) written without calls, branches or float comparisons so the
+// softmax loop vectorizes (glibc's expf does not; GCC will not if-convert
+// float compares under its default -ftrapping-math). Below -87.3 (e^x <
+// FLT_MIN) it returns 0. For x <= 0, x < -87.3 exactly when x's bits, read as
+// an unsigned integer, exceed those of -87.3.
+inline float exp_nonpositive(float x) {
+  constexpr float kMin = -87.33654f;
+  constexpr std::uint32_t kMinBits = std::bit_cast<std::uint32_t>(kMin);
+  const std::uint32_t under = 0u - static_cast<std::uint32_t>(std::bit_cast<std::uint32_t>(x) > kMinBits);  // all ones if below
+  const float xc = std::bit_cast<float>((std::bit_cast<std::uint32_t>(x) & ~under) | (kMinBits & under));
+  const float t = xc * 1.44269504088896341f + 12582912.0f;  // round(x / ln 2) in t's low mantissa bits
+  const float n = t - 12582912.0f;
+  const float r = xc - n * 0.693359375f + n * 2.12194440e-4f;  // x - n ln2, in two parts
+  float y = 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * (r * r) + r + 1.0f;
+  const std::uint32_t exponent = (std::bit_cast<std::uint32_t>(t) - 0x4B400000u + 127u) << 23;
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(y * std::bit_cast<float>(exponent)) & ~under);
+}
+
 // Reusable warping workspace: holds the scratch buffers so a decoder that warps
 // a row per tree node allocates once, not per row.
 class Warper {
@@ -47,7 +74,7 @@ class Warper {
   void operator()(std::span<const float> logits, const SamplingParams& params,
                   std::span<float> probs) {
     params.validate();
-    check_logits(logits);
+    const float max_logit = scan_logits(logits);
     if (probs.size() != logits.size())
       throw ShapeError(fmt::format("warp: output has {} entries, logits have {}", probs.size(),
                                    logits.size()));
@@ -67,22 +94,49 @@ class Warper {
       threshold = *kth;
     }
 
-    // Softmax at temperature T over the survivors (max subtracted; sum in double).
-    float max_logit = -std::numeric_limits<float>::infinity();
-    for (float v : logits) max_logit = std::max(max_logit, v);
+    // Softmax at temperature T over the survivors: max subtracted, exponent
+    // by exp_nonpositive (vectorizes), sum in double over four lanes.
     const float inv_t = 1.0f / params.temperature;
-    double sum = 0.0;
-    for (std::size_t i = 0; i < vocab; ++i) {
-      const bool keep = logits[i] >= threshold && logits[i] != -std::numeric_limits<float>::infinity();
-      const float e = keep ? std::exp((logits[i] - max_logit) * inv_t) : 0.0f;
-      probs[i] = e;
-      sum += e;
-    }
-    normalize(probs, sum);
+    for (std::size_t i = 0; i < vocab; ++i) probs[i] = exp_nonpositive((logits[i] - max_logit) * inv_t);
+    if (threshold > -std::numeric_limits<float>::infinity())  // top-k: drop what is below the k-th logit
+      for (std::size_t i = 0; i < vocab; ++i)
+        if (logits[i] < threshold) probs[i] = 0.0f;
+    double lane[4] = {0.0, 0.0, 0.0, 0.0};
+    std::size_t i = 0;
+    for (; i + 4 <= vocab; i += 4)
+      for (std::size_t j = 0; j < 4; ++j) lane[j] += probs[i + j];
+    for (; i < vocab; ++i) lane[0] += probs[i];
+    normalize(probs, (lane[0] + lane[1]) + (lane[2] + lane[3]));
     if (params.top_p < 1.0f) apply_top_p(probs, params.top_p);
   }
 
  private:
+  // One branch-free pass (it vectorizes): the largest logit, and whether any
+  // logit is NaN or +inf, in which case check_logits names it.
+  static float scan_logits(std::span<const float> logits) {
+    if (logits.empty()) throw InvalidDistributionError("warp: empty logit row");
+    constexpr float kInf = std::numeric_limits<float>::infinity();
+    float lane[8] = {-kInf, -kInf, -kInf, -kInf, -kInf, -kInf, -kInf, -kInf};
+    int bad = 0;  // NaN and +inf fail v < inf
+    const std::size_t n = logits.size();
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (std::size_t j = 0; j < 8; ++j) {
+        const float v = logits[i + j];
+        bad += !(v < kInf);
+        lane[j] = v > lane[j] ? v : lane[j];
+      }
+    for (; i < n; ++i) {
+      bad += !(logits[i] < kInf);
+      lane[0] = logits[i] > lane[0] ? logits[i] : lane[0];
+    }
+    if (bad) check_logits(logits);
+    float m = lane[0];
+    for (const float v : lane) m = v > m ? v : m;
+    if (m == -std::numeric_limits<float>::infinity()) throw InvalidDistributionError("warp: every logit is -inf");
+    return m;
+  }
+
   static void check_logits(std::span<const float> logits) {
     if (logits.empty()) throw InvalidDistributionError("warp: empty logit row");
     bool any_finite = false;
@@ -97,8 +151,8 @@ class Warper {
   }
 
   static void normalize(std::span<float> probs, double sum) {
-    const double inv = 1.0 / sum;
-    for (float& p : probs) p = static_cast<float>(p * inv);
+    const float inv = static_cast<float>(1.0 / sum);
+    for (float& p : probs) p *= inv;
   }
 
   // Nucleus: sort candidates by (probability desc, id asc) only as far as

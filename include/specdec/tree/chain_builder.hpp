@@ -35,9 +35,13 @@ class ChainBuilder {
       drafter.propose(DraftRequest{&tree, frontier}, rows);
       const auto row_index = static_cast<std::int32_t>(rows.num_rows() - 1);
       const auto row = rows.row(row_index);
-      const TokenId token = pick_ == Pick::kTop1
-                                ? (row[static_cast<std::size_t>(argmax(row))] > 0.0f ? argmax(row) : kNoToken)
-                                : row_math::sample_row(row.data(), static_cast<std::int64_t>(row.size()), rng.uniform());
+      TokenId token = kNoToken;
+      if (pick_ == Pick::kTop1) {
+        const TokenId best = argmax(row);
+        if (row[static_cast<std::size_t>(best)] > 0.0f) token = best;
+      } else {
+        token = row_math::sample_row(row.data(), static_cast<std::int64_t>(row.size()), rng.uniform());
+      }
       if (token == kNoToken) break;  // an all-zero row: no proposal
       tree.set_children_source(frontier[0], row_index,
                                pick_ == Pick::kTop1 ? ChildMode::kDeterministic : ChildMode::kSampledWithReplacement);

@@ -121,3 +121,18 @@ TEST_CASE("top_p that needs every surviving token keeps them all", "[unit][warp]
   CHECK(p[3] == Approx(0.2));
   CHECK(p[4] == 0.0f);
 }
+
+TEST_CASE("exp_nonpositive is within 2 ulp of exp and exact at the edges", "[unit][warp]") {
+  double worst = 0.0;
+  for (int k = 0; k <= 400000; ++k) {
+    const float x = -87.0f * static_cast<float>(k) / 400000.0f;
+    const double e = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::abs(static_cast<double>(specdec::exp_nonpositive(x)) - e) / e);
+  }
+  CHECK(worst < 2.0 * 5.97e-8);  // 2 ulp of float
+  CHECK(specdec::exp_nonpositive(0.0f) == 1.0f);
+  CHECK(specdec::exp_nonpositive(-0.0f) == 1.0f);
+  CHECK(specdec::exp_nonpositive(-std::numeric_limits<float>::infinity()) == 0.0f);
+  CHECK(specdec::exp_nonpositive(-90.0f) == 0.0f);
+  CHECK(specdec::exp_nonpositive(-87.0f) > 0.0f);
+}
