@@ -96,7 +96,14 @@ class RecursiveRejectionSampling {
     const auto q_row = detail::sampled_children_row(kName, tree, slot, draft, p.size());
     const bool without_replacement = tree.children_mode(slot) == ChildMode::kSampledWithoutReplacement;
     residual_.assign(p.begin(), p.end());
+    // The builders draw children against the row's exact double sum
+    // (row_math::sample_row), so the law a child was drawn from is q / sum(q):
+    // normalise once, which also makes the without-replacement update exact.
     q_.assign(q_row.begin(), q_row.end());
+    double q_total = 0.0;
+    for (const double v : q_) q_total += v;
+    if (q_total > 0.0)
+      for (double& v : q_) v /= q_total;
     for (auto c = tree.first_child(slot); c >= 0; c = tree.next_sibling(c)) {
       const auto x = static_cast<std::size_t>(tree.token(c));
       if (!(q_row[x] > 0.0f))

@@ -53,7 +53,7 @@ struct SequenceInput {
 struct ForwardRequest {
   std::span<const SequenceInput> sequences;
   bool want_hidden = false;         // also return hidden states
-  std::int32_t hidden_layer = -1;   // which layer's output; -1 = last (pre-norm)
+  std::int32_t hidden_layer = -1;   // which layer's output; -1 = after the final norm
   bool want_logits = true;          // false: fill the cache only (prefill)
 };
 
