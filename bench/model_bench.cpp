@@ -21,24 +21,34 @@ namespace tb = specdec::torch_backend;
 
 namespace {
 
+// A random model of a preset's shape with a 128-token prefix cached.
+tb::LlamaModel with_prefix(const char* preset) {
+  at::set_num_threads(2);
+  auto mm = tb::LlamaModel::random(sd::io::default_model_config(preset, 8000), 1);
+  mm.start_sequence(0);
+  std::vector<sd::TokenId> prefix(128);
+  std::vector<std::int64_t> pos(128);
+  for (int i = 0; i < 128; ++i) {
+    prefix[static_cast<std::size_t>(i)] = (i * 37) % 8000;
+    pos[static_cast<std::size_t>(i)] = i;
+  }
+  const sd::SequenceInput in{0, prefix, pos, nullptr};
+  mm.forward(sd::ForwardRequest{std::span(&in, 1)});
+  std::vector<std::int32_t> all(128);
+  for (int i = 0; i < 128; ++i) all[static_cast<std::size_t>(i)] = i;
+  mm.accept(0, all);
+  return mm;
+}
+
 tb::LlamaModel& model() {
-  static tb::LlamaModel m = [] {
-    at::set_num_threads(2);
-    auto mm = tb::LlamaModel::random(sd::io::default_model_config("target", 8000), 1);
-    mm.start_sequence(0);
-    std::vector<sd::TokenId> prefix(128);
-    std::vector<std::int64_t> pos(128);
-    for (int i = 0; i < 128; ++i) {
-      prefix[static_cast<std::size_t>(i)] = (i * 37) % 8000;
-      pos[static_cast<std::size_t>(i)] = i;
-    }
-    const sd::SequenceInput in{0, prefix, pos, nullptr};
-    mm.forward(sd::ForwardRequest{std::span(&in, 1)});
-    std::vector<std::int32_t> all(128);
-    for (int i = 0; i < 128; ++i) all[static_cast<std::size_t>(i)] = i;
-    mm.accept(0, all);
-    return mm;
-  }();
+  static tb::LlamaModel m = with_prefix("target");
+  return m;
+}
+
+// The default draft's shape (2 layers, hidden 192, vocab 8000): what one
+// drafting step costs.
+tb::LlamaModel& draft_model() {
+  static tb::LlamaModel m = with_prefix("draft");
   return m;
 }
 
@@ -51,8 +61,7 @@ double weight_bytes(const tb::LlamaModel& m) {
   return bytes;
 }
 
-void BM_Model_Forward(benchmark::State& state) {
-  auto& m = model();
+void forward_bench(benchmark::State& state, tb::LlamaModel& m) {
   const auto n = state.range(0);
   std::vector<sd::TokenId> tokens(static_cast<std::size_t>(n));
   std::vector<std::int64_t> pos(static_cast<std::size_t>(n));
@@ -68,6 +77,10 @@ void BM_Model_Forward(benchmark::State& state) {
   }
   state.counters["tokens"] = static_cast<double>(n);
 }
+void BM_Model_Forward(benchmark::State& state) { forward_bench(state, model()); }
+void BM_Draft_Forward(benchmark::State& state) { forward_bench(state, draft_model()); }
+
+BENCHMARK(BM_Draft_Forward)->ArgName("new_tokens")->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Model_Forward)->ArgName("new_tokens")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond);
 
 // Reading every weight matrix once with a matrix-vector product: the memory

@@ -1,6 +1,7 @@
 #include "specdec/torch/llama_model.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include <fmt/format.h>
@@ -314,7 +315,7 @@ ForwardResult LlamaModel::forward(const ForwardRequest& request) {
   // Gather every sequence's new tokens: projections and MLPs run as one GEMM.
   std::vector<std::int64_t> tokens, positions, offsets{0};
   std::vector<std::int64_t> staged_before;  // tokens staged ahead of the new ones (extend_staged)
-  std::vector<at::Tensor> masks;  // [n, length + staged + n] bool per sequence: true = blocked
+  std::vector<at::Tensor> masks;  // [n, staged + n] bool per sequence: true = blocked
   std::vector<bool> all_visible;
   for (const auto& s : request.sequences) {
     auto& cache_s = cache(s.seq_id);
@@ -333,23 +334,32 @@ ForwardResult LlamaModel::forward(const ForwardRequest& request) {
     positions.insert(positions.end(), s.positions.begin(), s.positions.end());
     offsets.push_back(offsets.back() + n);
     staged_before.push_back(before);
-    const auto span = before + n;  // staged + new columns after the committed prefix
-    auto mask = at::ones({n, cache_s.length + span}, at::kBool);
-    auto tail = mask.narrow(1, cache_s.length, span);
-    if (s.mask != nullptr) {
-      auto acc = tail.accessor<bool, 2>();
-      for (std::int64_t i = 0; i < n; ++i)
-        for (std::int64_t j = 0; j < span; ++j)
-          acc[i][j] = s.mask->test(static_cast<std::int32_t>(before + i), static_cast<std::int32_t>(j));
-    } else {
-      tail.narrow(1, before, n).copy_(at::ones({n, n}, at::kBool).tril());
+    // Which staged + new columns each new token may not see (the committed
+    // prefix is always visible). Built on the host; a tensor only when some
+    // entry is blocked, so decode steps make none.
+    const auto span = before + n;
+    std::vector<std::uint8_t> blocked(static_cast<std::size_t>(n * span), 0);
+    bool any_blocked = false;
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < span; ++j) {
+        const bool visible = s.mask != nullptr
+                                 ? s.mask->test(static_cast<std::int32_t>(before + i), static_cast<std::int32_t>(j))
+                                 : j <= before + i;  // no mask: all staged tokens, causal among the new
+        blocked[static_cast<std::size_t>(i * span + j)] = !visible;
+        any_blocked |= !visible;
+      }
+    all_visible.push_back(!any_blocked);
+    at::Tensor blocked_t;
+    if (any_blocked) {  // bool tensors are one byte per entry, 0 or 1
+      blocked_t = at::empty({n, span}, at::kBool);
+      std::memcpy(blocked_t.data_ptr<bool>(), blocked.data(), blocked.size());
     }
-    all_visible.push_back(mask.all().item<bool>());  // decode steps and full-visibility trees skip the fill
-    masks.push_back(mask.logical_not());               // the blocked entries, filled with -inf per layer
+    masks.push_back(blocked_t);
   }
+  for (const auto t : tokens)
+    if (t < 0 || t >= c.vocab_size)
+      throw ShapeError(fmt::format("LlamaModel: token id {} is outside the vocabulary of {}", t, c.vocab_size));
   const auto token_t = at::tensor(tokens, at::kLong);
-  const auto pos_t = at::tensor(positions, at::kLong);
-  check_tokens(token_t);
   for (const auto p : positions)
     if (p < 0 || p >= c.max_position_embeddings)
       throw ShapeError(fmt::format("LlamaModel::forward: position {} is outside [0, {})", p,
@@ -401,7 +411,9 @@ ForwardResult LlamaModel::forward(const ForwardRequest& request) {
       // of kv head j are rows j*rep*n .. (j+1)*rep*n - 1 of one matmul.
       const auto qs = q_heads.narrow(1, o, n).reshape({kvh, rep * n, hd});  // heads j*rep + r
       auto scores = at::matmul(qs, keys.transpose(1, 2)).mul_(scale).view({kvh, rep, n, len + n});
-      if (!all_visible[si]) scores.masked_fill_(masks[si], -std::numeric_limits<float>::infinity());
+      if (!all_visible[si])  // blocked staged/new columns; the committed prefix is always visible
+        scores.narrow(-1, cs.length, staged_before[si] + n)
+            .masked_fill_(masks[si], -std::numeric_limits<float>::infinity());
       const auto out = at::matmul(at::softmax(scores, -1).view({kvh, rep * n, len + n}), vals);  // [kvh, rep n, hd]
       attn.narrow(0, o, n).copy_(out.view({h, n, hd}).transpose(0, 1).reshape({n, h * hd}));
     }
