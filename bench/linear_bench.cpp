@@ -8,6 +8,8 @@
 //  - BM_TorchLinear_Layers/m:M   at::linear (libtorch 1.13's OpenBLAS path)
 //  - BM_StreamWeights            at::mv over the same stack: the bandwidth
 //                                reference, one read of every weight
+//  - BM_PackedLinear_Shape/out/in/m  one matrix of the default target's own
+//                                shapes (µs per matrix, weights from DRAM)
 //
 // Everything runs with at::set_num_threads(2) (oneDNN uses the same OpenMP
 // runtime). Run with the machine otherwise idle, e.g.
@@ -116,7 +118,41 @@ void BM_StreamWeights(benchmark::State& state) {
   set_counters(state);
 }
 
+// One matrix of the default target's own shapes, [out, in] = (range 0,
+// range 1), on m = range 2 rows. Copies of it totalling over 96 MB are used
+// in turn, so every call reads its weights from DRAM as a model forward does
+// (one matrix alone would sit in the 32 MB cache). Time is per matrix.
+void BM_PackedLinear_Shape(benchmark::State& state) {
+  const std::int64_t out = state.range(0), in = state.range(1), m = state.range(2);
+  const auto bytes = static_cast<double>(out * in) * sizeof(float);
+  const auto copies = static_cast<int>(std::ceil(96e6 / bytes));
+  at::manual_seed(1);
+  std::vector<tb::PackedLinear> mats;
+  mats.reserve(static_cast<std::size_t>(copies));
+  for (int i = 0; i < copies; ++i) mats.emplace_back(at::randn({out, in}) / std::sqrt(static_cast<double>(in)));
+  const at::Tensor x = at::randn({m, in});
+  std::vector<float> y(static_cast<std::size_t>(m * out));
+  for (const auto& w : mats) w.forward(x.data_ptr<float>(), m, y.data());  // primitives, page-in
+  std::size_t next = 0;
+  for (auto _ : state) {
+    mats[next].forward(x.data_ptr<float>(), m, y.data());
+    benchmark::DoNotOptimize(y.data());
+    next = next + 1 == mats.size() ? 0 : next + 1;
+  }
+  state.counters["GBps"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 BENCHMARK(BM_StreamWeights)->Unit(benchmark::kMillisecond)->UseRealTime();
+// The target's fused qkv, o, gate_up, down and the tied 8000-row LM head.
+BENCHMARK(BM_PackedLinear_Shape)
+    ->ArgNames({"out", "in", "m"})
+    ->ArgsProduct({{1024}, {512}, {1, 5, 9, 16}})
+    ->ArgsProduct({{512}, {512}, {1, 5, 9, 16}})
+    ->ArgsProduct({{2816}, {512}, {1, 5, 9, 16}})
+    ->ArgsProduct({{512}, {1408}, {1, 5, 9, 16}})
+    ->ArgsProduct({{8000}, {512}, {1, 5, 9, 16}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 BENCHMARK(BM_PackedLinear_Layers)
     ->ArgName("m")
     ->Arg(1)
