@@ -33,7 +33,7 @@ class AutoregressiveDecoder {
     RandomStream rng(options.seed, /*stream=*/2);  // the stream the rules draw bonus tokens from
     const auto start = Clock::now();
     verifier_.begin(seq_, prompt);
-    stats.prefill_seconds = seconds(start, Clock::now());
+    stats.prefill_seconds = seconds_between(start, Clock::now());
     const ModelClock target0 = target_clock_ ? *target_clock_ : ModelClock{};
     DraftTree tree(prompt.back());
     VerifyResult result;
@@ -48,28 +48,22 @@ class AutoregressiveDecoder {
       if (result.bonus_token == kNoToken)
         throw InvalidDistributionError("AutoregressiveDecoder: the target distribution has no mass");
       verifier_.commit(seq_, tree, result);
-      stats.verify_seconds += seconds(t0, t1);
-      stats.accept_seconds += seconds(t1, Clock::now());
+      stats.verify_seconds += seconds_between(t0, t1);
+      stats.accept_seconds += seconds_between(t1, Clock::now());
       stats.acceptance.record(result, true);
       const bool first = out.tokens.empty();
       done = sink.push(result.bonus_token);
-      if (first) stats.time_to_first_token_seconds = seconds(start, Clock::now());
+      if (first) stats.time_to_first_token_seconds = seconds_between(start, Clock::now());
       tree.clear(result.bonus_token);
     }
-    stats.total_seconds = seconds(start, Clock::now());
+    stats.total_seconds = seconds_between(start, Clock::now());
     stats.new_tokens = static_cast<std::int64_t>(out.tokens.size());
-    if (target_clock_) {
-      stats.target_model_seconds = target_clock_->seconds - target0.seconds;
-      stats.target_forwards = target_clock_->forwards - target0.forwards;
-    }
+    record_model_time(target_clock_, target0, stats.target_model_seconds, stats.target_forwards);
     return out;
   }
 
  private:
-  using Clock = std::chrono::steady_clock;
-  static double seconds(Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double>(b - a).count();
-  }
+  using Clock = DecodeClock;
 
   ModelVerifier<M> verifier_;
   std::int32_t seq_;

@@ -67,7 +67,7 @@ class BatchedSpeculativeDecoder {
     verifier_->begin(a->request.seq_id, a->request.prompt);
     a->drafter.begin(a->request.prompt);
     a->out.stats.prompt_tokens = static_cast<std::int64_t>(a->request.prompt.size());
-    a->out.stats.prefill_seconds = seconds(start, Clock::now());
+    a->out.stats.prefill_seconds = seconds_between(start, Clock::now());
     a->start = start;
     a->root = a->request.prompt.back();
     if (a->sink.full()) {  // max_new_tokens 0: done before any round
@@ -92,13 +92,13 @@ class BatchedSpeculativeDecoder {
     for (auto& a : active_) {
       const auto t0 = Clock::now();
       builder_.build(a->drafter, a->policy.budget(), a->root, a->draft_rng, a->tree, a->rows);
-      a->out.stats.draft_seconds += seconds(t0, Clock::now());
+      a->out.stats.draft_seconds += seconds_between(t0, Clock::now());
       seqs_.push_back(a->request.seq_id);
       trees_.push_back(&a->tree);
     }
     const auto t1 = Clock::now();
     verifier_->score_batch(seqs_, trees_, target_rows_);
-    const double verify = seconds(t1, Clock::now());
+    const double verify = seconds_between(t1, Clock::now());
     for (std::size_t i = 0; i < active_.size(); ++i) {
       auto& a = *active_[i];
       const auto t2 = Clock::now();
@@ -108,7 +108,7 @@ class BatchedSpeculativeDecoder {
       a.drafter.commit(emitted);
       auto& stats = a.out.stats;
       stats.verify_seconds += verify;  // the shared forward counts for every sequence in it
-      stats.accept_seconds += seconds(t2, Clock::now());
+      stats.accept_seconds += seconds_between(t2, Clock::now());
       stats.acceptance.record(a.result, R::kLossless);
       RoundOutcome outcome;
       outcome.num_drafted = outcome.num_verified = a.tree.size();
@@ -117,7 +117,7 @@ class BatchedSpeculativeDecoder {
       const bool first = a.out.tokens.empty();
       for (const TokenId t : emitted)
         if ((a.done = a.sink.push(t))) break;
-      if (first) stats.time_to_first_token_seconds = seconds(a.start, Clock::now());
+      if (first) stats.time_to_first_token_seconds = seconds_between(a.start, Clock::now());
       a.root = emitted.back();
     }
     for (auto it = active_.begin(); it != active_.end();) {
@@ -140,10 +140,7 @@ class BatchedSpeculativeDecoder {
   }
 
  private:
-  using Clock = std::chrono::steady_clock;
-  static double seconds(Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double>(b - a).count();
-  }
+  using Clock = DecodeClock;
 
   struct Active {
     Active(BatchRequest r, const DrafterFactory& make_drafter, const PolicyFactory& make_policy)
@@ -168,7 +165,7 @@ class BatchedSpeculativeDecoder {
   };
 
   BatchResult finish(Active& a) {
-    a.out.stats.total_seconds = seconds(a.start, Clock::now());
+    a.out.stats.total_seconds = seconds_between(a.start, Clock::now());
     a.out.stats.new_tokens = static_cast<std::int64_t>(a.out.tokens.size());
     return BatchResult{a.request.seq_id, std::move(a.out)};
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -46,6 +47,12 @@ struct GenerationResult {
   StopReason stop_reason = StopReason::kMaxNewTokens;
   Stats stats;
 };
+
+// The decoders' stopwatch: seconds between two steady-clock readings.
+using DecodeClock = std::chrono::steady_clock;
+inline double seconds_between(DecodeClock::time_point a, DecodeClock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 // Called for every generated token as it is committed (streaming).
 using TokenCallback = std::function<void(TokenId)>;

@@ -74,7 +74,7 @@ class SpeculativeDecoder {
     verifier_->begin(seq_, prompt);
     drafter_->begin(prompt);
     const auto prefilled = Clock::now();
-    stats.prefill_seconds = seconds(start, prefilled);
+    stats.prefill_seconds = seconds_between(start, prefilled);
     const ModelClock target0 = target_clock_ ? *target_clock_ : ModelClock{};
     const ModelClock draft0 = draft_clock_ ? *draft_clock_ : ModelClock{};
 
@@ -93,43 +93,34 @@ class SpeculativeDecoder {
       drafter_->commit(emitted_);
       const auto t3 = Clock::now();
 
-      stats.draft_seconds += seconds(t0, t1);
-      stats.verify_seconds += seconds(t1, t2);
-      stats.accept_seconds += seconds(t2, t3);
+      stats.draft_seconds += seconds_between(t0, t1);
+      stats.verify_seconds += seconds_between(t1, t2);
+      stats.accept_seconds += seconds_between(t2, t3);
       stats.acceptance.record(result_, R::kLossless);
       RoundOutcome outcome;
       outcome.num_drafted = tree_.size();
       outcome.num_verified = tree_.size();
       outcome.num_accepted = result_.num_accepted();
-      outcome.draft_us = 1e6 * seconds(t0, t1);
-      outcome.verify_us = 1e6 * seconds(t1, t3);
+      outcome.draft_us = 1e6 * seconds_between(t0, t1);
+      outcome.verify_us = 1e6 * seconds_between(t1, t3);
       policy_.observe(outcome);
       if (round_observer_) round_observer_(tree_, result_);
 
       const bool first = out.tokens.empty();
       for (const TokenId t : emitted_)
         if ((done = sink.push(t))) break;
-      if (first) stats.time_to_first_token_seconds = seconds(start, Clock::now());
+      if (first) stats.time_to_first_token_seconds = seconds_between(start, Clock::now());
       root = emitted_.back();
     }
-    stats.total_seconds = seconds(start, Clock::now());
+    stats.total_seconds = seconds_between(start, Clock::now());
     stats.new_tokens = static_cast<std::int64_t>(out.tokens.size());
-    if (target_clock_) {
-      stats.target_model_seconds = target_clock_->seconds - target0.seconds;
-      stats.target_forwards = target_clock_->forwards - target0.forwards;
-    }
-    if (draft_clock_) {
-      stats.draft_model_seconds = draft_clock_->seconds - draft0.seconds;
-      stats.draft_forwards = draft_clock_->forwards - draft0.forwards;
-    }
+    record_model_time(target_clock_, target0, stats.target_model_seconds, stats.target_forwards);
+    record_model_time(draft_clock_, draft0, stats.draft_model_seconds, stats.draft_forwards);
     return out;
   }
 
  private:
-  using Clock = std::chrono::steady_clock;
-  static double seconds(Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double>(b - a).count();
-  }
+  using Clock = DecodeClock;
 
   D* drafter_;
   B builder_;

@@ -16,6 +16,15 @@ struct ModelClock {
   std::int64_t forwards = 0;  // forward calls
 };
 
+// Adds what `clock` counted since `start` (a copy taken earlier) to a
+// decoder's Stats fields; nothing when the model is not timed.
+inline void record_model_time(const ModelClock* clock, const ModelClock& start, double& seconds,
+                              std::int64_t& forwards) {
+  if (clock == nullptr) return;
+  seconds = clock->seconds - start.seconds;
+  forwards = clock->forwards - start.forwards;
+}
+
 template <Model M>
 class TimedModel {
  public:
