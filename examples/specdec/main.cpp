@@ -6,6 +6,8 @@
 //   specdec generate ...     generate with any method, with its Stats and speedup (libtorch builds)
 //   specdec bench ...        prompt sets x methods, table + JSON (libtorch builds)
 //   specdec sequoia ...      measure positional acceptance, print the Sequoia tree (libtorch builds)
+//   specdec train-lyanna ... train a Lyanna draft head, an ablation or the EAGLE-style head
+//   specdec hot-tokens ...   token frequencies of a corpus, hot-token coverage
 //   specdec convert ...      re-save a model's weights as f32 / f16 / bf16
 #include <cstdio>
 #include <exception>
@@ -19,6 +21,7 @@
 #include "generate.hpp"
 #include "sequoia.hpp"
 #include "train.hpp"
+#include "train_head.hpp"
 #endif
 #include "specdec/core/error.hpp"
 #include "specdec/core/version.hpp"
@@ -52,6 +55,13 @@ int main(int argc, char** argv) {
   auto* sequoia_cmd = app.add_subcommand(
       "sequoia", "Measure the positional acceptance vector and print the Sequoia-optimal tree");
   specdec::cli::add_sequoia_options(*sequoia_cmd, sequoia);
+  specdec::cli::TrainHeadCommand train_head;
+  auto* train_head_cmd = app.add_subcommand(
+      "train-lyanna", "Train a Lyanna draft head (or an ablation, or the EAGLE-style head) on a frozen target");
+  specdec::cli::add_train_head_options(*train_head_cmd, train_head);
+  specdec::cli::HotTokensCommand hot_tokens;
+  auto* hot_tokens_cmd = app.add_subcommand("hot-tokens", "Token frequencies of a corpus and hot-token coverage");
+  specdec::cli::add_hot_tokens_options(*hot_tokens_cmd, hot_tokens);
   specdec::cli::ConvertCommand convert;
   auto* convert_cmd = app.add_subcommand("convert", "Re-save a model with f32, f16 or bf16 weights");
   specdec::cli::add_convert_options(*convert_cmd, convert);
@@ -66,6 +76,8 @@ int main(int argc, char** argv) {
     if (generate_cmd->parsed()) return specdec::cli::run_generate(generate);
     if (bench_cmd->parsed()) return specdec::cli::run_bench(bench);
     if (sequoia_cmd->parsed()) return specdec::cli::run_sequoia(sequoia);
+    if (train_head_cmd->parsed()) return specdec::cli::run_train_head(train_head);
+    if (hot_tokens_cmd->parsed()) return specdec::cli::run_hot_tokens(hot_tokens);
     if (convert_cmd->parsed()) return specdec::cli::run_convert(convert);
 #endif
   } catch (const specdec::Error& e) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -10,77 +11,19 @@
 #include "specdec/io/safetensors.hpp"
 #include "specdec/io/safetensors_checkpoint.hpp"
 #include "specdec/torch/tensor_interop.hpp"
+#include "kernels.hpp"
 
 namespace specdec::torch_backend {
+using namespace kernels;
+
 namespace {
-
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight;
-}
-
-// rotate_half of the Hugging Face Llama: (x1, x2) -> (-x2, x1) over the two
-// halves of the head dimension (not interleaved pairs).
-at::Tensor rotate_half(const at::Tensor& x) {
-  const auto half = x.size(-1) / 2;
-  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-}
-
-// Inference-path kernels: plain loops over contiguous float rows, replacing
-// chains of small ATen calls whose per-call overhead dominated a decode step
-// (docs/RESULTS.md, model forward cost). Numerically the same formulas as the
-// ATen versions used by forward_train.
-
-// y = x * rsqrt(mean(x^2) + eps) * w, row by row; x [n, d].
-at::Tensor rms_norm_rows(const at::Tensor& x, const at::Tensor& w, double eps) {
-  const auto n = x.size(0), d = x.size(1);
-  auto y = at::empty({n, d});
-  const float* xp = x.data_ptr<float>();
-  const float* wp = w.data_ptr<float>();
-  float* yp = y.data_ptr<float>();
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float* row = xp + i * d;
-    float ss = 0.0f;
-    for (std::int64_t j = 0; j < d; ++j) ss += row[j] * row[j];
-    const float r = 1.0f / std::sqrt(ss / static_cast<float>(d) + static_cast<float>(eps));
-    for (std::int64_t j = 0; j < d; ++j) yp[i * d + j] = row[j] * r * wp[j];
-  }
-  return y;
-}
-
-// Rotary embedding of one head vector (rotate_half convention):
-// out[j] = x[j] cos[j] - x[j + half] sin[j]; out[j + half] = x[j + half] cos + x[j] sin.
-void rope_head(const float* x, const float* cos, const float* sin, std::int64_t hd, float* out) {
-  const auto half = hd / 2;
-  for (std::int64_t j = 0; j < half; ++j) {
-    const float a = x[j], b = x[j + half];
-    out[j] = a * cos[j] - b * sin[j];
-    out[j + half] = b * cos[j + half] + a * sin[j + half];
-  }
-}
-
-// silu(g) * u over gu = [n, 2 f] (gate | up) -> [n, f]. ATen's vectorised
-// silu: a scalar std::exp loop cost ~0.1 ms per layer at 16 tokens.
-at::Tensor swiglu_rows(const at::Tensor& gu, std::int64_t f) {
-  return at::silu(gu.narrow(1, 0, f)).mul_(gu.narrow(1, f, f));
-}
 
 std::string layer_name(std::size_t i, const char* leaf) { return fmt::format("model.layers.{}.{}", i, leaf); }
 
 }  // namespace
 
 LlamaModel::LlamaModel(io::LlamaConfig config) : config_(std::move(config)) {
-  const auto hd = config_.head_dim;
-  // inv_freq_j = theta^(-2j / head_dim), in float32 as Hugging Face computes it.
-  const auto inv_freq =
-      (1.0 / at::pow(config_.rope_theta, at::arange(0, hd, 2, at::kLong).to(at::kFloat) / static_cast<double>(hd)))
-          .to(at::kFloat);
-  // cos/sin of every position once, [max_position, head_dim] (the two halves
-  // repeat, as in Hugging Face's cat(freqs, freqs)); rope() gathers rows.
-  const auto freqs = at::arange(config_.max_position_embeddings, at::kLong).to(at::kFloat).unsqueeze(-1) *
-                     inv_freq.unsqueeze(0);
-  const auto emb = at::cat({freqs, freqs}, -1);
-  rope_cos_ = emb.cos();
-  rope_sin_ = emb.sin();
+  std::tie(rope_cos_, rope_sin_) = rope_tables(config_);
 }
 
 LlamaModel LlamaModel::random(const io::LlamaConfig& config, std::uint64_t seed) {
@@ -244,10 +187,7 @@ void LlamaModel::check_tokens(const at::Tensor& tokens) const {
 }
 
 at::Tensor LlamaModel::rope(const at::Tensor& x, const at::Tensor& positions) const {
-  // x [..., n, heads, head_dim]; positions [n]. Llama §RoPE with rope_theta.
-  const auto cos = rope_cos_.index_select(0, positions).unsqueeze(-2);  // [n, 1, hd]
-  const auto sin = rope_sin_.index_select(0, positions).unsqueeze(-2);
-  return x * cos + rotate_half(x) * sin;
+  return kernels::rope(x, positions, rope_cos_, rope_sin_);  // Llama §RoPE with rope_theta
 }
 
 at::Tensor LlamaModel::forward_train(const at::Tensor& tokens, at::Tensor* hidden) const {

@@ -59,6 +59,10 @@ class LlamaModel {
   // tensors themselves (shared, so an optimizer updates the model in place).
   std::vector<std::pair<std::string, at::Tensor>> named_parameters() const;
   std::vector<at::Tensor> parameters() const;
+  // The frozen pieces a feature-level draft head shares with its target
+  // (EAGLE, Lyanna): the token embedding and the LM head, both [vocab, hidden].
+  const at::Tensor& embedding() const { return embed_; }
+  const at::Tensor& lm_head() const { return lm_head_; }
   // Turning gradients on (training) drops the packed inference weights; the
   // next forward() packs the then-current weights again.
   void set_requires_grad(bool on);

@@ -1,0 +1,116 @@
+// `specdec train-lyanna`: train a Lyanna draft head (or one of its ablations,
+// or the EAGLE-style baseline) against a frozen target; resumes from
+// <out>/checkpoint. `specdec hot-tokens`: token frequencies of a corpus and
+// the share the H most frequent tokens cover (Lyanna §6.1).
+#include "train_head.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "specdec/core/error.hpp"
+#include "specdec/draft/token_info_table.hpp"
+#include "specdec/io/file_io.hpp"
+
+namespace specdec::cli {
+
+void add_train_head_options(CLI::App& cmd, TrainHeadCommand& t) {
+  auto& o = t.options;
+  cmd.add_option("--train", o.train_tokens, "training tokens (uint16 file)")->required()->check(CLI::ExistingFile);
+  cmd.add_option("--heldout", o.heldout_tokens, "held-out tokens (uint16 file)")->required()->check(CLI::ExistingFile);
+  cmd.add_option("--target", o.target_dir, "the frozen target model")->required()->check(CLI::ExistingDirectory);
+  cmd.add_option("--out", o.out_dir, "output directory (head_config.json + head.safetensors)")->required();
+  cmd.add_option("--variant", t.variant,
+                 "lyanna, no-token-info, no-first-token (the paper's ablations) or eagle (the baseline head)");
+  cmd.add_option("--rank", o.token_info_rank, "rank of the token-info embedding W_E W_1 W_2");
+  cmd.add_option("--hot", o.hot_tokens, "token info for the H most frequent training tokens (0 = dense)");
+  cmd.add_option("--steps", o.steps, "optimizer steps in total");
+  cmd.add_option("--batch", o.batch_size, "windows per step");
+  cmd.add_option("--seq-len", o.seq_len, "anchor positions per window");
+  cmd.add_option("--draft-steps", o.draft_steps, "unrolled draft steps N");
+  cmd.add_option("--lr", o.lr, "peak learning rate (then linear decay)");
+  cmd.add_option("--min-lr", o.min_lr, "final learning rate");
+  cmd.add_option("--warmup", o.warmup_steps, "linear warmup steps");
+  cmd.add_option("--alpha", o.alpha, "weight of the hidden-state MSE");
+  cmd.add_option("--beta", o.beta, "weight of the cross-entropy to the target distribution");
+  cmd.add_option("--clip", o.clip_norm, "gradient-norm clip");
+  cmd.add_option("--checkpoint-every", o.checkpoint_every, "steps between checkpoints");
+  cmd.add_option("--eval-windows", o.eval_windows, "held-out windows for the final accuracy");
+  cmd.add_option("--seed", o.seed, "seed of the initialisation and of the batches");
+  cmd.add_option("--save-dtype", o.save_dtype, "dtype of the saved weights: f32, f16, bf16");
+  cmd.add_option("--threads", o.threads, "CPU threads (0 = all cores)");
+  cmd.add_option("--max-steps-this-run", o.max_steps_this_run, "stop (with a checkpoint) after this many steps");
+  cmd.add_option("--time-budget", o.time_budget_seconds, "stop (with a checkpoint) after this many seconds");
+}
+
+int run_train_head(TrainHeadCommand& t) {
+  auto& o = t.options;
+  if (t.variant == "lyanna") {
+    o.kind = torch_backend::HeadKind::kLyanna;
+  } else if (t.variant == "no-token-info") {
+    o.kind = torch_backend::HeadKind::kLyanna;
+    o.token_info_rank = 0;
+  } else if (t.variant == "no-first-token") {
+    o.kind = torch_backend::HeadKind::kLyanna;
+    o.first_token = false;
+  } else if (t.variant == "eagle") {
+    o.kind = torch_backend::HeadKind::kEagle;
+    o.token_info_rank = 0;
+  } else {
+    throw InvalidArgumentError(fmt::format(
+        "train-lyanna: --variant must be lyanna, no-token-info, no-first-token or eagle, got '{}'", t.variant));
+  }
+  const auto report = torch_backend::train_draft_head(o, [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  });
+  if (!report.finished) {
+    std::printf("stopped after %lld steps; run the same command again to resume\n",
+                static_cast<long long>(report.steps_run));
+    return 0;
+  }
+  std::printf("trained %lld steps (resumed from step %lld), %lld trainable parameters, final loss %.3f, wall %.0f s\n",
+              static_cast<long long>(report.steps_run), static_cast<long long>(report.resumed_from),
+              static_cast<long long>(report.num_parameters), report.final_loss, report.wall_seconds);
+  return 0;
+}
+
+void add_hot_tokens_options(CLI::App& cmd, HotTokensCommand& h) {
+  cmd.add_option("--tokens", h.tokens, "corpus tokens (uint16 file)")->required()->check(CLI::ExistingFile);
+  cmd.add_option("--vocab", h.vocab, "vocabulary size");
+  cmd.add_option("--top", h.top, "how many hot tokens");
+  cmd.add_option("--out", h.out, "write {counts, hot} as JSON here");
+}
+
+int run_hot_tokens(const HotTokensCommand& h) {
+  const auto bytes = io::read_text_file(h.tokens);
+  if (bytes.size() % 2 != 0)
+    throw ModelLoadError(fmt::format("{}: {} bytes is not a whole number of uint16 tokens", h.tokens, bytes.size()));
+  std::vector<std::uint16_t> tokens(bytes.size() / 2);
+  std::memcpy(tokens.data(), bytes.data(), bytes.size());
+  const auto counts = count_tokens(tokens, h.vocab);
+  const auto hot = most_frequent_tokens(counts, h.top);
+  std::int64_t covered = 0;
+  for (const auto t : hot) covered += counts[static_cast<std::size_t>(t)];
+  std::int64_t unused = 0;
+  for (const auto c : counts) unused += c == 0;
+  std::printf("%zu tokens, vocabulary %lld (%lld never seen); the %lld most frequent cover %.2f%%\n", tokens.size(),
+              static_cast<long long>(h.vocab), static_cast<long long>(unused), static_cast<long long>(h.top),
+              100.0 * static_cast<double>(covered) / static_cast<double>(tokens.size()));
+  std::printf("token-info table: dense %.1f MB, hot %.1f MB (float32)\n",
+              static_cast<double>(h.vocab * h.vocab * 4) / 1e6, static_cast<double>(h.top * h.top * 4) / 1e6);
+  for (const std::int64_t k : {256, 512, 1024, 2048, 4096}) {
+    if (k > h.vocab) break;
+    std::int64_t c = 0;
+    for (const auto t : most_frequent_tokens(counts, k)) c += counts[static_cast<std::size_t>(t)];
+    std::printf("  top %5lld: %.2f%%\n", static_cast<long long>(k),
+                100.0 * static_cast<double>(c) / static_cast<double>(tokens.size()));
+  }
+  if (!h.out.empty()) std::ofstream(h.out) << nlohmann::json{{"counts", counts}, {"hot", hot}}.dump() << "\n";
+  return 0;
+}
+
+}  // namespace specdec::cli

@@ -1,0 +1,28 @@
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "specdec/torch/draft_head_trainer.hpp"
+
+namespace specdec::cli {
+
+struct TrainHeadCommand {
+  torch_backend::HeadTrainOptions options;
+  std::string variant = "lyanna";  // lyanna | no-token-info | no-first-token | eagle
+};
+
+void add_train_head_options(CLI::App& cmd, TrainHeadCommand& t);
+int run_train_head(TrainHeadCommand& t);
+
+struct HotTokensCommand {
+  std::string tokens, out;
+  std::int64_t vocab = 8000;
+  std::int64_t top = 2048;
+};
+
+void add_hot_tokens_options(CLI::App& cmd, HotTokensCommand& h);
+int run_hot_tokens(const HotTokensCommand& h);
+
+}  // namespace specdec::cli

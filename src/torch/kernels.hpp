@@ -1,0 +1,86 @@
+// Row kernels shared by the libtorch backend's models (LlamaModel and the
+// draft heads): the same formulas in an autograd form (training) and as plain
+// loops over contiguous float rows (inference, where chains of small ATen
+// calls cost more than the arithmetic; docs/RESULTS.md, model forward cost).
+// Internal to src/torch.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstdint>
+#include <utility>
+
+#include "specdec/io/llama_config.hpp"
+
+namespace specdec::torch_backend::kernels {
+
+// cos and sin of every position, [max_position, head_dim], the two halves
+// repeated as in Hugging Face's cat(freqs, freqs); inv_freq_j =
+// theta^(-2j / head_dim) in float32 as Hugging Face computes it.
+inline std::pair<at::Tensor, at::Tensor> rope_tables(const io::LlamaConfig& c) {
+  const auto hd = c.head_dim;
+  const auto inv_freq =
+      (1.0 / at::pow(c.rope_theta, at::arange(0, hd, 2, at::kLong).to(at::kFloat) / static_cast<double>(hd)))
+          .to(at::kFloat);
+  const auto freqs =
+      at::arange(c.max_position_embeddings, at::kLong).to(at::kFloat).unsqueeze(-1) * inv_freq.unsqueeze(0);
+  const auto emb = at::cat({freqs, freqs}, -1);
+  return {emb.cos(), emb.sin()};
+}
+
+inline at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight;
+}
+
+// rotate_half of the Hugging Face Llama: (x1, x2) -> (-x2, x1) over the two
+// halves of the head dimension (not interleaved pairs).
+inline at::Tensor rotate_half(const at::Tensor& x) {
+  const auto half = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+// Rotary embedding in autograd form: x * cos + rotate_half(x) * sin for x
+// [..., n, heads, head_dim] at positions [n] (int64).
+inline at::Tensor rope(const at::Tensor& x, const at::Tensor& positions, const at::Tensor& cos_table,
+                       const at::Tensor& sin_table) {
+  const auto cos = cos_table.index_select(0, positions).unsqueeze(-2);  // [n, 1, hd]
+  const auto sin = sin_table.index_select(0, positions).unsqueeze(-2);
+  return x * cos + rotate_half(x) * sin;
+}
+
+// y = x * rsqrt(mean(x^2) + eps) * w, row by row; x [n, d].
+inline at::Tensor rms_norm_rows(const at::Tensor& x, const at::Tensor& w, double eps) {
+  const auto n = x.size(0), d = x.size(1);
+  auto y = at::empty({n, d});
+  const float* xp = x.data_ptr<float>();
+  const float* wp = w.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* row = xp + i * d;
+    float ss = 0.0f;
+    for (std::int64_t j = 0; j < d; ++j) ss += row[j] * row[j];
+    const float r = 1.0f / std::sqrt(ss / static_cast<float>(d) + static_cast<float>(eps));
+    for (std::int64_t j = 0; j < d; ++j) yp[i * d + j] = row[j] * r * wp[j];
+  }
+  return y;
+}
+
+// Rotary embedding of one head vector (rotate_half convention):
+// out[j] = x[j] cos[j] - x[j + half] sin[j]; out[j + half] = x[j + half] cos + x[j] sin.
+inline void rope_head(const float* x, const float* cos, const float* sin, std::int64_t hd, float* out) {
+  const auto half = hd / 2;
+  for (std::int64_t j = 0; j < half; ++j) {
+    const float a = x[j], b = x[j + half];
+    out[j] = a * cos[j] - b * sin[j];
+    out[j + half] = b * cos[j + half] + a * sin[j + half];
+  }
+}
+
+// silu(g) * u over gu = [n, 2 f] (gate | up) -> [n, f]. ATen's vectorised
+// silu: a scalar std::exp loop cost ~0.1 ms per layer at 16 tokens.
+inline at::Tensor swiglu_rows(const at::Tensor& gu, std::int64_t f) {
+  return at::silu(gu.narrow(1, 0, f)).mul_(gu.narrow(1, f, f));
+}
+
+}  // namespace specdec::torch_backend::kernels

@@ -1,0 +1,75 @@
+// Helpers shared by the trainers of src/torch (language models, draft heads):
+// flat uint16 token files, training windows, the progress line's durations,
+// the dtype names of saved weights. Internal to src/torch.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "specdec/core/error.hpp"
+#include "specdec/core/tensor_view.hpp"
+
+namespace specdec::torch_backend::train_data {
+
+inline std::vector<std::uint16_t> read_tokens(const std::filesystem::path& path, std::int64_t vocab, std::int64_t min_len) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) throw ModelLoadError(fmt::format("{}: cannot open the token file", path.string()));
+  const auto bytes = static_cast<std::int64_t>(f.tellg());
+  if (bytes % 2 != 0)
+    throw ModelLoadError(fmt::format("{}: {} bytes is not a whole number of uint16 tokens", path.string(), bytes));
+  std::vector<std::uint16_t> tokens(static_cast<std::size_t>(bytes / 2));
+  f.seekg(0);
+  f.read(reinterpret_cast<char*>(tokens.data()), bytes);
+  if (static_cast<std::int64_t>(tokens.size()) < min_len)
+    throw ModelLoadError(fmt::format("{}: {} tokens, need at least {} for one window", path.string(), tokens.size(),
+                                     min_len));
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] >= vocab)
+      throw ModelLoadError(fmt::format("{}: token {} at position {} is outside the model vocabulary of {}",
+                                       path.string(), tokens[i], i, vocab));
+  return tokens;
+}
+
+// [rows, len] int64 windows starting at the given offsets.
+inline at::Tensor windows(const std::vector<std::uint16_t>& tokens, const std::vector<std::int64_t>& starts, std::int64_t len) {
+  auto out = at::empty({static_cast<std::int64_t>(starts.size()), len}, at::kLong);
+  auto acc = out.accessor<std::int64_t, 2>();
+  for (std::size_t r = 0; r < starts.size(); ++r)
+    for (std::int64_t j = 0; j < len; ++j)
+      acc[static_cast<std::int64_t>(r)][j] = tokens[static_cast<std::size_t>(starts[r] + j)];
+  return out;
+}
+
+inline std::string duration(double seconds) {
+  const auto s = static_cast<std::int64_t>(seconds);
+  return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60) : fmt::format("{}m{:02}s", s / 60, s % 60);
+}
+
+inline DType parse_dtype(const std::string& s) {
+  if (s == "f32") return DType::kF32;
+  if (s == "f16") return DType::kF16;
+  if (s == "bf16") return DType::kBF16;
+  throw InvalidArgumentError(fmt::format("save dtype must be f32, f16 or bf16, got '{}'", s));
+}
+
+// Start offsets of the `batch` windows of `window` tokens for step `step`: a
+// pure function of (seed, step), so a resumed run sees the same batches an
+// uninterrupted one would.
+inline std::vector<std::int64_t> batch_starts(std::uint64_t seed, std::int64_t step, std::size_t num_tokens,
+                                              std::int64_t batch, std::int64_t window) {
+  std::mt19937_64 gen(seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(step));
+  std::uniform_int_distribution<std::int64_t> pick(0, static_cast<std::int64_t>(num_tokens) - window);
+  std::vector<std::int64_t> starts(static_cast<std::size_t>(batch));
+  for (auto& s : starts) s = pick(gen);
+  return starts;
+}
+
+}  // namespace specdec::torch_backend::train_data
