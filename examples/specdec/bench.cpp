@@ -114,7 +114,8 @@ int run_bench(const BenchCommand& b) {
   auto* draft = s.draft ? &*s.draft : nullptr;
   std::vector<AnyDecoder> methods;
   for (const auto& spec : b.methods)
-    methods.push_back(torch_backend::make_method(torch_backend::parse_method(spec), s.target, draft, b.sampling));
+    methods.push_back(torch_backend::make_method(torch_backend::parse_method(spec), s.target, draft, b.sampling,
+                                                 b.target.parent_path()));
   auto ar = torch_backend::make_method(torch_backend::parse_method("autoregressive"), s.target, nullptr, b.sampling);
   GenerationOptions options;
   options.max_new_tokens = b.max_new_tokens;

@@ -18,7 +18,9 @@ void add_generate_options(CLI::App& cmd, GenerateCommand& g) {
   cmd.add_option("--tokenizer", g.tokenizer, "tokenizer.model or tokenizer.json (default: beside --target)");
   cmd.add_option("--method", g.method,
                  "autoregressive | chain:k=4[:policy=fixed|heuristic|confidence] | tree[:shape=0;1;0.0] | "
-                 "dynamic[:top_k=4:depth=4:total=16] | sequoia:p=0.6,0.2[:total=16:depth=4] | ngram[:k=4:min=1:max=3]");
+                 "dynamic[:top_k=4:depth=4:total=16] | sequoia:p=0.6,0.2[:total=16:depth=4] | ngram[:k=4:min=1:max=3] | "
+                 "lyanna[:k=4:depth=3:budget=12:resample=1:fusion=1:r=0:rbudget=4:head=DIR] | "
+                 "eagle[:top_k=4:depth=3:total=12:head=DIR] (heads default to lyanna/, eagle/ beside --target)");
   cmd.add_option("--prompt", g.prompt, "prompt text")->required();
   cmd.add_option("--max-new-tokens", g.max_new_tokens, "tokens to generate");
   cmd.add_option("--temperature", g.sampling.temperature, "0 = greedy");
@@ -31,9 +33,11 @@ void add_generate_options(CLI::App& cmd, GenerateCommand& g) {
 
 int run_generate(const GenerateCommand& g) {
   const auto config = torch_backend::parse_method(g.method);
-  const bool needs_draft = config.name != "ngram" && config.name != "autoregressive";
+  const bool needs_draft = config.name != "ngram" && config.name != "autoregressive" && config.name != "lyanna" &&
+                           config.name != "eagle";
   auto s = load_session(g.target, needs_draft ? g.draft : std::filesystem::path{}, g.tokenizer, g.threads);
-  auto method = torch_backend::make_method(config, s.target, s.draft ? &*s.draft : nullptr, g.sampling);
+  auto method = torch_backend::make_method(config, s.target, s.draft ? &*s.draft : nullptr, g.sampling,
+                                           g.target.parent_path());
   const auto prompt = s.tokenizer.encode(g.prompt, /*add_bos=*/true);
   GenerationOptions options;
   options.max_new_tokens = g.max_new_tokens;

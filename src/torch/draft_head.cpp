@@ -465,4 +465,46 @@ at::Tensor DraftHead::logits(const at::Tensor& h) {
   return out;
 }
 
+// ---- host-row versions (FeatureHead) ---------------------------------------
+
+namespace {
+
+at::Tensor rows_of(std::span<const float> data, std::int64_t width, const char* who) {
+  if (width <= 0 || data.size() % static_cast<std::size_t>(width) != 0)
+    throw ShapeError(fmt::format("DraftHead::{}: {} floats are not rows of {}", who, data.size(), width));
+  return at::from_blob(const_cast<float*>(data.data()), {static_cast<std::int64_t>(data.size()) / width, width},
+                       at::kFloat);
+}
+
+void copy_out(const at::Tensor& t, std::span<float> out, const char* who) {
+  const auto c = t.contiguous();
+  if (static_cast<std::int64_t>(out.size()) != c.numel())
+    throw ShapeError(fmt::format("DraftHead::{}: output of {} floats, the result has {}", who, out.size(), c.numel()));
+  std::copy_n(c.data_ptr<float>(), c.numel(), out.data());
+}
+
+}  // namespace
+
+void DraftHead::advance(std::span<const float> target_hidden, std::span<const TokenId> tokens,
+                        std::int64_t first_position, std::span<float> out) {
+  const auto d = hidden_size();
+  if (static_cast<std::int64_t>(target_hidden.size()) != d * static_cast<std::int64_t>(tokens.size()))
+    throw ShapeError(fmt::format("DraftHead::advance: {} tokens need {} hidden floats, got {}", tokens.size(),
+                                 d * static_cast<std::int64_t>(tokens.size()), target_hidden.size()));
+  copy_out(advance(target_hidden.data(), tokens, first_position), out, "advance");
+}
+
+void DraftHead::chain(std::span<const float> h1, std::int64_t steps, std::int64_t position, std::span<float> out) {
+  copy_out(chain(rows_of(h1, hidden_size(), "chain"), steps, position), out, "chain");
+}
+
+void DraftHead::extend(std::span<const float> parent_features, std::span<const TokenId> tokens,
+                       std::span<const std::int64_t> positions, const BitMatrix* mask, std::span<float> out) {
+  copy_out(extend(rows_of(parent_features, hidden_size(), "extend"), tokens, positions, mask), out, "extend");
+}
+
+void DraftHead::logits(std::span<const float> h, std::span<float> out) {
+  copy_out(logits(rows_of(h, hidden_size(), "logits")), out, "logits");
+}
+
 }  // namespace specdec::torch_backend

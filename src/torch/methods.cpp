@@ -9,9 +9,12 @@
 
 #include "specdec/accept/greedy.hpp"
 #include "specdec/accept/recursive_rejection_sampling.hpp"
+#include "specdec/draft/eagle_head_drafter.hpp"
+#include "specdec/draft/lyanna_drafter.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/draft/ngram_drafter.hpp"
 #include "specdec/engine/autoregressive_decoder.hpp"
+#include "specdec/engine/lyanna_decoder.hpp"
 #include "specdec/engine/speculative_decoder.hpp"
 #include "specdec/engine/timed_model.hpp"
 #include "specdec/policy/confidence_stop.hpp"
@@ -21,6 +24,7 @@
 #include "specdec/tree/dynamic_tree_builder.hpp"
 #include "specdec/tree/sequoia.hpp"
 #include "specdec/tree/static_tree_builder.hpp"
+#include "specdec/torch/draft_head.hpp"
 #include "specdec/verify/model_verifier.hpp"
 
 namespace specdec::torch_backend {
@@ -110,18 +114,106 @@ struct WithNgram {
   }
 };
 
+// The head's share of a generation: its layer and LM head time (the draft
+// model time of a feature-head method) and the commits' layer time.
+template <class Drafter>
+void record_head_time(const DraftHead& head, const Drafter& drafter, double commit0, Stats& stats) {
+  stats.draft_layer_seconds = head.layer_seconds();
+  stats.draft_head_seconds = head.head_seconds();
+  stats.draft_model_seconds = head.layer_seconds() + head.head_seconds();
+  stats.draft_commit_seconds = drafter.commit_seconds() - commit0;
+}
+
 template <class Rule>
-AnyDecoder assemble(const MethodConfig& c, LlamaModel& target, LlamaModel* draft, const SamplingParams& sampling) {
+struct WithLyanna {
+  Timed target;
+  TargetFeatures features;
+  DraftHead head;
+  ModelVerifier<Timed> verifier;
+  LyannaDrafter<DraftHead> drafter;
+  LyannaDecoder<DraftHead, ModelVerifier<Timed>, Rule> decoder;
+  WithLyanna(LlamaModel& t, const SamplingParams& s, DraftHead h, const LyannaOptions& o)
+      : target(t), head(std::move(h)), verifier(target, s), drafter(head, features), decoder(drafter, verifier, Rule{}, o) {
+    t.start_sequence(0);
+    verifier.set_feature_sink(&features);
+    decoder.set_model_clock(&target.clock());
+  }
+  GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
+    head.reset_timers();
+    const double commit0 = drafter.commit_seconds();
+    auto r = decoder.generate(p, o, cb);
+    record_head_time(head, drafter, commit0, r.stats);
+    return r;
+  }
+};
+
+template <class Rule>
+struct WithEagleHead {
+  Timed target;
+  TargetFeatures features;
+  DraftHead head;
+  ModelVerifier<Timed> verifier;
+  EagleHeadDrafter<DraftHead> drafter;
+  SpeculativeDecoder<EagleHeadDrafter<DraftHead>, DynamicTreeBuilder, ModelVerifier<Timed>, Rule, RuntimePolicy> decoder;
+  WithEagleHead(LlamaModel& t, const SamplingParams& s, const SamplingParams& draft_sampling, DraftHead h,
+                DynamicTreeBuilder builder, RuntimePolicy policy)
+      : target(t),
+        head(std::move(h)),
+        verifier(target, s),
+        drafter(head, features, draft_sampling),
+        decoder(drafter, std::move(builder), verifier, Rule{}, std::move(policy)) {
+    t.start_sequence(0);
+    verifier.set_feature_sink(&features);
+    decoder.set_model_clocks(&target.clock(), nullptr);
+  }
+  GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
+    head.reset_timers();
+    const double commit0 = drafter.commit_seconds();
+    auto r = decoder.generate(p, o, cb);
+    record_head_time(head, drafter, commit0, r.stats);
+    return r;
+  }
+};
+
+DraftHead load_head(const MethodConfig& c, const LlamaModel& target, const std::filesystem::path& heads_dir,
+                    HeadKind kind) {
+  const auto dir = c.head.empty() ? heads_dir / c.name : std::filesystem::path(c.head);
+  auto head = DraftHead::load(dir, target);
+  if (head.config().kind != kind)
+    throw InvalidArgumentError(fmt::format("method {}: {} holds an {}", c.name, dir.string(), head.config().describe()));
+  return head;
+}
+
+template <class Rule>
+AnyDecoder assemble(const MethodConfig& c, LlamaModel& target, LlamaModel* draft, const SamplingParams& sampling,
+                    const std::filesystem::path& heads_dir) {
   const std::string spec = c.spec();
   if (c.name == "ngram")
     return AnyDecoder::make<WithNgram<Rule>>(spec, target, sampling, c.ngram_min, c.ngram_max, chain_policy(c));
-  if (draft == nullptr)
-    throw InvalidArgumentError(fmt::format("method {} needs a draft model (--draft)", c.name));
   // Greedy decoding ranks draft candidates at temperature 1; sampling warps
   // the draft exactly like the target (the lossless rules compare the two).
   const bool greedy = sampling.is_greedy();
   SamplingParams draft_sampling = sampling;
   if (greedy) draft_sampling = SamplingParams{1.0f, 0, 1.0f, sampling.seed};
+  if (c.name == "lyanna") {
+    LyannaOptions o;
+    o.depth = c.depth;
+    o.branch = c.k;
+    o.verify_budget = c.budget;
+    o.resample = c.resample;
+    o.fusion = c.fusion;
+    o.resample_threshold = c.resample_threshold;
+    o.resample_budget = c.resample_budget;
+    o.validate();
+    return AnyDecoder::make<WithLyanna<Rule>>(spec, target, sampling, load_head(c, target, heads_dir, HeadKind::kLyanna), o);
+  }
+  if (c.name == "eagle")
+    return AnyDecoder::make<WithEagleHead<Rule>>(spec, target, sampling, draft_sampling,
+                                                 load_head(c, target, heads_dir, HeadKind::kEagle),
+                                                 DynamicTreeBuilder{c.top_k, c.depth, c.total},
+                                                 tree_policy(c.depth, c.total));
+  if (draft == nullptr)
+    throw InvalidArgumentError(fmt::format("method {} needs a draft model (--draft)", c.name));
   if (c.name == "chain") {
     const auto pick = greedy ? ChainBuilder::Pick::kTop1 : ChainBuilder::Pick::kSample;
     return AnyDecoder::make<WithDraftModel<ChainBuilder, Rule>>(spec, target, *draft, sampling, draft_sampling,
@@ -146,7 +238,7 @@ AnyDecoder assemble(const MethodConfig& c, LlamaModel& target, LlamaModel* draft
         spec, target, *draft, sampling, draft_sampling, StaticTreeBuilder{std::move(shape)}, tree_policy(depth, nodes));
   }
   throw InvalidArgumentError(fmt::format(
-      "unknown method '{}' (autoregressive, chain, tree, dynamic, sequoia, ngram)", c.name));
+      "unknown method '{}' (autoregressive, chain, tree, dynamic, sequoia, ngram, lyanna, eagle)", c.name));
 }
 
 }  // namespace
@@ -167,6 +259,11 @@ std::string MethodConfig::spec() const {
   }
   if (name == "tree") return shape.empty() ? "tree" : "tree:shape=" + shape;
   if (name == "dynamic") return fmt::format("dynamic:top_k={}:depth={}:total={}", top_k, depth, total);
+  const std::string head_key = head.empty() ? "" : ":head=" + head;
+  if (name == "eagle") return fmt::format("eagle:top_k={}:depth={}:total={}{}", top_k, depth, total, head_key);
+  if (name == "lyanna")
+    return fmt::format("lyanna:k={}:depth={}:budget={}:resample={}:fusion={}:r={}:rbudget={}{}", k, depth, budget,
+                       int{resample}, int{fusion}, resample_threshold, resample_budget, head_key);
   if (name == "sequoia") {
     std::string p;
     for (const auto v : acceptance) p += fmt::format("{}{:.3g}", p.empty() ? "" : ",", v);
@@ -192,6 +289,15 @@ MethodConfig parse_method(std::string_view spec) {
   MethodConfig c;
   std::size_t at = spec.find(':');
   c.name = std::string(spec.substr(0, at));
+  if (c.name == "lyanna" || c.name == "eagle") {  // the paper's setting: depth 3, 12 verified nodes
+    c.depth = 3;
+    c.total = 12;
+  }
+  const auto flag = [&](std::string_view key, std::string_view value) {
+    if (value != "0" && value != "1")
+      throw InvalidArgumentError(fmt::format("method '{}': {}={} must be 0 or 1", spec, key, value));
+    return value == "1";
+  };
   while (at != std::string_view::npos) {
     const auto next = spec.find(':', at + 1);
     const auto item = spec.substr(at + 1, (next == std::string_view::npos ? spec.size() : next) - at - 1);
@@ -208,6 +314,12 @@ MethodConfig parse_method(std::string_view spec) {
     else if (key == "total") c.total = parse_number<std::int32_t>(spec, key, value);
     else if (key == "min") c.ngram_min = parse_number<std::int32_t>(spec, key, value);
     else if (key == "max") c.ngram_max = parse_number<std::int32_t>(spec, key, value);
+    else if (key == "budget") c.budget = parse_number<std::int32_t>(spec, key, value);
+    else if (key == "resample") c.resample = flag(key, value);
+    else if (key == "fusion") c.fusion = flag(key, value);
+    else if (key == "r") c.resample_threshold = parse_number<std::int32_t>(spec, key, value);
+    else if (key == "rbudget") c.resample_budget = parse_number<std::int32_t>(spec, key, value);
+    else if (key == "head") c.head = std::string(value);
     else if (key == "p") {
       c.acceptance.clear();
       std::size_t p = 0;
@@ -225,15 +337,15 @@ MethodConfig parse_method(std::string_view spec) {
 }
 
 AnyDecoder make_method(const MethodConfig& config, LlamaModel& target, LlamaModel* draft,
-                       const SamplingParams& sampling) {
+                       const SamplingParams& sampling, const std::filesystem::path& heads_dir) {
   sampling.validate();
   if (draft != nullptr && draft->vocab_size() != target.vocab_size())
     throw ShapeError(fmt::format("the draft model's vocabulary ({}) differs from the target's ({})",
                                  draft->vocab_size(), target.vocab_size()));
   if (config.name == "autoregressive")
     return AnyDecoder::make<Autoregressive>("autoregressive", target, sampling);
-  if (sampling.is_greedy()) return assemble<GreedyAcceptance>(config, target, draft, sampling);
-  return assemble<RecursiveRejectionSampling>(config, target, draft, sampling);
+  if (sampling.is_greedy()) return assemble<GreedyAcceptance>(config, target, draft, sampling, heads_dir);
+  return assemble<RecursiveRejectionSampling>(config, target, draft, sampling, heads_dir);
 }
 
 }  // namespace specdec::torch_backend

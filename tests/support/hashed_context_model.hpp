@@ -31,7 +31,10 @@ class HashedContextModel {
       : vocab_(vocab), seed_(seed), order_(order), sharpness_(sharpness), noise_(noise), noise_seed_(noise_seed) {}
 
   std::int64_t vocab_size() const { return vocab_; }
-  std::int64_t hidden_size() const { return 1; }
+  // Hidden state of a position: its last two context tokens (the previous
+  // one, -1 at the start), as floats; exact for what feature-level drafter
+  // tests need (an order-2 model's state is its last two tokens).
+  std::int64_t hidden_size() const { return 2; }
   std::int64_t cached_length(std::int32_t seq) const { return seq_at(seq).committed.size(); }
   void start_sequence(std::int32_t seq) { seqs_[seq] = Sequence{}; }
   std::int64_t forwards() const { return forwards_; }
@@ -53,6 +56,7 @@ class HashedContextModel {
   ForwardResult forward(const ForwardRequest& request) {
     ++forwards_;
     logits_.clear();
+    hidden_.clear();
     for (const auto& in : request.sequences) {
       auto& s = seq_at(in.seq_id);
       const auto before = in.extend_staged ? static_cast<std::int64_t>(s.staged.size()) : 0;
@@ -77,6 +81,10 @@ class HashedContextModel {
                                        in.positions[static_cast<std::size_t>(i)], ctx.size()));
         ctx.push_back(tok);
         s.staged.push_back(tok);
+        if (request.want_hidden) {
+          hidden_.push_back(ctx.size() >= 2 ? static_cast<float>(ctx[ctx.size() - 2]) : -1.0f);
+          hidden_.push_back(static_cast<float>(tok));
+        }
         if (request.want_logits) {
           const auto l = logits_after(ctx);
           logits_.insert(logits_.end(), l.begin(), l.end());
@@ -87,6 +95,8 @@ class HashedContextModel {
     if (request.want_logits) {
       r.logits = TensorView(logits_.data(), DType::kF32, {static_cast<std::int64_t>(logits_.size()) / vocab_, vocab_});
     }
+    if (request.want_hidden)
+      r.hidden = TensorView(hidden_.data(), DType::kF32, {static_cast<std::int64_t>(hidden_.size()) / 2, 2});
     return r;
   }
 
@@ -135,7 +145,7 @@ class HashedContextModel {
   float sharpness_, noise_;
   std::uint64_t noise_seed_;
   std::unordered_map<std::int32_t, Sequence> seqs_;
-  std::vector<float> logits_;
+  std::vector<float> logits_, hidden_;
   std::int64_t forwards_ = 0;
 };
 

@@ -30,6 +30,19 @@ struct Stats {
   double draft_model_seconds = 0.0;
   std::int64_t target_forwards = 0;
   std::int64_t draft_forwards = 0;
+  // Feature-level draft heads (EAGLE, Lyanna): time in the head's transformer
+  // layer (all of it, including committing verified entries, which falls in
+  // accept_seconds: draft_commit_seconds) and in its LM head.
+  double draft_layer_seconds = 0.0;
+  double draft_head_seconds = 0.0;
+  double draft_commit_seconds = 0.0;
+  // Lyanna re-sampling (§5.3) and verification fusion (§6.2): trees built
+  // from a round's unused logits, their nodes sent to the target, tokens
+  // accepted from nodes only they contributed, and target forwards spent on
+  // verifying them separately (no fusion).
+  struct Resampling {
+    std::int64_t trees = 0, nodes = 0, accepted = 0, separate_forwards = 0;
+  } resampling;
 
   std::int64_t rounds() const { return acceptance.num_rounds; }
   double decode_seconds() const { return total_seconds - prefill_seconds; }
@@ -41,6 +54,11 @@ struct Stats {
     return decode_seconds() - target_model_seconds - draft_model_seconds;
   }
   double overhead_per_round_seconds() const { return rounds() ? overhead_seconds() / double(rounds()) : 0.0; }
+  // Drafting time outside the head's layer and LM head: token-info sampling /
+  // tree building, warping, bookkeeping (feature heads only).
+  double draft_other_seconds() const {
+    return draft_seconds - (draft_layer_seconds - draft_commit_seconds) - draft_head_seconds;
+  }
   double target_forward_seconds() const {
     return target_forwards ? target_model_seconds / double(target_forwards) : 0.0;
   }

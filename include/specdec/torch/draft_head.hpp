@@ -120,6 +120,16 @@ class DraftHead {
   // The collapsed token-info table, RMSNorm(W_E[t] W_1 W_2) over the hot
   // tokens (empty without token info). Computed once, at load.
   const TokenInfoTable& token_info() const { return table_; }
+  // The same on host float rows (the FeatureHead concept of
+  // draft/feature_head.hpp, which the backend-free drafters use).
+  std::int64_t vocab_size() const { return config_.target.vocab_size; }
+  std::int64_t hidden_size() const { return config_.target.hidden_size; }
+  void advance(std::span<const float> target_hidden, std::span<const TokenId> tokens, std::int64_t first_position,
+               std::span<float> out);
+  void chain(std::span<const float> h1, std::int64_t steps, std::int64_t position, std::span<float> out);
+  void extend(std::span<const float> parent_features, std::span<const TokenId> tokens,
+              std::span<const std::int64_t> positions, const BitMatrix* mask, std::span<float> out);
+  void logits(std::span<const float> h, std::span<float> out);
   // Time spent in the transformer layer (advance, chain, extend) and in the
   // LM head since the last reset_timers(): the draft-time breakdown.
   double layer_seconds() const { return layer_seconds_; }

@@ -18,6 +18,7 @@
 #include "specdec/core/logit_rows.hpp"
 #include "specdec/core/prob_matrix.hpp"
 #include "specdec/core/sampling_params.hpp"
+#include "specdec/core/target_features.hpp"
 #include "specdec/core/warp.hpp"
 
 namespace specdec {
@@ -34,6 +35,13 @@ class ModelVerifier {
   M& model() { return *model_; }
   const SamplingParams& sampling() const { return sampling_; }
 
+  // Feature-level drafters (EAGLE, Lyanna) read the target's hidden states
+  // (after the final norm) of what was committed: with a sink set, begin()
+  // writes the prompt prefix's rows and commit() the root's and the accepted
+  // path's (core/target_features.hpp). score() then also asks the model for
+  // hidden states. Single-sequence decoding only (not score_batch).
+  void set_feature_sink(TargetFeatures* features) { features_ = features; }
+
   // Fills the cache with the prompt minus its last token: that token is the
   // root of the first round, so the first forward that produces logits is
   // already a verification.
@@ -41,13 +49,19 @@ class ModelVerifier {
     if (prompt.empty()) throw InvalidArgumentError("ModelVerifier: the prompt is empty (it needs at least one token)");
     model_->rollback(seq, 0);
     const auto n = static_cast<std::int64_t>(prompt.size()) - 1;
+    if (features_ != nullptr) features_->clear();
     if (n == 0) return;
     positions_.resize(static_cast<std::size_t>(n));
     std::iota(positions_.begin(), positions_.end(), std::int64_t{0});
     const SequenceInput in{seq, prompt.first(static_cast<std::size_t>(n)), positions_, nullptr};
     ForwardRequest request{std::span(&in, 1)};
     request.want_logits = false;
-    model_->forward(request);
+    request.want_hidden = features_ != nullptr;
+    const auto out = model_->forward(request);
+    if (features_ != nullptr) {
+      const auto d = model_->hidden_size();
+      features_->assign(logit_rows(out.hidden, n, d, "ModelVerifier (hidden states)").data(), n, d);
+    }
     path_.resize(static_cast<std::size_t>(n));
     std::iota(path_.begin(), path_.end(), 0);
     model_->accept(seq, path_);
@@ -117,9 +131,12 @@ class ModelVerifier {
     const bool chain = tree.is_chain();
     if (!chain) mask_ = tree.ancestor_mask(/*include_root=*/true);
     const SequenceInput in{seq, tokens_, positions_, chain ? nullptr : &mask_};
-    const auto out = model_->forward(ForwardRequest{std::span(&in, 1)});
+    ForwardRequest request{std::span(&in, 1)};
+    request.want_hidden = features_ != nullptr;
+    const auto out = model_->forward(request);
     const auto vocab = model_->vocab_size();
     const auto logits = logit_rows(out.logits, n, vocab, "ModelVerifier");
+    if (features_ != nullptr) hidden_ = logit_rows(out.hidden, n, model_->hidden_size(), "ModelVerifier (hidden states)");
     if (sampling_.is_greedy()) return one_hot_rows(logits);
     probs_.resize(n, vocab);
     for (std::int64_t r = 0; r < n; ++r) warp_(logits.row(r), sampling_, probs_.row(r));
@@ -131,6 +148,10 @@ class ModelVerifier {
     (void)tree;
     path_.assign(1, 0);
     for (const auto node : result.accepted_nodes) path_.push_back(node + 1);
+    if (features_ != nullptr) {
+      features_->clear();
+      for (const auto row : path_) features_->append(hidden_.row(row));
+    }
     model_->accept(seq, path_);
   }
 
@@ -171,6 +192,8 @@ class ModelVerifier {
 
   M* model_;
   SamplingParams sampling_;
+  TargetFeatures* features_ = nullptr;
+  ProbRows hidden_;  // hidden states of the last score(), when features_ is set
   std::vector<float> one_hot_;
   std::vector<std::int64_t> hot_;  // the 1 in each row of one_hot_, -1 if none
   std::int64_t one_hot_vocab_ = -1;

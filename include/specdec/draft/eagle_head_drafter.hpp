@@ -1,0 +1,145 @@
+// Drafter over an EAGLE-style feature head (Li et al., arXiv 2401.15077), the
+// baseline Lyanna compares against: token-based autoregression over target
+// features, f_v = Layer(fuse(f_parent(v), E(token v))), so each tree level is
+// one head forward over the frontier (under the ancestor mask) and a rejected
+// token invalidates everything drafted below it. Any tree builder drives it
+// (DynamicTreeBuilder gives EAGLE-2).
+//
+// The root's feature comes from committing the verified tokens with the
+// target's hidden states (TargetFeatures, filled by the verifier), exactly as
+// LyannaDrafter does; draft rows are the head's logits warped with `sampling`.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "specdec/concepts.hpp"
+#include "specdec/core/error.hpp"
+#include "specdec/core/prob_matrix.hpp"
+#include "specdec/core/sampling_params.hpp"
+#include "specdec/core/target_features.hpp"
+#include "specdec/core/warp.hpp"
+#include "specdec/draft/feature_head.hpp"
+
+namespace specdec {
+
+template <FeatureHead H>
+class EagleHeadDrafter {
+ public:
+  static constexpr bool kProvidesProbs = true;
+
+  EagleHeadDrafter(H& head, const TargetFeatures& features, const SamplingParams& sampling)
+      : head_(&head), features_(&features), sampling_(sampling) {
+    sampling_.validate();
+  }
+
+  H& head() { return *head_; }
+  std::int64_t vocab_size() const { return head_->vocab_size(); }
+
+  void begin(std::span<const TokenId> prompt) {
+    if (prompt.empty()) throw InvalidArgumentError("EagleHeadDrafter: the prompt is empty (it needs at least one token)");
+    head_->reset();
+    root_position_ = static_cast<std::int64_t>(prompt.size()) - 1;
+    have_root_ = false;
+    if (prompt.size() > 1) advance(prompt.subspan(1), 1);
+  }
+
+  void propose(const DraftRequest& request, ProbMatrix& rows) {
+    if (request.tree == nullptr) throw InvalidArgumentError("EagleHeadDrafter: the request has no tree");
+    const auto vocab = vocab_size(), d = head_->hidden_size();
+    if (rows.vocab() != vocab) {
+      if (rows.num_rows() != 0)
+        throw ShapeError(fmt::format("EagleHeadDrafter: rows hold vocabulary {}, the head has {}", rows.vocab(), vocab));
+      rows.resize(0, vocab);
+    }
+    if (request.frontier.empty()) return;
+    const DraftTree& tree = *request.tree;
+    if (request.frontier[0] == DraftTree::kRoot) {
+      if (request.frontier.size() != 1) throw InvalidArgumentError("EagleHeadDrafter: the root must be proposed alone");
+      staged_ = 0;
+      node_staged_.clear();
+      auto row = rows.append_row();
+      if (!have_root_) return;  // no target state yet (one-token prompt): no proposal
+      logits_.resize(static_cast<std::size_t>(vocab));
+      head_->logits(root_feature_, logits_);
+      warp_(logits_, sampling_, row);
+      return;
+    }
+    const auto n = static_cast<std::int32_t>(request.frontier.size());
+    node_staged_.resize(static_cast<std::size_t>(tree.size()), -1);
+    node_features_.resize(static_cast<std::size_t>(tree.size() * d));
+    inputs_.resize(static_cast<std::size_t>(n * d));
+    tokens_.clear();
+    positions_.clear();
+    mask_ = BitMatrix(staged_ + n);
+    for (std::int32_t i = 0; i < n; ++i) {
+      const auto node = request.frontier[static_cast<std::size_t>(i)];
+      const auto parent = tree.parent(node);
+      if (parent != DraftTree::kRoot && node_staged_[static_cast<std::size_t>(parent)] < 0)
+        throw InvalidArgumentError(fmt::format("EagleHeadDrafter: node {} was proposed before its parent {}", node, parent));
+      const float* pf = parent == DraftTree::kRoot ? root_feature_.data() : node_features_.data() + parent * d;
+      std::copy_n(pf, d, inputs_.data() + i * d);
+      const auto self = staged_ + i;
+      mask_.set(self, self);
+      for (auto a = parent; a != DraftTree::kRoot; a = tree.parent(a)) mask_.set(self, node_staged_[static_cast<std::size_t>(a)]);
+      tokens_.push_back(tree.token(node));
+      positions_.push_back(root_position_ + tree.depth(node));
+    }
+    outputs_.resize(static_cast<std::size_t>(n * d));
+    head_->extend(inputs_, tokens_, positions_, &mask_, outputs_);
+    for (std::int32_t i = 0; i < n; ++i) {
+      const auto node = request.frontier[static_cast<std::size_t>(i)];
+      node_staged_[static_cast<std::size_t>(node)] = staged_ + i;
+      std::copy_n(outputs_.data() + i * d, d, node_features_.data() + node * d);
+    }
+    staged_ += n;
+    logits_.resize(static_cast<std::size_t>(n * vocab));
+    head_->logits(outputs_, logits_);
+    for (std::int32_t i = 0; i < n; ++i)
+      warp_(std::span<const float>(logits_).subspan(static_cast<std::size_t>(i * vocab), static_cast<std::size_t>(vocab)),
+            sampling_, rows.append_row());
+  }
+
+  void commit(std::span<const TokenId> tokens) {
+    if (tokens.empty()) return;
+    advance(tokens, root_position_ + 1);
+    root_position_ += static_cast<std::int64_t>(tokens.size());
+  }
+
+  double commit_seconds() const { return commit_seconds_; }
+
+ private:
+  void advance(std::span<const TokenId> tokens, std::int64_t first_position) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto d = head_->hidden_size();
+    if (features_->rows() != static_cast<std::int64_t>(tokens.size()) || features_->dim() != d)
+      throw ShapeError(fmt::format("EagleHeadDrafter: {} committed tokens but {} target hidden rows of width {} "
+                                   "(the verifier needs a feature sink)",
+                                   tokens.size(), features_->rows(), features_->dim()));
+    root_feature_.resize(static_cast<std::size_t>(d));
+    head_->advance(features_->all(), tokens, first_position, root_feature_);
+    have_root_ = true;
+    staged_ = 0;
+    commit_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  H* head_;
+  const TargetFeatures* features_;
+  SamplingParams sampling_;
+  Warper warp_;
+  std::int64_t root_position_ = 0;
+  bool have_root_ = false;
+  std::vector<float> root_feature_, node_features_, inputs_, outputs_, logits_;
+  std::vector<std::int32_t> node_staged_;
+  std::int32_t staged_ = 0;
+  std::vector<TokenId> tokens_;
+  std::vector<std::int64_t> positions_;
+  BitMatrix mask_;
+  double commit_seconds_ = 0.0;
+};
+
+}  // namespace specdec
