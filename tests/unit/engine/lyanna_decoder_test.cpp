@@ -91,6 +91,7 @@ TEST_CASE("Greedy Lyanna equals greedy autoregressive decoding", "[unit][engine]
     total.new_tokens += out.stats.new_tokens;
     total.resampling.trees += out.stats.resampling.trees;
     total.resampling.accepted += out.stats.resampling.accepted;
+    total.resampling.nodes += out.stats.resampling.nodes;
     total.resampling.separate_forwards += out.stats.resampling.separate_forwards;
   }
   // Speculation happened: fewer rounds than tokens; re-sampling built trees
