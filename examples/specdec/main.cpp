@@ -7,6 +7,7 @@
 //   specdec bench ...        prompt sets x methods, table + JSON (libtorch builds)
 //   specdec sequoia ...      measure positional acceptance, print the Sequoia tree (libtorch builds)
 //   specdec train-lyanna ... train a Lyanna draft head, an ablation or the EAGLE-style head
+//   specdec eval-head ...    held-out per-step agreement of a draft head with its target
 //   specdec hot-tokens ...   token frequencies of a corpus, hot-token coverage
 //   specdec convert ...      re-save a model's weights as f32 / f16 / bf16
 #include <cstdio>
@@ -59,6 +60,10 @@ int main(int argc, char** argv) {
   auto* train_head_cmd = app.add_subcommand(
       "train-lyanna", "Train a Lyanna draft head (or an ablation, or the EAGLE-style head) on a frozen target");
   specdec::cli::add_train_head_options(*train_head_cmd, train_head);
+  specdec::cli::EvalHeadCommand eval_head;
+  auto* eval_head_cmd =
+      app.add_subcommand("eval-head", "Held-out top-1 agreement of a draft head with its target, per draft step");
+  specdec::cli::add_eval_head_options(*eval_head_cmd, eval_head);
   specdec::cli::HotTokensCommand hot_tokens;
   auto* hot_tokens_cmd = app.add_subcommand("hot-tokens", "Token frequencies of a corpus and hot-token coverage");
   specdec::cli::add_hot_tokens_options(*hot_tokens_cmd, hot_tokens);
@@ -77,6 +82,7 @@ int main(int argc, char** argv) {
     if (bench_cmd->parsed()) return specdec::cli::run_bench(bench);
     if (sequoia_cmd->parsed()) return specdec::cli::run_sequoia(sequoia);
     if (train_head_cmd->parsed()) return specdec::cli::run_train_head(train_head);
+    if (eval_head_cmd->parsed()) return specdec::cli::run_eval_head(eval_head);
     if (hot_tokens_cmd->parsed()) return specdec::cli::run_hot_tokens(hot_tokens);
     if (convert_cmd->parsed()) return specdec::cli::run_convert(convert);
 #endif

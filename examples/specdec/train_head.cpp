@@ -4,6 +4,8 @@
 // the share the H most frequent tokens cover (Lyanna §6.1).
 #include "train_head.hpp"
 
+#include <ATen/Parallel.h>
+
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -110,6 +112,35 @@ int run_hot_tokens(const HotTokensCommand& h) {
                 100.0 * static_cast<double>(c) / static_cast<double>(tokens.size()));
   }
   if (!h.out.empty()) std::ofstream(h.out) << nlohmann::json{{"counts", counts}, {"hot", hot}}.dump() << "\n";
+  return 0;
+}
+
+void add_eval_head_options(CLI::App& cmd, EvalHeadCommand& e) {
+  cmd.add_option("--head", e.head, "draft head directory (head_config.json + head.safetensors)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cmd.add_option("--target", e.target, "the target model the head was trained on");
+  cmd.add_option("--heldout", e.heldout, "held-out tokens (uint16 file)")->required()->check(CLI::ExistingFile);
+  cmd.add_option("--windows", e.windows, "held-out windows");
+  cmd.add_option("--seq-len", e.seq_len, "anchor positions per window");
+  cmd.add_option("--draft-steps", e.draft_steps, "draft steps N");
+  cmd.add_option("--threads", e.threads, "CPU threads (0 = all cores)");
+}
+
+int run_eval_head(const EvalHeadCommand& e) {
+  if (e.threads > 0) at::set_num_threads(e.threads);
+  const auto target = torch_backend::LlamaModel::load(e.target);
+  const auto head = torch_backend::DraftHead::load(e.head, target);
+  std::vector<double> top1, chain;
+  torch_backend::evaluate_draft_head(head, target, e.heldout, e.windows, e.seq_len, e.draft_steps, top1, chain);
+  std::printf("%s: %lld trainable parameters; token-info table %.1f MB (dense %.1f MB)\n",
+              head.config().describe().c_str(), static_cast<long long>(head.num_parameters()),
+              static_cast<double>(head.token_info().memory_bytes()) / 1e6,
+              head.config().has_token_info() ? static_cast<double>(head.token_info().dense_memory_bytes()) / 1e6 : 0.0);
+  std::printf("step | top-1 agreement with the target | all steps so far agree | conditional (step s given 1..s-1)\n");
+  for (std::size_t s = 0; s < top1.size(); ++s)
+    std::printf("%4zu | %6.2f%% | %6.2f%% | %6.2f%%\n", s + 1, 100.0 * top1[s], 100.0 * chain[s],
+                100.0 * (s == 0 ? chain[0] : chain[s] / std::max(chain[s - 1], 1e-12)));
   return 0;
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -24,5 +25,14 @@ struct HotTokensCommand {
 
 void add_hot_tokens_options(CLI::App& cmd, HotTokensCommand& h);
 int run_hot_tokens(const HotTokensCommand& h);
+
+struct EvalHeadCommand {
+  std::filesystem::path head, target = "models/target", heldout;
+  std::int64_t windows = 64, seq_len = 256, draft_steps = 3;
+  int threads = 0;
+};
+
+void add_eval_head_options(CLI::App& cmd, EvalHeadCommand& e);
+int run_eval_head(const EvalHeadCommand& e);
 
 }  // namespace specdec::cli
