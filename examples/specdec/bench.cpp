@@ -78,6 +78,13 @@ struct Tally {
     total.draft_model_seconds += s.draft_model_seconds;
     total.target_forwards += s.target_forwards;
     total.draft_forwards += s.draft_forwards;
+    total.draft_layer_seconds += s.draft_layer_seconds;
+    total.draft_head_seconds += s.draft_head_seconds;
+    total.draft_commit_seconds += s.draft_commit_seconds;
+    total.resampling.trees += s.resampling.trees;
+    total.resampling.nodes += s.resampling.nodes;
+    total.resampling.accepted += s.resampling.accepted;
+    total.resampling.separate_forwards += s.resampling.separate_forwards;
     ttft_ms.push_back(1e3 * s.time_to_first_token_seconds);
   }
 };
@@ -190,6 +197,14 @@ int run_bench(const BenchCommand& b) {
                          {"overhead_percent_of_target_forward", ovh},
                          {"draft_seconds", st.draft_seconds},
                          {"verify_seconds", st.verify_seconds},
+                         {"draft_layer_seconds", st.draft_layer_seconds},
+                         {"draft_head_seconds", st.draft_head_seconds},
+                         {"draft_commit_seconds", st.draft_commit_seconds},
+                         {"draft_other_seconds", st.draft_layer_seconds > 0 ? st.draft_other_seconds() : 0.0},
+                         {"resampled_trees", st.resampling.trees},
+                         {"resampled_nodes", st.resampling.nodes},
+                         {"resampled_accepted", st.resampling.accepted},
+                         {"resampling_separate_forwards", st.resampling.separate_forwards},
                          {"outputs_differing_from_autoregressive", t.differ}});
     };
     record("autoregressive", base, true);

@@ -56,6 +56,17 @@ void print_stats(const std::string& label, const Stats& st) {
                 1e3 * st.draft_model_seconds, 1e6 * st.overhead_per_round_seconds(),
                 st.target_forward_seconds() > 0 ? 100.0 * st.overhead_per_round_seconds() / st.target_forward_seconds()
                                                 : 0.0);
+  if (st.draft_layer_seconds > 0 && a.num_rounds > 0) {
+    const double r = static_cast<double>(a.num_rounds);
+    std::printf("  draft head per round: layer %.3f ms | LM head %.3f ms | sampling / tree building %.3f ms\n",
+                1e3 * st.draft_layer_seconds / r, 1e3 * st.draft_head_seconds / r, 1e3 * st.draft_other_seconds() / r);
+  }
+  if (st.resampling.trees > 0)
+    std::printf("  re-sampling: %lld trees, %lld nodes verified, %lld tokens accepted from them, %lld separate "
+                "target forwards\n",
+                static_cast<long long>(st.resampling.trees), static_cast<long long>(st.resampling.nodes),
+                static_cast<long long>(st.resampling.accepted),
+                static_cast<long long>(st.resampling.separate_forwards));
 }
 
 }  // namespace specdec::cli

@@ -504,7 +504,15 @@ void DraftHead::extend(std::span<const float> parent_features, std::span<const T
 }
 
 void DraftHead::logits(std::span<const float> h, std::span<float> out) {
-  copy_out(logits(rows_of(h, hidden_size(), "logits")), out, "logits");
+  const auto rows = rows_of(h, hidden_size(), "logits").size(0);
+  if (static_cast<std::int64_t>(out.size()) != rows * vocab_size())
+    throw ShapeError(fmt::format("DraftHead::logits: output of {} floats for {} rows of {}", out.size(), rows,
+                                 vocab_size()));
+  if (rows == 0) return;
+  if (!packed_.lm_head) pack();
+  const auto start = Clock::now();
+  packed_.lm_head->forward(h.data(), rows, out.data());  // straight into the caller's rows
+  head_seconds_ += since(start);
 }
 
 }  // namespace specdec::torch_backend

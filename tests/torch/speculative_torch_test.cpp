@@ -17,6 +17,7 @@
 #include "specdec/engine/speculative_decoder.hpp"
 #include "specdec/policy/fixed_length.hpp"
 #include "specdec/tokenizer/tokenizer.hpp"
+#include "specdec/torch/draft_head.hpp"
 #include "specdec/torch/llama_model.hpp"
 #include "specdec/torch/methods.hpp"
 #include "specdec/tree/chain_builder.hpp"
@@ -88,6 +89,45 @@ TEST_CASE("Every method decodes greedily exactly like autoregressive decoding", 
     CHECK(method.generate(prompt, o).tokens == reference);
     CHECK(method.name() == tb::parse_method(method.name()).spec());  // the spec round-trips
   }
+}
+
+TEST_CASE("Lyanna and the EAGLE-style head decode greedily exactly like autoregressive decoding",
+          "[torch][engine][lyanna]") {
+  auto target = tb::LlamaModel::random(tiny(2, 32), 5);
+  target.start_sequence(9);
+  // Random heads in a heads directory, as models/ holds the trained one.
+  const auto heads = std::filesystem::temp_directory_path() / "specdec_method_heads";
+  tb::DraftHeadConfig lyanna;
+  lyanna.token_info_rank = 4;
+  lyanna.hot_tokens = {1, 2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31};
+  tb::DraftHead::random(lyanna, target, 1).save(heads / "lyanna", sd::DType::kF16);
+  tb::DraftHeadConfig eagle;
+  eagle.kind = tb::HeadKind::kEagle;
+  eagle.token_info_rank = 0;
+  tb::DraftHead::random(eagle, target, 2).save(heads / "eagle", sd::DType::kF16);
+  for (const auto& prompt : {std::vector<sd::TokenId>{7, 3, 9, 3, 7, 3, 9}, std::vector<sd::TokenId>{4}}) {
+    const auto reference = greedy(target, prompt, 40);
+    for (const char* spec : {"lyanna", "lyanna:resample=0", "lyanna:fusion=0", "lyanna:k=2:depth=4:budget=6:r=1:rbudget=3",
+                             "lyanna:k=1:depth=5:budget=5", "eagle", "eagle:top_k=2:depth=4:total=8"}) {
+      auto method = tb::make_method(tb::parse_method(spec), target, nullptr, sd::SamplingParams{0.0f}, heads);
+      sd::GenerationOptions o;
+      o.max_new_tokens = 40;
+      INFO(spec << ", prompt length " << prompt.size());
+      const auto out = method.generate(prompt, o);
+      CHECK(out.tokens == reference);
+      CHECK(out.stats.draft_layer_seconds > 0.0);  // the head ran
+      CHECK(method.name() == tb::parse_method(method.name()).spec());
+    }
+  }
+  // Sampling runs (its law is tested on host models) and a head of the wrong
+  // kind is a typed error.
+  auto sampled = tb::make_method(tb::parse_method("lyanna"), target, nullptr, sd::SamplingParams{0.8f, 0, 0.9f}, heads);
+  sd::GenerationOptions o;
+  o.max_new_tokens = 20;
+  CHECK(sampled.generate(std::vector<sd::TokenId>{1, 2, 3}, o).tokens.size() == 20);
+  CHECK_THROWS_AS(tb::make_method(tb::parse_method("lyanna:head=" + (heads / "eagle").string()), target, nullptr, {}),
+                  sd::InvalidArgumentError);
+  CHECK_THROWS_AS(tb::parse_method("lyanna:fusion=2"), sd::InvalidArgumentError);
 }
 
 TEST_CASE("Method specs with unknown names, keys or values are typed errors", "[torch][engine]") {
@@ -163,8 +203,8 @@ TEST_CASE("The default models in models/ load, share a tokenizer and generate", 
       const auto ids = tok.encode(p, true);
       const auto reference = greedy(target, ids, 32);
       for (const char* spec : {"chain:k=4", "chain:k=4:policy=heuristic", "tree", "dynamic:top_k=4:depth=4:total=12",
-                               "sequoia:p=0.6,0.15,0.05:total=12:depth=4", "ngram:k=4"}) {
-        auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f});
+                               "sequoia:p=0.6,0.15,0.05:total=12:depth=4", "ngram:k=4", "lyanna", "lyanna:fusion=0"}) {
+        auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f}, models);
         sd::GenerationOptions go;
         go.max_new_tokens = 32;
         const auto out = method.generate(ids, go).tokens;
