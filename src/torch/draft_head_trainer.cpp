@@ -125,15 +125,6 @@ HeadTrainReport train_draft_head(const HeadTrainOptions& o, const std::function<
                   train.size(), 100.0 * report.hot_coverage, static_cast<double>(report.table_bytes) / 1e6,
                   static_cast<double>(report.dense_table_bytes) / 1e6));
 
-  const auto save_checkpoint = [&](std::int64_t next_step) {
-    const auto tmp = o.out_dir / "checkpoint.tmp";
-    std::filesystem::remove_all(tmp);
-    head.save(tmp, DType::kF32);
-    torch::save(optimizer, (tmp / "optimizer.pt").string());
-    std::ofstream(tmp / "state.json") << nlohmann::json{{"step", next_step}, {"seed", o.seed}}.dump(2) << "\n";
-    std::filesystem::remove_all(ckpt_dir);
-    std::filesystem::rename(tmp, ckpt_dir);
-  };
 
   const auto window = o.seq_len + o.draft_steps;
   std::vector<double> recent, recent_top1;
@@ -172,17 +163,17 @@ HeadTrainReport train_draft_head(const HeadTrainOptions& o, const std::function<
                       steps_per_s * static_cast<double>(o.batch_size * o.seq_len), duration(eta)));
       window_start = std::chrono::steady_clock::now();
     }
-    if ((step + 1) % o.checkpoint_every == 0 && step + 1 < o.steps) save_checkpoint(step + 1);
+    if ((step + 1) % o.checkpoint_every == 0 && step + 1 < o.steps)
+      save_checkpoint(o.out_dir, head, optimizer, step + 1, o.seed);
     const std::chrono::duration<double> ran = std::chrono::steady_clock::now() - start_time;
-    const bool out_of_steps = o.max_steps_this_run > 0 && step + 1 - first_step >= o.max_steps_this_run;
-    const bool out_of_time = o.time_budget_seconds > 0 && ran.count() >= o.time_budget_seconds;
-    if ((out_of_steps || out_of_time) && step + 1 < o.steps) {
-      save_checkpoint(step + 1);
+    if (const char* why = early_stop_reason(step, first_step, o.steps, o.max_steps_this_run, o.time_budget_seconds,
+                                            ran.count())) {
+      save_checkpoint(o.out_dir, head, optimizer, step + 1, o.seed);
       report.steps_run = step + 1 - first_step;
       report.final_loss = std::accumulate(recent.begin(), recent.end(), 0.0) / static_cast<double>(recent.size());
       report.wall_seconds = ran.count();
       log(fmt::format("stopped at step {} of {} ({}); checkpoint in {}", step + 1, o.steps,
-                      out_of_steps ? "step limit" : "time budget", ckpt_dir.string()));
+                      why, ckpt_dir.string()));
       return report;
     }
   }

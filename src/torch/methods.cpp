@@ -114,14 +114,20 @@ struct WithNgram {
   }
 };
 
-// The head's share of a generation: its layer and LM head time (the draft
-// model time of a feature-head method) and the commits' layer time.
-template <class Drafter>
-void record_head_time(const DraftHead& head, const Drafter& drafter, double commit0, Stats& stats) {
-  stats.draft_layer_seconds = head.layer_seconds();
-  stats.draft_head_seconds = head.head_seconds();
-  stats.draft_model_seconds = head.layer_seconds() + head.head_seconds();
-  stats.draft_commit_seconds = drafter.commit_seconds() - commit0;
+// Generates with a feature-head method and records the head's share: its
+// layer and LM head time (the draft model time of such a method) and the
+// commits' layer time.
+template <class Decoder, class Drafter>
+GenerationResult generate_with_head(Decoder& decoder, DraftHead& head, const Drafter& drafter,
+                                    std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
+  head.reset_timers();
+  const double commit0 = drafter.commit_seconds();
+  auto r = decoder.generate(p, o, cb);
+  r.stats.draft_layer_seconds = head.layer_seconds();
+  r.stats.draft_head_seconds = head.head_seconds();
+  r.stats.draft_model_seconds = head.layer_seconds() + head.head_seconds();
+  r.stats.draft_commit_seconds = drafter.commit_seconds() - commit0;
+  return r;
 }
 
 template <class Rule>
@@ -139,11 +145,7 @@ struct WithLyanna {
     decoder.set_model_clock(&target.clock());
   }
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
-    head.reset_timers();
-    const double commit0 = drafter.commit_seconds();
-    auto r = decoder.generate(p, o, cb);
-    record_head_time(head, drafter, commit0, r.stats);
-    return r;
+    return generate_with_head(decoder, head, drafter, p, o, cb);
   }
 };
 
@@ -167,11 +169,7 @@ struct WithEagleHead {
     decoder.set_model_clocks(&target.clock(), nullptr);
   }
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
-    head.reset_timers();
-    const double commit0 = drafter.commit_seconds();
-    auto r = decoder.generate(p, o, cb);
-    record_head_time(head, drafter, commit0, r.stats);
-    return r;
+    return generate_with_head(decoder, head, drafter, p, o, cb);
   }
 };
 

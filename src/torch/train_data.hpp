@@ -3,7 +3,7 @@
 // the dtype names of saved weights. Internal to src/torch.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <torch/torch.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -70,6 +70,32 @@ inline std::vector<std::int64_t> batch_starts(std::uint64_t seed, std::int64_t s
   std::vector<std::int64_t> starts(static_cast<std::size_t>(batch));
   for (auto& s : starts) s = pick(gen);
   return starts;
+}
+
+// Whether a run stops early after 0-based `step` (a checkpoint, no final
+// save): its step or time limit is reached before the last step. Returns the
+// reason, or nullptr to go on.
+inline const char* early_stop_reason(std::int64_t step, std::int64_t first_step, std::int64_t steps,
+                                     std::int64_t max_steps_this_run, double time_budget_seconds, double ran_seconds) {
+  if (step + 1 >= steps) return nullptr;
+  if (max_steps_this_run > 0 && step + 1 - first_step >= max_steps_this_run) return "step limit";
+  if (time_budget_seconds > 0 && ran_seconds >= time_budget_seconds) return "time budget";
+  return nullptr;
+}
+
+// Writes <out_dir>/checkpoint: the weights (float32), the optimizer state and
+// the next step, through a temporary directory, so a crash leaves either the
+// old or the new checkpoint.
+template <class Weights, class Optimizer>
+void save_checkpoint(const std::filesystem::path& out_dir, const Weights& weights, Optimizer& optimizer,
+                     std::int64_t next_step, std::uint64_t seed) {
+  const auto tmp = out_dir / "checkpoint.tmp", dir = out_dir / "checkpoint";
+  std::filesystem::remove_all(tmp);
+  weights.save(tmp, DType::kF32);
+  torch::save(optimizer, (tmp / "optimizer.pt").string());
+  std::ofstream(tmp / "state.json") << fmt::format("{{\n  \"seed\": {},\n  \"step\": {}\n}}\n", seed, next_step);
+  std::filesystem::remove_all(dir);
+  std::filesystem::rename(tmp, dir);
 }
 
 }  // namespace specdec::torch_backend::train_data

@@ -120,15 +120,6 @@ TrainReport train_language_model(const TrainOptions& o, const std::function<void
                   report.num_parameters, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
                   cfg.num_key_value_heads, cfg.vocab_size, train.size()));
 
-  const auto save_checkpoint = [&](std::int64_t next_step) {
-    const auto tmp = o.out_dir / "checkpoint.tmp";
-    std::filesystem::remove_all(tmp);
-    model.save(tmp, DType::kF32);
-    torch::save(optimizer, (tmp / "optimizer.pt").string());
-    std::ofstream(tmp / "state.json") << nlohmann::json{{"step", next_step}, {"seed", o.seed}}.dump(2) << "\n";
-    std::filesystem::remove_all(ckpt_dir);
-    std::filesystem::rename(tmp, ckpt_dir);  // a crash leaves either the old or the new checkpoint
-  };
 
   std::vector<double> recent;
   auto window_start = std::chrono::steady_clock::now();
@@ -162,17 +153,17 @@ TrainReport train_language_model(const TrainOptions& o, const std::function<void
       window_start = std::chrono::steady_clock::now();
       window_tokens = 0;
     }
-    if ((step + 1) % o.checkpoint_every == 0 && step + 1 < o.steps) save_checkpoint(step + 1);
+    if ((step + 1) % o.checkpoint_every == 0 && step + 1 < o.steps)
+      save_checkpoint(o.out_dir, model, optimizer, step + 1, o.seed);
     const std::chrono::duration<double> ran = std::chrono::steady_clock::now() - start_time;
-    const bool out_of_steps = o.max_steps_this_run > 0 && step + 1 - first_step >= o.max_steps_this_run;
-    const bool out_of_time = o.time_budget_seconds > 0 && ran.count() >= o.time_budget_seconds;
-    if ((out_of_steps || out_of_time) && step + 1 < o.steps) {
-      save_checkpoint(step + 1);
+    if (const char* why = early_stop_reason(step, first_step, o.steps, o.max_steps_this_run, o.time_budget_seconds,
+                                            ran.count())) {
+      save_checkpoint(o.out_dir, model, optimizer, step + 1, o.seed);
       report.steps_run = step + 1 - first_step;
       for (double v : recent) report.final_loss += v / static_cast<double>(recent.size());
       report.wall_seconds = ran.count();
       log(fmt::format("stopped at step {} of {} ({}); checkpoint in {}", step + 1, o.steps,
-                      out_of_steps ? "step limit" : "time budget", ckpt_dir.string()));
+                      why, ckpt_dir.string()));
       return report;
     }
   }

@@ -10,7 +10,6 @@
 // LyannaDrafter does; draft rows are the head's logits warped with `sampling`.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -114,17 +113,10 @@ class EagleHeadDrafter {
 
  private:
   void advance(std::span<const TokenId> tokens, std::int64_t first_position) {
-    const auto start = std::chrono::steady_clock::now();
-    const auto d = head_->hidden_size();
-    if (features_->rows() != static_cast<std::int64_t>(tokens.size()) || features_->dim() != d)
-      throw ShapeError(fmt::format("EagleHeadDrafter: {} committed tokens but {} target hidden rows of width {} "
-                                   "(the verifier needs a feature sink)",
-                                   tokens.size(), features_->rows(), features_->dim()));
-    root_feature_.resize(static_cast<std::size_t>(d));
-    head_->advance(features_->all(), tokens, first_position, root_feature_);
+    commit_seconds_ += detail::commit_to_head(*head_, *features_, tokens, first_position, root_feature_,
+                                              "EagleHeadDrafter");
     have_root_ = true;
     staged_ = 0;
-    commit_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
   H* head_;

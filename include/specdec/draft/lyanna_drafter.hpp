@@ -14,7 +14,6 @@
 //                      target's states of the root and the accepted path
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -69,16 +68,8 @@ class LyannaDrafter {
 
  private:
   void advance(std::span<const TokenId> tokens, std::int64_t first_position) {
-    const auto start = std::chrono::steady_clock::now();
-    const auto d = head_->hidden_size();
-    if (features_->rows() != static_cast<std::int64_t>(tokens.size()) || features_->dim() != d)
-      throw ShapeError(fmt::format("LyannaDrafter: {} committed tokens but {} target hidden rows of width {} "
-                                   "(the verifier needs a feature sink)",
-                                   tokens.size(), features_->rows(), features_->dim()));
-    h1_.resize(static_cast<std::size_t>(d));
-    head_->advance(features_->all(), tokens, first_position, h1_);
+    commit_seconds_ += detail::commit_to_head(*head_, *features_, tokens, first_position, h1_, "LyannaDrafter");
     have_h1_ = true;
-    commit_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
   H* head_;
