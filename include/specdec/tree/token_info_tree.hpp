@@ -125,34 +125,45 @@ class TokenInfoTreeBuilder {
     float prob;
   };
 
-  // Per depth: the best k tokens and the exp-sum of the columns no bias
-  // touches (all columns when the parent is cold or there is no table).
+  // Per depth: the best k tokens of the row and of its cold columns, and the
+  // exp-sums of both, relative to the row's max (one pass for the checks and
+  // the max, one vectorizable exp-sum, a top-k scan that rarely inserts, and
+  // an O(H) gather for the hot part).
   void prepare_row(std::span<const float> row, const TokenInfoTable& table, std::int64_t depth) {
-    cold_top_.clear();
+    constexpr float kInf = std::numeric_limits<float>::infinity();
+    float row_max = -kInf;
+    bool bad = false;
+    for (const float v : row) {
+      bad |= std::isnan(v) || v == kInf;
+      row_max = std::max(row_max, v);
+    }
+    if (bad)
+      for (std::size_t j = 0; j < row.size(); ++j)
+        if (std::isnan(row[j]) || row[j] == kInf)
+          throw InvalidDistributionError(
+              fmt::format("TokenInfoTreeBuilder: logit {} of depth {} is {}", j, depth + 1, row[j]));
+    if (row_max == -kInf)
+      throw InvalidDistributionError(fmt::format("TokenInfoTreeBuilder: every logit of depth {} is -inf", depth + 1));
+    float all_sum = 0.0f;
+    for (const float v : row) all_sum += exp_nonpositive(v - row_max);
+    double hot_sum = 0.0;
+    for (const auto t : table.hot_tokens()) hot_sum += exp_nonpositive(row[static_cast<std::size_t>(t)] - row_max);
     all_top_.clear();
-    float cold_max = -std::numeric_limits<float>::infinity(), all_max = cold_max;
+    cold_top_.clear();
     for (std::size_t j = 0; j < row.size(); ++j) {
       const float v = row[j];
-      if (std::isnan(v) || v == std::numeric_limits<float>::infinity())
-        throw InvalidDistributionError(fmt::format("TokenInfoTreeBuilder: logit {} of depth {} is {}", j, depth + 1, v));
-      all_max = std::max(all_max, v);
-      if (table.hot_index(static_cast<TokenId>(j)) < 0) cold_max = std::max(cold_max, v);
-    }
-    if (all_max == -std::numeric_limits<float>::infinity())
-      throw InvalidDistributionError(fmt::format("TokenInfoTreeBuilder: every logit of depth {} is -inf", depth + 1));
-    double cold_sum = 0.0, all_sum = 0.0;
-    for (std::size_t j = 0; j < row.size(); ++j) {
+      const bool all_full = static_cast<std::int32_t>(all_top_.size()) == branch_;
+      const bool cold_full = static_cast<std::int32_t>(cold_top_.size()) == branch_;
+      if ((all_full && !(v > all_top_.back().value)) && (cold_full && !(v > cold_top_.back().value))) continue;
       const auto t = static_cast<TokenId>(j);
-      all_sum += exp_nonpositive(row[j] - all_max);
-      push_top(all_top_, t, row[j]);
-      if (table.hot_index(t) < 0) {
-        cold_sum += cold_max == -std::numeric_limits<float>::infinity() ? 0.0 : exp_nonpositive(row[j] - cold_max);
-        push_top(cold_top_, t, row[j]);
-      }
+      push_top(all_top_, t, v);
+      if (table.hot_index(t) < 0) push_top(cold_top_, t, v);
     }
-    cold_max_ = cold_max;
-    cold_sum_ = cold_sum;
-    all_lse_ = static_cast<double>(all_max) + std::log(all_sum);
+    row_max_ = row_max;
+    // The cold columns' mass: the row's minus the hot ones' (never below 0;
+    // none at all for a dense table, whatever the rounding).
+    cold_sum_ = table.dense() ? 0.0 : std::max(0.0, static_cast<double>(all_sum) - hot_sum);
+    all_lse_ = static_cast<double>(row_max) + std::log(static_cast<double>(all_sum));
   }
 
   // Keeps `top` the k best (value desc, token asc) of what it was offered.
@@ -181,14 +192,15 @@ class TokenInfoTreeBuilder {
       hot_values_[j] = row[static_cast<std::size_t>(hot[j])] + bias[j];
       hot_max = std::max(hot_max, hot_values_[j]);
     }
-    const float m = std::max(hot_max, cold_max_);
-    double sum = cold_max_ == -std::numeric_limits<float>::infinity()
-                     ? 0.0
-                     : cold_sum_ * std::exp(static_cast<double>(cold_max_) - static_cast<double>(m));
-    for (std::size_t j = 0; j < hot.size(); ++j) sum += exp_nonpositive(hot_values_[j] - m);
+    const float m = std::max(hot_max, row_max_);
+    float hot_sum = 0.0f;
+    for (const float v : hot_values_) hot_sum += exp_nonpositive(v - m);
+    const double sum = cold_sum_ * std::exp(static_cast<double>(row_max_) - static_cast<double>(m)) + hot_sum;
     const double lse = static_cast<double>(m) + std::log(sum);
     merged_ = cold_top_;
-    for (std::size_t j = 0; j < hot.size(); ++j) push_top(merged_, hot[j], hot_values_[j]);
+    for (std::size_t j = 0; j < hot.size(); ++j)
+      if (static_cast<std::int32_t>(merged_.size()) < branch_ || hot_values_[j] > merged_.back().value)
+        push_top(merged_, hot[j], hot_values_[j]);
     // Equal values: the lower token id first, whichever list it came from.
     std::stable_sort(merged_.begin(), merged_.end(), [](const Child& a, const Child& b) {
       return a.value > b.value || (a.value == b.value && a.token < b.token);
@@ -208,8 +220,8 @@ class TokenInfoTreeBuilder {
   std::vector<std::int32_t> frontier_, candidates_;
   std::vector<Child> cold_top_, all_top_, merged_, children_;
   std::vector<float> hot_values_;
-  float cold_max_ = 0.0f;
-  double cold_sum_ = 0.0, all_lse_ = 0.0;
+  float row_max_ = 0.0f;
+  double cold_sum_ = 0.0, all_lse_ = 0.0;  // cold mass relative to row_max_; the row's log-sum-exp
 };
 
 }  // namespace specdec
