@@ -119,11 +119,13 @@ HeadTrainReport train_draft_head(const HeadTrainOptions& o, const std::function<
     log(fmt::format("resuming from {} at step {}", ckpt_dir.string(), step));
   }
   report.num_parameters = head.num_parameters();
-  log(fmt::format("{}: {} trainable parameters; target {} ({} parameters, frozen); data: {} tokens; hot tokens "
-                  "cover {:.1f}% of them; token-info table {:.1f} MB (dense {:.1f} MB)",
+  log(fmt::format("{}: {} trainable parameters; target {} ({} parameters, frozen); data: {} tokens",
                   head.config().describe(), report.num_parameters, o.target_dir.string(), target.num_parameters(),
-                  train.size(), 100.0 * report.hot_coverage, static_cast<double>(report.table_bytes) / 1e6,
-                  static_cast<double>(report.dense_table_bytes) / 1e6));
+                  train.size()));
+  if (head.config().has_token_info())
+    log(fmt::format("hot tokens cover {:.1f}% of the training tokens; token-info table {:.1f} MB (dense {:.1f} MB)",
+                    100.0 * report.hot_coverage, static_cast<double>(report.table_bytes) / 1e6,
+                    static_cast<double>(report.dense_table_bytes) / 1e6));
 
 
   const auto window = o.seq_len + o.draft_steps;
