@@ -32,7 +32,7 @@ class EagleHeadDrafter {
   static constexpr bool kProvidesProbs = true;
 
   EagleHeadDrafter(H& head, const TargetFeatures& features, const SamplingParams& sampling)
-      : head_(&head), features_(&features), sampling_(sampling) {
+      : head_(&head), cursor_(head, features, "EagleHeadDrafter"), sampling_(sampling) {
     sampling_.validate();
   }
 
@@ -40,11 +40,8 @@ class EagleHeadDrafter {
   std::int64_t vocab_size() const { return head_->vocab_size(); }
 
   void begin(std::span<const TokenId> prompt) {
-    if (prompt.empty()) throw InvalidArgumentError("EagleHeadDrafter: the prompt is empty (it needs at least one token)");
-    head_->reset();
-    root_position_ = static_cast<std::int64_t>(prompt.size()) - 1;
-    have_root_ = false;
-    if (prompt.size() > 1) advance(prompt.subspan(1), 1);
+    cursor_.begin(prompt);
+    staged_ = 0;
   }
 
   void propose(const DraftRequest& request, ProbMatrix& rows) {
@@ -62,9 +59,9 @@ class EagleHeadDrafter {
       staged_ = 0;
       node_staged_.clear();
       auto row = rows.append_row();
-      if (!have_root_) return;  // no target state yet (one-token prompt): no proposal
+      if (!cursor_.has_output()) return;  // no target state yet (one-token prompt): no proposal
       logits_.resize(static_cast<std::size_t>(vocab));
-      head_->logits(root_feature_, logits_);
+      head_->logits(cursor_.output(), logits_);
       warp_(logits_, sampling_, row);
       return;
     }
@@ -80,13 +77,13 @@ class EagleHeadDrafter {
       const auto parent = tree.parent(node);
       if (parent != DraftTree::kRoot && node_staged_[static_cast<std::size_t>(parent)] < 0)
         throw InvalidArgumentError(fmt::format("EagleHeadDrafter: node {} was proposed before its parent {}", node, parent));
-      const float* pf = parent == DraftTree::kRoot ? root_feature_.data() : node_features_.data() + parent * d;
+      const float* pf = parent == DraftTree::kRoot ? cursor_.output().data() : node_features_.data() + parent * d;
       std::copy_n(pf, d, inputs_.data() + i * d);
       const auto self = staged_ + i;
       mask_.set(self, self);
       for (auto a = parent; a != DraftTree::kRoot; a = tree.parent(a)) mask_.set(self, node_staged_[static_cast<std::size_t>(a)]);
       tokens_.push_back(tree.token(node));
-      positions_.push_back(root_position_ + tree.depth(node));
+      positions_.push_back(cursor_.root_position() + tree.depth(node));
     }
     outputs_.resize(static_cast<std::size_t>(n * d));
     head_->extend(inputs_, tokens_, positions_, &mask_, outputs_);
@@ -104,34 +101,23 @@ class EagleHeadDrafter {
   }
 
   void commit(std::span<const TokenId> tokens) {
-    if (tokens.empty()) return;
-    advance(tokens, root_position_ + 1);
-    root_position_ += static_cast<std::int64_t>(tokens.size());
-  }
-
-  double commit_seconds() const { return commit_seconds_; }
-
- private:
-  void advance(std::span<const TokenId> tokens, std::int64_t first_position) {
-    commit_seconds_ += detail::commit_to_head(*head_, *features_, tokens, first_position, root_feature_,
-                                              "EagleHeadDrafter");
-    have_root_ = true;
+    cursor_.commit(tokens);
     staged_ = 0;
   }
 
+  double commit_seconds() const { return cursor_.commit_seconds(); }
+
+ private:
   H* head_;
-  const TargetFeatures* features_;
+  detail::HeadCursor<H> cursor_;  // the root's feature
   SamplingParams sampling_;
   Warper warp_;
-  std::int64_t root_position_ = 0;
-  bool have_root_ = false;
-  std::vector<float> root_feature_, node_features_, inputs_, outputs_, logits_;
+  std::vector<float> node_features_, inputs_, outputs_, logits_;
   std::vector<std::int32_t> node_staged_;
   std::int32_t staged_ = 0;
   std::vector<TokenId> tokens_;
   std::vector<std::int64_t> positions_;
   BitMatrix mask_;
-  double commit_seconds_ = 0.0;
 };
 
 }  // namespace specdec

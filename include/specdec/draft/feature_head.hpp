@@ -47,23 +47,63 @@ concept FeatureHead = requires(H& h, const H& ch, std::span<const float> in, std
 
 namespace detail {
 
-// What both feature drafters do on begin / commit: commit `tokens` to the head
-// with the target's states of the tokens before them (one row each, from the
-// verifier's feature sink); `out` gets the last entry's output. Returns the
-// seconds it took (the commit share of the draft-time breakdown).
+// What both feature drafters keep between rounds: the head's committed
+// entries follow the verified text, and the output of the last one (h_1 for
+// Lyanna, the root's feature for EAGLE) starts the next round.
+//   begin(prompt):   commits fuse(H_{i-1}, E(x_i)) for i = 1..L-1
+//   commit(tokens):  commits the accepted tokens and the bonus, each with the
+//                    target's state of the token before it (the verifier's
+//                    feature sink: the root and the accepted path)
 template <FeatureHead H>
-double commit_to_head(H& head, const TargetFeatures& features, std::span<const TokenId> tokens,
-                      std::int64_t first_position, std::vector<float>& out, const char* who) {
-  const auto start = std::chrono::steady_clock::now();
-  const auto d = head.hidden_size();
-  if (features.rows() != static_cast<std::int64_t>(tokens.size()) || features.dim() != d)
-    throw ShapeError(fmt::format("{}: {} committed tokens but {} target hidden rows of width {} (the verifier needs "
-                                 "a feature sink)",
-                                 who, tokens.size(), features.rows(), features.dim()));
-  out.resize(static_cast<std::size_t>(d));
-  head.advance(features.all(), tokens, first_position, out);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
+class HeadCursor {
+ public:
+  HeadCursor(H& head, const TargetFeatures& features, const char* who)
+      : head_(&head), features_(&features), who_(who) {}
+
+  H& head() const { return *head_; }
+  bool has_output() const { return has_output_; }
+  std::span<const float> output() const { return output_; }
+  std::int64_t root_position() const { return root_position_; }
+  // Seconds spent committing (the commit share of the draft-time breakdown).
+  double commit_seconds() const { return commit_seconds_; }
+
+  void begin(std::span<const TokenId> prompt) {
+    if (prompt.empty())
+      throw InvalidArgumentError(fmt::format("{}: the prompt is empty (it needs at least one token)", who_));
+    head_->reset();
+    root_position_ = static_cast<std::int64_t>(prompt.size()) - 1;
+    has_output_ = false;
+    if (prompt.size() > 1) advance(prompt.subspan(1), 1);
+  }
+
+  void commit(std::span<const TokenId> tokens) {
+    if (tokens.empty()) return;
+    advance(tokens, root_position_ + 1);
+    root_position_ += static_cast<std::int64_t>(tokens.size());
+  }
+
+ private:
+  void advance(std::span<const TokenId> tokens, std::int64_t first_position) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto d = head_->hidden_size();
+    if (features_->rows() != static_cast<std::int64_t>(tokens.size()) || features_->dim() != d)
+      throw ShapeError(fmt::format("{}: {} committed tokens but {} target hidden rows of width {} (the verifier "
+                                   "needs a feature sink)",
+                                   who_, tokens.size(), features_->rows(), features_->dim()));
+    output_.resize(static_cast<std::size_t>(d));
+    head_->advance(features_->all(), tokens, first_position, output_);
+    has_output_ = true;
+    commit_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  H* head_;
+  const TargetFeatures* features_;
+  const char* who_;
+  std::int64_t root_position_ = 0;
+  bool has_output_ = false;
+  std::vector<float> output_;
+  double commit_seconds_ = 0.0;
+};
 
 }  // namespace detail
 

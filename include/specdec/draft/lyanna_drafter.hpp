@@ -30,54 +30,33 @@ namespace specdec {
 template <FeatureHead H>
 class LyannaDrafter {
  public:
-  LyannaDrafter(H& head, const TargetFeatures& features) : head_(&head), features_(&features) {}
+  LyannaDrafter(H& head, const TargetFeatures& features) : cursor_(head, features, "LyannaDrafter") {}
 
-  H& head() { return *head_; }
-  std::int64_t vocab_size() const { return head_->vocab_size(); }
-  const TokenInfoTable& token_info() const { return head_->token_info(); }
+  H& head() { return cursor_.head(); }
+  std::int64_t vocab_size() const { return cursor_.head().vocab_size(); }
+  const TokenInfoTable& token_info() const { return cursor_.head().token_info(); }
 
-  void begin(std::span<const TokenId> prompt) {
-    if (prompt.empty()) throw InvalidArgumentError("LyannaDrafter: the prompt is empty (it needs at least one token)");
-    head_->reset();
-    root_position_ = static_cast<std::int64_t>(prompt.size()) - 1;
-    have_h1_ = false;
-    if (prompt.size() > 1) advance(prompt.subspan(1), 1);
-  }
+  void begin(std::span<const TokenId> prompt) { cursor_.begin(prompt); }
 
   // The N one-pass logit rows for the current root; row i predicts depth i+1.
   ProbRows draft(std::int32_t steps) {
     if (steps < 0) throw InvalidArgumentError(fmt::format("LyannaDrafter: {} draft steps", steps));
-    const auto d = head_->hidden_size(), v = head_->vocab_size();
-    if (!have_h1_ || steps == 0) return {nullptr, 0, v};
+    H& head = cursor_.head();
+    const auto d = head.hidden_size(), v = head.vocab_size();
+    if (!cursor_.has_output() || steps == 0) return {nullptr, 0, v};
     chain_.resize(static_cast<std::size_t>(steps * d));
-    head_->chain(h1_, steps, root_position_, chain_);
+    head.chain(cursor_.output(), steps, cursor_.root_position(), chain_);
     logits_.resize(static_cast<std::size_t>(steps * v));
-    head_->logits(chain_, logits_);
+    head.logits(chain_, logits_);
     return {logits_.data(), steps, v};
   }
 
-  void commit(std::span<const TokenId> tokens) {
-    if (tokens.empty()) return;
-    advance(tokens, root_position_ + 1);
-    root_position_ += static_cast<std::int64_t>(tokens.size());
-  }
-
-  // Seconds spent committing (the layer over verified entries), for the
-  // draft-time breakdown.
-  double commit_seconds() const { return commit_seconds_; }
+  void commit(std::span<const TokenId> tokens) { cursor_.commit(tokens); }
+  double commit_seconds() const { return cursor_.commit_seconds(); }
 
  private:
-  void advance(std::span<const TokenId> tokens, std::int64_t first_position) {
-    commit_seconds_ += detail::commit_to_head(*head_, *features_, tokens, first_position, h1_, "LyannaDrafter");
-    have_h1_ = true;
-  }
-
-  H* head_;
-  const TargetFeatures* features_;
-  std::int64_t root_position_ = 0;
-  bool have_h1_ = false;
-  std::vector<float> h1_, chain_, logits_;
-  double commit_seconds_ = 0.0;
+  detail::HeadCursor<H> cursor_;  // h_1 of the current root
+  std::vector<float> chain_, logits_;
 };
 
 }  // namespace specdec

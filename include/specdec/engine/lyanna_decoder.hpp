@@ -96,26 +96,26 @@ class LyannaDecoder {
       const auto t0 = Clock::now();
       const ProbRows logits = drafter_->draft(options_.depth);
       builder_.build(logits, table, root, fresh_);
-      std::int32_t fresh_size = fresh_.size();
+      const std::int32_t fresh_size = fresh_.size();
+      const DraftTree* tree = &fresh_;  // verified as drafted unless fused
       if (options_.fusion && pending_.size() > 0) {
         if (pending_.root_token() != root)
           throw InvalidTreeError("LyannaDecoder: the re-sampled tree's root is not this round's root");
-        tree_ = trie_union(fresh_, pending_).tree;
-        stats.resampling.nodes += tree_.size() - fresh_size;
-      } else {
-        tree_ = fresh_;
+        fused_ = trie_union(fresh_, pending_).tree;  // fresh_'s nodes keep their indices
+        tree = &fused_;
+        stats.resampling.nodes += fused_.size() - fresh_size;
       }
       pending_.clear(root);
       const auto t1 = Clock::now();
-      const ProbRows target = verifier_->score(seq_, tree_);
+      const ProbRows target = verifier_->score(seq_, *tree);
       const auto t2 = Clock::now();
-      result_ = rule_.verify(tree_, target, ProbRows{}, rule_rng);
+      result_ = rule_.verify(*tree, target, ProbRows{}, rule_rng);
       for (const auto node : result_.accepted_nodes) stats.resampling.accepted += node >= fresh_size;
-      verifier_->commit(seq_, tree_, result_);
-      emitted_ = result_.emitted_tokens(tree_);
+      verifier_->commit(seq_, *tree, result_);
+      emitted_ = result_.emitted_tokens(*tree);
       drafter_->commit(emitted_);
       const auto t3 = Clock::now();
-      record_round(stats, tree_, t0, t1, t2, t3);
+      record_round(stats, *tree, t0, t1, t2, t3);
 
       const bool first = out.tokens.empty();
       for (const TokenId t : emitted_)
@@ -177,7 +177,7 @@ class LyannaDecoder {
   TokenInfoTreeBuilder builder_;
   const ModelClock* target_clock_ = nullptr;
   std::function<void(const DraftTree&, const VerifyResult&)> round_observer_;
-  DraftTree fresh_, tree_, pending_;
+  DraftTree fresh_, fused_, pending_;
   VerifyResult result_;
   std::vector<TokenId> emitted_;
 };
