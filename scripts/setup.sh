@@ -2,6 +2,7 @@
 # Installs specdec's Debian dependencies (only what is missing) and builds it
 # into build/ (Release, every backend whose toolchain is present).
 #   bash scripts/setup.sh            extra CMake arguments: SPECDEC_CMAKE_ARGS="..."
+#   SPECDEC_SETUP_NO_BUILD=1 bash scripts/setup.sh    packages only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +11,7 @@ packages=(
   libfmt-dev libeigen3-dev libdlpack-dev nlohmann-json3-dev libcli11-dev
   catch2 libbenchmark-dev
   libtorch-dev libopenblas0-openmp libdnnl-dev   # OpenBLAS-OpenMP: without it libtorch GEMMs are ~40x slower
+  ocl-icd-opencl-dev                              # dnnl-config.cmake calls find_package(OpenCL); libdnnl-dev only recommends it
   libsentencepiece-dev sentencepiece              # tokenizer oracle (tests) and trainer (spm_train)
 )
 missing=()
@@ -23,6 +25,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
 fi
+
+[ -n "${SPECDEC_SETUP_NO_BUILD:-}" ] && exit 0
 
 # shellcheck disable=SC2086
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${SPECDEC_CMAKE_ARGS:-}

@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <string>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -51,6 +53,7 @@ struct Tally {
   Stats total;  // summed over prompts (acceptance merged)
   std::vector<double> speedups, ttft_ms;
   std::int64_t differ = 0;
+  std::map<std::string, std::int64_t> stop_reasons;  // why each generation ended
 
   void add(const Stats& s) {
     auto& a = total.acceptance;
@@ -86,6 +89,7 @@ struct Tally {
     total.resampling.accepted += s.resampling.accepted;
     total.resampling.separate_forwards += s.resampling.separate_forwards;
     ttft_ms.push_back(1e3 * s.time_to_first_token_seconds);
+    ++stop_reasons[to_string(s.stop_reason)];
   }
 };
 
@@ -205,6 +209,7 @@ int run_bench(const BenchCommand& b) {
                          {"resampled_nodes", st.resampling.nodes},
                          {"resampled_accepted", st.resampling.accepted},
                          {"resampling_separate_forwards", st.resampling.separate_forwards},
+                         {"stop_reasons", t.stop_reasons},
                          {"outputs_differing_from_autoregressive", t.differ}});
     };
     record("autoregressive", base, true);

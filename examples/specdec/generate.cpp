@@ -4,6 +4,7 @@
 #include "generate.hpp"
 
 #include <cstdio>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -11,6 +12,23 @@
 #include "specdec/torch/methods.hpp"
 
 namespace specdec::cli {
+namespace {
+
+// "models/target: 21.8M parameters, 6 layers, context 1024, stored float16, computed in float32"
+std::string describe_model(const std::filesystem::path& dir, const torch_backend::LlamaModel& m) {
+  const auto& c = m.config();
+  return fmt::format("{}: {:.1f}M parameters, {} layers, hidden {}, context {}, stored {}, computed in float32",
+                     dir.string(), static_cast<double>(m.num_parameters()) / 1e6, c.num_hidden_layers, c.hidden_size,
+                     c.max_position_embeddings, c.torch_dtype.empty() ? "float32" : c.torch_dtype);
+}
+
+std::string describe_sampling(const SamplingParams& s) {
+  if (s.is_greedy()) return "greedy (temperature 0): the output equals greedy autoregressive decoding";
+  return fmt::format("temperature {}, top-k {}, top-p {}, seed {} (lossless: the target's own distribution)",
+                     s.temperature, s.top_k, s.top_p, s.seed);
+}
+
+}  // namespace
 
 void add_generate_options(CLI::App& cmd, GenerateCommand& g) {
   cmd.add_option("--target", g.target, "target model directory (config.json, model.safetensors)");
@@ -39,6 +57,22 @@ int run_generate(const GenerateCommand& g) {
   auto method = torch_backend::make_method(config, s.target, s.draft ? &*s.draft : nullptr, g.sampling,
                                            g.target.parent_path());
   const auto prompt = s.tokenizer.encode(g.prompt, /*add_bos=*/true);
+  const bool uses_head = config.name == "lyanna" || config.name == "eagle";
+  std::printf("method:    %s (%s acceptance)\n", method.name().c_str(),
+              config.name == "autoregressive" ? "no" : g.sampling.is_greedy() ? "greedy" : "recursive rejection sampling");
+  std::printf("target:    %s\n", describe_model(g.target, s.target).c_str());
+  if (s.draft) std::printf("draft:     %s\n", describe_model(g.draft, *s.draft).c_str());
+  if (uses_head)
+    std::printf("head:      %s\n",
+                (config.head.empty() ? g.target.parent_path() / config.name : std::filesystem::path(config.head))
+                    .string()
+                    .c_str());
+  std::printf("tokenizer: %s: %s, %d pieces\n", s.tokenizer_path.string().c_str(),
+              s.tokenizer.kind() == tokenizer::TokenizerKind::kSentencePiece ? "SentencePiece" : "Hugging Face BPE",
+              static_cast<int>(s.tokenizer.vocab_size()));
+  std::printf("sampling:  %s\n", describe_sampling(g.sampling).c_str());
+  std::printf("prompt:    %zu tokens; up to %lld new tokens (stops at EOS or when the context is full)\n\n",
+              prompt.size(), static_cast<long long>(g.max_new_tokens));
   GenerationOptions options;
   options.max_new_tokens = g.max_new_tokens;
   options.stop_tokens = {s.tokenizer.eos_id()};
@@ -60,10 +94,12 @@ int run_generate(const GenerateCommand& g) {
     }
   });
   std::printf("\n\n");
+  std::printf("== %s ==\n", config.name == "autoregressive" ? "autoregressive decoding" : "speculative decoding");
   print_stats(method.name(), result.stats);
   if (g.baseline && method.name() != "autoregressive") {
     auto ar = torch_backend::make_method(torch_backend::parse_method("autoregressive"), s.target, nullptr, g.sampling);
     const auto base = ar.generate(prompt, options);
+    std::printf("\n== baseline: autoregressive decoding on the target, same prompt and settings ==\n");
     print_stats("autoregressive", base.stats);
     const bool same = base.tokens == result.tokens;
     std::printf("speedup %.2fx over autoregressive decoding (same run)%s\n",

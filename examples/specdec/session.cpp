@@ -39,9 +39,9 @@ void print_stats(const std::string& label, const Stats& st) {
   std::string depths;
   for (std::size_t d = 1; d <= a.depth_tried.size() && d <= 8; ++d)
     depths += fmt::format("{}{:.2f}", d > 1 ? " " : "", a.conditional_acceptance(d));
-  std::printf("[%s] %lld tokens in %.3f s | %.1f tokens/s | first token %.1f ms\n", label.c_str(),
+  std::printf("[%s] %lld tokens in %.3f s | %.1f tokens/s | first token %.1f ms | stopped: %s\n", label.c_str(),
               static_cast<long long>(st.new_tokens), st.total_seconds, st.tokens_per_second(),
-              1e3 * st.time_to_first_token_seconds);
+              1e3 * st.time_to_first_token_seconds, to_string(st.stop_reason));
   if (a.num_rounds > 0 && a.num_rounds != st.new_tokens)
     std::printf("  rounds %lld | tau %.2f tokens/round | acceptance %.2f | per depth [%s] | zero-accept %lld\n",
                 static_cast<long long>(a.num_rounds), a.mean_emitted(), a.acceptance_rate(), depths.c_str(),

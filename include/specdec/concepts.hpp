@@ -87,12 +87,14 @@ concept LengthPolicy = requires(P& p, const RoundOutcome& outcome) {
 //   accept(path):  keep only these new-token indices (root to leaf) of the last
 //                  forward, compacted right after the committed prefix
 //   rollback(len): truncate the sequence's cache to `len` tokens
+//   max_context:   tokens one sequence can hold (decoders stop there)
 template <class M>
 concept Model = requires(M& m, const M& cm, const ForwardRequest& request, std::int32_t seq,
                          std::span<const std::int32_t> path, std::int64_t length) {
   { cm.vocab_size() } -> std::convertible_to<std::int64_t>;
   { cm.hidden_size() } -> std::convertible_to<std::int64_t>;
   { cm.cached_length(seq) } -> std::convertible_to<std::int64_t>;
+  { cm.max_context() } -> std::convertible_to<std::int64_t>;
   { m.forward(request) } -> std::same_as<ForwardResult>;
   m.accept(seq, path);
   m.rollback(seq, length);

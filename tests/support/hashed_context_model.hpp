@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <unordered_map>
 #include <utility>
@@ -36,6 +37,10 @@ class HashedContextModel {
   // tests need (an order-2 model's state is its last two tokens).
   std::int64_t hidden_size() const { return 2; }
   std::int64_t cached_length(std::int32_t seq) const { return seq_at(seq).committed.size(); }
+  // Unbounded unless a test sets a limit (the context-limit tests do); a
+  // forward past it throws, as a real model's would.
+  std::int64_t max_context() const { return max_context_; }
+  void set_max_context(std::int64_t n) { max_context_ = n; }
   void start_sequence(std::int32_t seq) { seqs_[seq] = Sequence{}; }
   std::int64_t forwards() const { return forwards_; }
 
@@ -64,6 +69,9 @@ class HashedContextModel {
       const auto n = static_cast<std::int64_t>(in.tokens.size());
       if (in.mask != nullptr && in.mask->size() != before + n)
         throw ShapeError("HashedContextModel: mask size");
+      if (static_cast<std::int64_t>(s.committed.size()) + before + n > max_context_)
+        throw ShapeError(fmt::format("HashedContextModel: sequence {} would hold {} tokens, the context is {}",
+                                     in.seq_id, s.committed.size() + static_cast<std::size_t>(before + n), max_context_));
       for (std::int64_t i = 0; i < n; ++i) {
         // The staged tokens this query sees, in staging order, then itself.
         std::vector<TokenId> ctx = s.committed;
@@ -147,6 +155,7 @@ class HashedContextModel {
   std::unordered_map<std::int32_t, Sequence> seqs_;
   std::vector<float> logits_, hidden_;
   std::int64_t forwards_ = 0;
+  std::int64_t max_context_ = std::numeric_limits<std::int64_t>::max();
 };
 
 }  // namespace specdec::testing

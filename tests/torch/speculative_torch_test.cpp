@@ -223,3 +223,37 @@ TEST_CASE("The default models in models/ load, share a tokenizer and generate", 
   }
   WARN("greedy outputs differing from autoregressive decoding by a near-tie: " << near_ties << " of " << runs);
 }
+
+TEST_CASE("Every method stops cleanly when the context is full, keeping every token", "[torch][engine]") {
+  // LlamaModel::forward throws past max_position_embeddings: each method's
+  // drafting and verification must fit in what is left of the context.
+  auto config = tiny(2, 32);
+  config.max_position_embeddings = 48;
+  auto target = tb::LlamaModel::random(config, 7);
+  auto small = tiny(1, 16);
+  small.max_position_embeddings = 48;
+  auto draft = tb::LlamaModel::random(small, 8);
+  target.start_sequence(9);
+  const auto heads = std::filesystem::temp_directory_path() / "specdec_context_heads";
+  tb::DraftHeadConfig lyanna;
+  lyanna.token_info_rank = 4;
+  lyanna.hot_tokens = {1, 2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31};
+  tb::DraftHead::random(lyanna, target, 1).save(heads / "lyanna", sd::DType::kF32);
+  tb::DraftHeadConfig eagle;
+  eagle.kind = tb::HeadKind::kEagle;
+  eagle.token_info_rank = 0;
+  tb::DraftHead::random(eagle, target, 2).save(heads / "eagle", sd::DType::kF32);
+  const std::vector<sd::TokenId> prompt{7, 3, 9, 3, 7, 3, 9};
+  const auto reference = greedy(target, prompt, 48 - 7);
+  for (const char* spec : {"autoregressive", "chain:k=6", "tree", "dynamic:top_k=3:depth=5:total=10", "ngram:k=5",
+                           "lyanna:depth=4:budget=10", "lyanna:fusion=0", "eagle"}) {
+    auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f}, heads);
+    sd::GenerationOptions o;
+    o.max_new_tokens = 100000;
+    INFO(spec);
+    const auto out = method.generate(prompt, o);
+    CHECK(out.tokens == reference);
+    CHECK(out.stop_reason == sd::StopReason::kContextLimit);
+    CHECK(out.stats.stop_reason == sd::StopReason::kContextLimit);
+  }
+}

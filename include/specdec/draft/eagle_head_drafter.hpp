@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "specdec/concepts.hpp"
+#include "specdec/core/context_limit.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/prob_matrix.hpp"
 #include "specdec/core/sampling_params.hpp"
@@ -38,6 +39,7 @@ class EagleHeadDrafter {
 
   H& head() { return *head_; }
   std::int64_t vocab_size() const { return head_->vocab_size(); }
+  std::int64_t max_context() const { return context_limit(*head_); }
 
   void begin(std::span<const TokenId> prompt) {
     cursor_.begin(prompt);

@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "specdec/core/context_limit.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/prob_matrix.hpp"
 #include "specdec/core/target_features.hpp"
@@ -34,6 +35,7 @@ class LyannaDrafter {
 
   H& head() { return cursor_.head(); }
   std::int64_t vocab_size() const { return cursor_.head().vocab_size(); }
+  std::int64_t max_context() const { return context_limit(cursor_.head()); }
   const TokenInfoTable& token_info() const { return cursor_.head().token_info(); }
 
   void begin(std::span<const TokenId> prompt) { cursor_.begin(prompt); }

@@ -44,6 +44,7 @@ class ModelDrafter {
   }
 
   std::int64_t vocab_size() const { return model_->vocab_size(); }
+  std::int64_t max_context() const { return model_->max_context(); }
   M& model() { return *model_; }
 
   void begin(std::span<const TokenId> prompt) {

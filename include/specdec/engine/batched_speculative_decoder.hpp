@@ -63,6 +63,8 @@ class BatchedSpeculativeDecoder {
       if (a->request.seq_id == request.seq_id)
         throw InvalidArgumentError(fmt::format("BatchedSpeculativeDecoder: sequence {} is already active", request.seq_id));
     auto a = std::make_unique<Active>(std::move(request), make_drafter_, make_policy_);
+    a->sink.limit_context(std::min(context_limit(*verifier_), context_limit(a->drafter)),
+                          static_cast<std::int64_t>(a->request.prompt.size()), "BatchedSpeculativeDecoder");
     const auto start = Clock::now();
     verifier_->begin(a->request.seq_id, a->request.prompt);
     a->drafter.begin(a->request.prompt);
@@ -70,7 +72,7 @@ class BatchedSpeculativeDecoder {
     a->out.stats.prefill_seconds = seconds_between(start, Clock::now());
     a->start = start;
     a->root = a->request.prompt.back();
-    if (a->sink.full()) {  // max_new_tokens 0: done before any round
+    if (a->sink.full()) {  // max_new_tokens 0 or a full context: done before any round
       done_early_.push_back(finish(*a));
     } else {
       active_.push_back(std::move(a));
@@ -91,7 +93,7 @@ class BatchedSpeculativeDecoder {
     trees_.clear();
     for (auto& a : active_) {
       const auto t0 = Clock::now();
-      builder_.build(a->drafter, a->policy.budget(), a->root, a->draft_rng, a->tree, a->rows);
+      builder_.build(a->drafter, a->sink.fit(a->policy.budget()), a->root, a->draft_rng, a->tree, a->rows);
       a->out.stats.draft_seconds += seconds_between(t0, Clock::now());
       seqs_.push_back(a->request.seq_id);
       trees_.push_back(&a->tree);

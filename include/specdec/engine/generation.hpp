@@ -6,13 +6,17 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "specdec/core/context_limit.hpp"
 #include "specdec/core/error.hpp"
+#include "specdec/core/round.hpp"
 #include "specdec/core/types.hpp"
 #include "specdec/engine/stats.hpp"
 
@@ -40,8 +44,6 @@ struct GenerationOptions {
   }
 };
 
-enum class StopReason : std::uint8_t { kMaxNewTokens, kStopToken, kStopString };
-
 struct GenerationResult {
   std::vector<TokenId> tokens;  // generated tokens, the prompt excluded
   StopReason stop_reason = StopReason::kMaxNewTokens;
@@ -64,8 +66,32 @@ class TokenSink {
   TokenSink(const GenerationOptions& options, GenerationResult& result, const TokenCallback& on_token)
       : options_(&options), result_(&result), on_token_(&on_token) {}
 
-  bool full() const { return std::int64_t(result_->tokens.size()) >= options_->max_new_tokens; }
-  std::int64_t remaining() const { return options_->max_new_tokens - std::int64_t(result_->tokens.size()); }
+  // The sequence (prompt + generated) may hold at most `context` tokens: a
+  // prompt longer than that is refused with both numbers; generation stops
+  // with kContextLimit when the context is full.
+  void limit_context(std::int64_t context, std::int64_t prompt_tokens, std::string_view who) {
+    if (prompt_tokens > context)
+      throw InvalidArgumentError(fmt::format("{}: the prompt has {} tokens but the context holds {}", who,
+                                             prompt_tokens, context));
+    room_ = context - prompt_tokens;
+    if (room_ == 0 && options_->max_new_tokens > 0) set_reason(StopReason::kContextLimit);
+  }
+
+  std::int64_t size() const { return std::int64_t(result_->tokens.size()); }
+  bool full() const { return size() >= options_->max_new_tokens || size() >= room_; }
+  std::int64_t remaining() const { return std::min(options_->max_new_tokens, room_) - size(); }
+
+  // The most draft nodes a round may send to the target before the context is
+  // full: a round's forward holds the root plus its nodes, and emits at most
+  // depth + 1 tokens, so with `room` tokens left the tree gets room - 1.
+  std::int64_t tree_room() const { return room_ == kUnboundedContext ? room_ : std::max<std::int64_t>(room_ - size() - 1, 0); }
+  DraftBudget fit(DraftBudget budget) const {
+    const auto cap = static_cast<std::int32_t>(std::min<std::int64_t>(tree_room(), std::numeric_limits<std::int32_t>::max()));
+    budget.max_depth = std::min(budget.max_depth, cap);
+    budget.max_nodes = std::min(budget.max_nodes, cap);
+    budget.verify_nodes = std::min(budget.verify_nodes, cap);
+    return budget;
+  }
 
   // Returns true when generation is over (after this token, or already full).
   bool push(TokenId token) {
@@ -74,18 +100,21 @@ class TokenSink {
     if (*on_token_) (*on_token_)(token);
     const auto& stops = options_->stop_tokens;
     if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
-      result_->stop_reason = StopReason::kStopToken;
+      set_reason(StopReason::kStopToken);
       return true;
     }
     if (!options_->stop_strings.empty() && completes_stop_string()) {
-      result_->stop_reason = StopReason::kStopString;
+      set_reason(StopReason::kStopString);
       return true;
     }
-    if (full()) result_->stop_reason = StopReason::kMaxNewTokens;
+    if (size() >= options_->max_new_tokens) set_reason(StopReason::kMaxNewTokens);
+    else if (size() >= room_) set_reason(StopReason::kContextLimit);
     return full();
   }
 
  private:
+  void set_reason(StopReason r) { result_->stop_reason = result_->stats.stop_reason = r; }
+
   // A stop string ends in the text added by the newest token: search only the
   // tail that could hold it (text decoded before stays as it was).
   bool completes_stop_string() {
@@ -103,6 +132,7 @@ class TokenSink {
   const GenerationOptions* options_;
   GenerationResult* result_;
   const TokenCallback* on_token_;
+  std::int64_t room_ = kUnboundedContext;  // tokens the context has left after the prompt
   std::size_t text_size_ = 0;  // length of the text decoded at the previous token
 };
 

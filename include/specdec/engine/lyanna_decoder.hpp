@@ -18,8 +18,10 @@
 // greedy autoregressive output token for token.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <span>
 #include <utility>
 
@@ -78,6 +80,8 @@ class LyannaDecoder {
     Stats& stats = out.stats;
     stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
     TokenSink sink(options, out, on_token);
+    sink.limit_context(std::min(context_limit(*verifier_), context_limit(*drafter_)), stats.prompt_tokens,
+                       "LyannaDecoder");
     RandomStream rule_rng(options.seed, /*stream=*/2);
 
     const auto start = Clock::now();
@@ -94,8 +98,13 @@ class LyannaDecoder {
     const auto& table = drafter_->token_info();
     while (!done) {
       const auto t0 = Clock::now();
-      const ProbRows logits = drafter_->draft(options_.depth);
+      // Near the end of the context the chain and the tree shrink to fit.
+      const auto room = static_cast<std::int32_t>(
+          std::min<std::int64_t>(sink.tree_room(), std::numeric_limits<std::int32_t>::max()));
+      const ProbRows logits = drafter_->draft(std::min(options_.depth, room));
       builder_.build(logits, table, root, fresh_);
+      if (fresh_.size() > room) fresh_ = prune_to_budget(fresh_, room).tree;
+      if (pending_.size() > room - fresh_.size()) pending_.clear(root);
       const std::int32_t fresh_size = fresh_.size();
       const DraftTree* tree = &fresh_;  // verified as drafted unless fused
       if (options_.fusion && pending_.size() > 0) {
@@ -132,6 +141,8 @@ class LyannaDecoder {
       ++stats.resampling.trees;
       stats.draft_seconds += seconds_between(r0, Clock::now());
       if (options_.fusion) continue;  // verified with the next round's tree
+      const auto left = static_cast<std::int32_t>(std::min<std::int64_t>(sink.tree_room(), options_.resample_budget));
+      if (pending_.size() > left) pending_ = prune_to_budget(pending_, left).tree;
       // Without fusion: a target forward of its own.
       stats.resampling.nodes += pending_.size();
       ++stats.resampling.separate_forwards;

@@ -15,6 +15,7 @@
 // small value types).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -67,6 +68,8 @@ class SpeculativeDecoder {
     Stats& stats = out.stats;
     stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
     TokenSink sink(options, out, on_token);
+    sink.limit_context(std::min(context_limit(*verifier_), context_limit(*drafter_)), stats.prompt_tokens,
+                       "SpeculativeDecoder");
     RandomStream draft_rng(options.seed, /*stream=*/1);
     RandomStream rule_rng(options.seed, /*stream=*/2);
 
@@ -81,7 +84,7 @@ class SpeculativeDecoder {
     TokenId root = prompt.back();
     bool done = sink.full();
     while (!done) {
-      const DraftBudget budget = policy_.budget();
+      const DraftBudget budget = sink.fit(policy_.budget());  // the tree fits the context left
       const auto t0 = Clock::now();
       builder_.build(*drafter_, budget, root, draft_rng, tree_, rows_);
       const auto t1 = Clock::now();

@@ -9,8 +9,24 @@
 
 namespace specdec {
 
+// Why a generation ended.
+// kContextLimit: prompt + generated tokens filled the models' context (the
+// smallest of the target's and the drafter's); every token produced is kept.
+enum class StopReason : std::uint8_t { kMaxNewTokens, kStopToken, kStopString, kContextLimit };
+
+inline const char* to_string(StopReason r) {
+  switch (r) {
+    case StopReason::kMaxNewTokens: return "max_new_tokens";
+    case StopReason::kStopToken: return "stop_token";
+    case StopReason::kStopString: return "stop_string";
+    case StopReason::kContextLimit: return "context_limit";
+  }
+  return "unknown";
+}
+
 struct Stats {
   AcceptanceStats acceptance;  // rounds, tau, per-depth conditional acceptance
+  StopReason stop_reason = StopReason::kMaxNewTokens;
   std::int64_t new_tokens = 0;
   std::int64_t prompt_tokens = 0;
   // Wall-clock seconds. prefill covers the prompt (target and drafter);

@@ -36,6 +36,7 @@ class TimedModel {
   std::int64_t vocab_size() const { return model_->vocab_size(); }
   std::int64_t hidden_size() const { return model_->hidden_size(); }
   std::int64_t cached_length(std::int32_t seq) const { return model_->cached_length(seq); }
+  std::int64_t max_context() const { return model_->max_context(); }
 
   ForwardResult forward(const ForwardRequest& request) {
     const Timer t(clock_);

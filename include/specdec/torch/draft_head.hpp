@@ -124,6 +124,7 @@ class DraftHead {
   // draft/feature_head.hpp, which the backend-free drafters use).
   std::int64_t vocab_size() const { return config_.target.vocab_size; }
   std::int64_t hidden_size() const { return config_.target.hidden_size; }
+  std::int64_t max_context() const { return config_.target.max_position_embeddings; }
   void advance(std::span<const float> target_hidden, std::span<const TokenId> tokens, std::int64_t first_position,
                std::span<float> out);
   void chain(std::span<const float> h1, std::int64_t steps, std::int64_t position, std::span<float> out);

@@ -49,6 +49,7 @@ class LlamaModel {
   const io::LlamaConfig& config() const { return config_; }
   std::int64_t vocab_size() const { return config_.vocab_size; }
   std::int64_t hidden_size() const { return config_.hidden_size; }
+  std::int64_t max_context() const { return config_.max_position_embeddings; }
   std::int64_t num_parameters() const;
   // Throws ShapeError naming `tokenizer_source` unless a tokenizer of
   // `tokenizer_vocab` pieces fits this model exactly (a mismatch would feed

@@ -37,11 +37,13 @@ namespace specdec {
 // kDeterministic with its draft row.
 //
 // Budget (DraftBudget): levels = min(depth, max_depth); kept nodes =
-// min(total_tokens, verify_nodes). max_nodes does not bound the pool, whose
-// size is fixed by the parameters (at most top_k + (levels - 1) top_k^2
-// nodes); a policy that grants verify_nodes <= max_nodes gets a tree within
-// max_nodes. stop_below: a frontier node whose draft_prob is below it is not
-// expanded (it stays in the pool). No uniforms are drawn.
+// min(total_tokens, verify_nodes); max_nodes bounds the pool nodes the
+// drafter runs (the frontiers of levels 2.., at most (levels - 1) top_k): a
+// frontier is cut to the best nodes that still fit, so a drafter with a
+// model never holds more than its context plus max_nodes tokens. The pool
+// itself (at most top_k + (levels - 1) top_k^2 candidates) is never run.
+// stop_below: a frontier node whose draft_prob is below it is not expanded
+// (it stays in the pool). No uniforms are drawn.
 //
 // `rows` receives every row proposed (one per expanded pool node, level by
 // level), including rows of slots whose children were all reranked away; the
@@ -76,6 +78,7 @@ class DynamicTreeBuilder {
     if (levels == 0 || total == 0) return;
 
     frontier_.assign(1, DraftTree::kRoot);
+    std::int32_t run = 0;  // pool nodes the drafter has run (frontiers past the root)
     for (std::int32_t level = 1; level <= levels && !frontier_.empty(); ++level) {
       const auto first_row = detail::propose_level(kWho, drafter, pool_, frontier_, vocab, rows);
       candidates_.clear();
@@ -90,7 +93,9 @@ class DynamicTreeBuilder {
       }
       // Next frontier: this level's top_k candidates by cum_logprob, earlier
       // created first on ties; proposed for in creation (tree) order.
-      const auto n_next = std::min<std::size_t>(static_cast<std::size_t>(top_k_), candidates_.size());
+      if (level == levels) break;  // the last level's candidates are never run
+      const auto n_next = std::min<std::size_t>({static_cast<std::size_t>(top_k_), candidates_.size(),
+                                                 static_cast<std::size_t>(std::max(budget.max_nodes - run, 0))});
       std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(n_next),
                         candidates_.end(), [&](std::int32_t a, std::int32_t b) {
                           const double sa = pool_.node(a).cum_logprob, sb = pool_.node(b).cum_logprob;
@@ -100,6 +105,7 @@ class DynamicTreeBuilder {
       for (std::size_t i = 0; i < n_next; ++i)
         if (!(pool_.node(candidates_[i]).draft_prob < budget.stop_below)) frontier_.push_back(candidates_[i]);
       std::sort(frontier_.begin(), frontier_.end());
+      run += static_cast<std::int32_t>(frontier_.size());
     }
 
     // Rerank (§5.4): the best `total` nodes of the whole pool.

@@ -33,6 +33,7 @@ class ModelVerifier {
   }
 
   M& model() { return *model_; }
+  std::int64_t max_context() const { return model_->max_context(); }
   const SamplingParams& sampling() const { return sampling_; }
 
   // Feature-level drafters (EAGLE, Lyanna) read the target's hidden states

@@ -89,6 +89,7 @@ struct ModelArchetype {
   std::int64_t vocab_size() const { return 8; }
   std::int64_t hidden_size() const { return 4; }
   std::int64_t cached_length(std::int32_t) const { return 0; }
+  std::int64_t max_context() const { return 16; }
   sd::ForwardResult forward(const sd::ForwardRequest&) { return {}; }
   void accept(std::int32_t, std::span<const std::int32_t>) {}
   void rollback(std::int32_t, std::int64_t) {}
@@ -97,6 +98,7 @@ struct ModelWithoutRollback {
   std::int64_t vocab_size() const { return 8; }
   std::int64_t hidden_size() const { return 4; }
   std::int64_t cached_length(std::int32_t) const { return 0; }
+  std::int64_t max_context() const { return 16; }
   sd::ForwardResult forward(const sd::ForwardRequest&) { return {}; }
   void accept(std::int32_t, std::span<const std::int32_t>) {}
 };

@@ -116,3 +116,36 @@ TEST_CASE("The batched decoder rejects bad requests with typed errors", "[unit][
   r.options.max_new_tokens = -2;
   CHECK_THROWS_AS(decoder.submit(r), sd::InvalidArgumentError);
 }
+
+TEST_CASE("A batched request that fills the context ends there; the others go on", "[unit][engine]") {
+  constexpr std::int64_t kContext = 30;
+  HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.7f);
+  target.set_max_context(kContext);
+  sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
+  sd::BatchedSpeculativeDecoder<sd::ModelDrafter<HashedContextModel>, sd::DynamicTreeBuilder,
+                                sd::ModelVerifier<HashedContextModel>, sd::GreedyAcceptance, sd::FixedLength>
+      decoder(
+          [&](std::int32_t seq) {
+            draft.start_sequence(seq);
+            return sd::ModelDrafter<HashedContextModel>(draft, seq, sd::SamplingParams{1.0f});
+          },
+          sd::DynamicTreeBuilder{3, 3, 8}, verifier, sd::GreedyAcceptance{},
+          [] { return sd::FixedLength(sd::DraftBudget{3, 8, 8, 0.0f}); });
+  const std::map<std::int32_t, std::int64_t> max_new = {{0, 1000}, {1, 10}, {2, 1000}};
+  for (const auto& [seq, n] : max_new) {
+    target.start_sequence(seq);
+    sd::BatchRequest r;
+    r.seq_id = seq;
+    r.prompt = prompt_of(seq);
+    r.options.max_new_tokens = n;
+    decoder.submit(std::move(r));
+  }
+  for (const auto& done : decoder.run()) {
+    INFO("sequence " << done.seq_id);
+    const auto room = kContext - static_cast<std::int64_t>(prompt_of(done.seq_id).size());
+    const auto n = std::min(max_new.at(done.seq_id), room);
+    CHECK(done.result.tokens == greedy_reference(prompt_of(done.seq_id), n));
+    CHECK(done.result.stop_reason ==
+          (n == room ? sd::StopReason::kContextLimit : sd::StopReason::kMaxNewTokens));
+  }
+}

@@ -190,3 +190,40 @@ TEST_CASE("Sampled Lyanna keeps the target's law of the first two tokens", "[sta
   CHECK_FALSE(fit.rejects(1e-3));
   CHECK(resampled_accepts > 0);  // the second token did come from re-sampled trees at times
 }
+
+TEST_CASE("Lyanna and EAGLE-head generation that fills the context ends there", "[unit][engine][lyanna]") {
+  // The target throws past its context: the chain, the fresh tree and the
+  // re-sampled tree must all shrink to what is left.
+  constexpr std::int64_t kContext = 37;
+  const std::vector<sd::TokenId> prompt = {3, 1, 4, 1, 5};
+  const auto reference = greedy_reference(prompt, kContext - 5);
+  const auto fusion = GENERATE(false, true);
+  HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.8f);
+  target.set_max_context(kContext);
+  target.start_sequence(0);
+  sd::TargetFeatures features;
+  sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
+  verifier.set_feature_sink(&features);
+  FakeFeatureHead head(draft, kHot, 3);
+  sd::GenerationOptions g;
+  g.max_new_tokens = 1000;
+  {
+    sd::LyannaDrafter drafter(head, features);
+    sd::LyannaOptions o;
+    o.fusion = fusion;
+    o.depth = 4;
+    o.verify_budget = 6;
+    sd::LyannaDecoder decoder(drafter, verifier, sd::GreedyAcceptance{}, o);
+    const auto out = decoder.generate(prompt, g);
+    CHECK(out.tokens == reference);
+    CHECK(out.stop_reason == sd::StopReason::kContextLimit);
+  }
+  {
+    sd::EagleHeadDrafter drafter(head, features, sd::SamplingParams{1.0f});
+    sd::SpeculativeDecoder decoder(drafter, sd::DynamicTreeBuilder{3, 3, 10}, verifier, sd::GreedyAcceptance{},
+                                   Fixed{{3, 10, 10}});
+    const auto out = decoder.generate(prompt, g);
+    CHECK(out.tokens == reference);
+    CHECK(out.stop_reason == sd::StopReason::kContextLimit);
+  }
+}

@@ -271,3 +271,64 @@ TEST_CASE("Stop tokens, stop strings and max_new_tokens end generation exactly",
     CHECK_THROWS_AS(decoder.generate(prompt, o), sd::InvalidArgumentError);
   }
 }
+
+TEST_CASE("Generation that fills the context ends there and keeps every token", "[unit][engine]") {
+  // Models whose forward throws past their context: a decoder that drafted
+  // or verified past it would fail here, not just stop late.
+  constexpr std::int64_t kContext = 40;
+  const auto prompt = random_prompt(7, 5);
+  const auto reference = greedy_reference(prompt, kContext - 5);
+  HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.5f);
+  target.set_max_context(kContext);
+  target.start_sequence(0);
+  draft.start_sequence(0);
+  sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
+  sd::ModelDrafter drafter(draft, 0, sd::SamplingParams{1.0f});
+  sd::GenerationOptions o;
+  o.max_new_tokens = 100000;
+
+  const auto check_full = [&](const sd::GenerationResult& got, std::int64_t context) {
+    CHECK(got.tokens == std::vector<sd::TokenId>(reference.begin(), reference.begin() + (context - 5)));
+    CHECK(got.stop_reason == sd::StopReason::kContextLimit);
+    CHECK(got.stats.stop_reason == sd::StopReason::kContextLimit);
+    CHECK(got.stats.new_tokens == context - 5);
+  };
+  SECTION("autoregressive") {
+    sd::AutoregressiveDecoder ar(target, sd::SamplingParams{0.0f});
+    check_full(ar.generate(prompt, o), kContext);
+  }
+  SECTION("chain, static tree and dynamic tree; the draft's smaller context is the limit") {
+    const auto depth = GENERATE(1, 4, 7);
+    const auto draft_context = GENERATE(std::int64_t{40}, std::int64_t{37});  // kContext, and 3 fewer
+    draft.set_max_context(draft_context);
+    const auto limit = std::min<std::int64_t>(kContext, draft_context);
+    sd::SpeculativeDecoder chain(drafter, sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{},
+                                 Fixed{{depth, depth, depth}});
+    check_full(chain.generate(prompt, o), limit);
+    sd::SpeculativeDecoder stat(drafter, sd::StaticTreeBuilder{sd::parse_tree_shape("0;1;2;0.0;0.1;1.0;0.0.0;0.0.0.0")},
+                                verifier, sd::GreedyAcceptance{}, Fixed{{4, 8, 8}});
+    check_full(stat.generate(prompt, o), limit);
+    sd::SpeculativeDecoder dyn(drafter, sd::DynamicTreeBuilder{4, depth, 12}, verifier, sd::GreedyAcceptance{},
+                               Fixed{{depth, 12, 12}});
+    check_full(dyn.generate(prompt, o), limit);
+  }
+  SECTION("max_new_tokens that ends exactly at the context is the reason given") {
+    sd::SpeculativeDecoder chain(drafter, sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{}, Fixed{{4, 4, 4}});
+    o.max_new_tokens = kContext - 5;
+    const auto got = chain.generate(prompt, o);
+    CHECK(got.tokens == reference);
+    CHECK(got.stop_reason == sd::StopReason::kMaxNewTokens);
+  }
+  SECTION("a prompt that fills the context generates nothing; a longer one is refused with both numbers") {
+    sd::SpeculativeDecoder chain(drafter, sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{}, Fixed{{4, 4, 4}});
+    const auto full = random_prompt(3, static_cast<int>(kContext));
+    const auto got = chain.generate(full, o);
+    CHECK(got.tokens.empty());
+    CHECK(got.stop_reason == sd::StopReason::kContextLimit);
+    const auto longer = random_prompt(3, static_cast<int>(kContext) + 1);
+    CHECK_THROWS_WITH(chain.generate(longer, o), Catch::Matchers::Contains("the prompt has 41 tokens") &&
+                                                     Catch::Matchers::Contains("the context holds 40"));
+    sd::AutoregressiveDecoder ar(target, sd::SamplingParams{0.0f});
+    CHECK_THROWS_AS(ar.generate(longer, o), sd::InvalidArgumentError);
+  }
+}

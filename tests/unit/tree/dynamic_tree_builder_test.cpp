@@ -244,7 +244,8 @@ TEST_CASE("DynamicTreeBuilder matches brute force on random drafters with ties a
 }
 
 TEST_CASE(
-    "DynamicTreeBuilder limits levels to min(depth, max_depth) and nodes to min(total_tokens, verify_nodes)",
+    "DynamicTreeBuilder limits levels to min(depth, max_depth), nodes to min(total_tokens, verify_nodes) and the "
+    "nodes it runs to max_nodes",
     "[unit][tree]") {
   TableDrafter drafter(6, [](sd::TokenId token, std::int32_t depth) {
     return sd::testing::random_row(3, token, depth, 6, 9);
@@ -254,18 +255,28 @@ TEST_CASE(
   sd::ProbMatrix rows;
   for (std::int32_t depth : {1, 3, 5})
     for (std::int32_t max_depth : {0, 1, 2, 4, 7})
-      for (std::int32_t verify : {0, 3, 10, 500}) {
-        INFO("depth " << depth << ", max_depth " << max_depth << ", verify_nodes " << verify);
-        drafter.calls.clear();
-        sd::DynamicTreeBuilder builder(3, depth, 12);
-        builder.build(drafter, {.max_depth = max_depth, .max_nodes = 4, .verify_nodes = verify}, 1, rng, tree,
-                      rows);
-        const auto levels = std::min(depth, max_depth);
-        CHECK(drafter.calls.size() == static_cast<std::size_t>(verify == 0 ? 0 : levels));
-        CHECK(builder.pool().max_depth() == (verify == 0 ? 0 : levels));
-        CHECK(tree.size() == std::min({12, verify, builder.pool().size()}));
-        CHECK(tree.max_depth() <= levels);
-      }
+      for (std::int32_t verify : {0, 3, 10, 500})
+        for (std::int32_t max_nodes : {0, 2, 4, 100}) {
+          INFO("depth " << depth << ", max_depth " << max_depth << ", verify_nodes " << verify << ", max_nodes "
+                        << max_nodes);
+          drafter.calls.clear();
+          sd::DynamicTreeBuilder builder(3, depth, 12);
+          builder.build(drafter, {.max_depth = max_depth, .max_nodes = max_nodes, .verify_nodes = verify}, 1, rng,
+                        tree, rows);
+          const auto levels = std::min(depth, max_depth);
+          // Levels 2.. run a frontier of at most top_k = 3 nodes, cut to what
+          // max_nodes leaves; an empty frontier ends the expansion.
+          std::int32_t expected_levels = verify == 0 ? 0 : std::min(levels, 1);
+          for (std::int32_t run = 0, l = 2; verify > 0 && l <= levels && run < max_nodes; ++l) {
+            run += std::min(3, max_nodes - run);
+            expected_levels = l;
+          }
+          CHECK(drafter.calls.size() == static_cast<std::size_t>(expected_levels));
+          CHECK(rows.num_rows() - (verify == 0 || levels == 0 ? 0 : 1) <= max_nodes);  // the root's row is free
+          CHECK(builder.pool().max_depth() == expected_levels);
+          CHECK(tree.size() == std::min({12, verify, builder.pool().size()}));
+          CHECK(tree.max_depth() <= levels);
+        }
 }
 
 TEST_CASE("DynamicTreeBuilder drafts nothing below a slot whose row is all zero", "[unit][tree]") {
