@@ -99,10 +99,12 @@ struct PrunedTree {
 // children never outscore their parents this is exactly the top-`budget` set).
 // Ties go to the lower index. Kept nodes stay in their original order.
 //
-// Modes: when budget >= size nothing is selected and the tree is returned as
-// it is. Otherwise every slot that keeps children becomes kDeterministic (with
-// its draft row kept for reference): selection by draft score looks at the
-// drawn tokens, so the MSS rules no longer apply (see the note at the top).
+// Modes: every slot that keeps children becomes kDeterministic (with its draft
+// row kept for reference), even when the budget covers the whole tree.
+// Selection by draft score looks at the drawn tokens, so the MSS rules no
+// longer apply (see the note at the top); and whether a sampled tree fits the
+// budget depends on what was drawn (its size varies with the draws when a
+// builder stops early), so the mode must not: it is decided by the call alone.
 inline PrunedTree prune_to_budget(const DraftTree& t, std::int32_t budget) {
   if (budget < 0)
     throw InvalidArgumentError(fmt::format("prune_to_budget: budget must be >= 0, got {}", budget));
@@ -113,11 +115,6 @@ inline PrunedTree prune_to_budget(const DraftTree& t, std::int32_t budget) {
       return score < o.score || (score == o.score && index > o.index);
     }
   };
-  if (budget >= t.size()) {  // nothing to select: the tree as it is
-    PrunedTree all{t, std::vector<std::int32_t>(static_cast<std::size_t>(t.size()))};
-    for (std::int32_t i = 0; i < t.size(); ++i) all.kept[static_cast<std::size_t>(i)] = i;
-    return all;
-  }
   std::priority_queue<Entry> frontier;
   for (auto c = t.first_child(DraftTree::kRoot); c >= 0; c = t.next_sibling(c))
     frontier.push({t.node(c).cum_logprob, c});
