@@ -75,6 +75,17 @@ concept Verifier = requires(V& v, std::int32_t seq, std::span<const TokenId> pro
   v.commit(seq, tree, result);
 };
 
+// A rule that verifies chains only (R::kChainOnly, e.g. SpeculativeSampling)
+// needs a builder that builds nothing but chains (B::kBuildsChainsOnly, e.g.
+// ChainBuilder). Decoders static_assert this, so the pairing fails to compile
+// instead of throwing on the first round.
+template <class R>
+inline constexpr bool kVerifiesChainsOnly = requires { requires R::kChainOnly; };
+template <class B>
+inline constexpr bool kBuildsChainsOnly = requires { requires B::kBuildsChainsOnly; };
+template <class B, class R>
+concept RuleFitsBuilder = !kVerifiesChainsOnly<R> || kBuildsChainsOnly<B>;
+
 // Sets each round's budget and learns from each round's outcome.
 template <class P>
 concept LengthPolicy = requires(P& p, const RoundOutcome& outcome) {

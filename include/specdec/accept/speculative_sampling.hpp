@@ -29,6 +29,7 @@ class SpeculativeSampling {
  public:
   static constexpr bool kLossless = true;
   static constexpr bool kNeedsDraftProbs = true;
+  static constexpr bool kChainOnly = true;  // decoders refuse to compile it with a tree builder
   static constexpr const char* kName = "speculative_sampling";
 
   // tree: a chain (parents -1, 0, 1, ...), each slot's children source recorded.

@@ -42,6 +42,10 @@ struct BatchResult {
 template <Drafter D, class B, Verifier V, AcceptanceRule R, LengthPolicy P>
 class BatchedSpeculativeDecoder {
   static_assert(TreeBuilder<B>, "BatchedSpeculativeDecoder: B must satisfy specdec::TreeBuilder");
+  static_assert(RuleFitsBuilder<B, R>,
+                "BatchedSpeculativeDecoder: the AcceptanceRule verifies chains only (R::kChainOnly) but the "
+                "TreeBuilder can build trees; pair it with ChainBuilder, or verify trees with "
+                "RecursiveRejectionSampling");
 
  public:
   using DrafterFactory = std::function<D(std::int32_t seq_id)>;

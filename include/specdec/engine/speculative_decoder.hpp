@@ -31,6 +31,9 @@ namespace specdec {
 template <Drafter D, class B, Verifier V, AcceptanceRule R, LengthPolicy P>
 class SpeculativeDecoder {
   static_assert(TreeBuilder<B>, "SpeculativeDecoder: B must satisfy specdec::TreeBuilder");
+  static_assert(RuleFitsBuilder<B, R>,
+                "SpeculativeDecoder: the AcceptanceRule verifies chains only (R::kChainOnly) but the TreeBuilder "
+                "can build trees; pair it with ChainBuilder, or verify trees with RecursiveRejectionSampling");
 
  public:
   SpeculativeDecoder(D& drafter, B builder, V& verifier, R rule, P policy, std::int32_t seq = 0)

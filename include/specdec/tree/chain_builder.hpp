@@ -16,6 +16,7 @@ namespace specdec {
 
 class ChainBuilder {
  public:
+  static constexpr bool kBuildsChainsOnly = true;  // chain-only rules (SpeculativeSampling) fit it
   enum class Pick : std::uint8_t { kTop1, kSample };
 
   explicit ChainBuilder(Pick pick = Pick::kTop1) : pick_(pick) {}

@@ -5,6 +5,9 @@
 #include "specdec/accept/speculative_sampling.hpp"
 #include "specdec/accept/typical_acceptance.hpp"
 #include "specdec/concepts.hpp"
+#include "specdec/tree/chain_builder.hpp"
+#include "specdec/tree/dynamic_tree_builder.hpp"
+#include "specdec/tree/static_tree_builder.hpp"
 #include "support/catch.hpp"
 
 namespace sd = specdec;
@@ -129,6 +132,14 @@ static_assert(sd::LengthPolicy<PolicyArchetype>);
 static_assert(!sd::LengthPolicy<PolicyWithoutObserve>);
 
 static_assert(sd::Model<ModelArchetype>);
+// A chain-only rule fits only a chain-only builder; tree rules fit any builder
+// (the decoders static_assert this; tests/compile_fail checks the sentence).
+static_assert(sd::RuleFitsBuilder<sd::ChainBuilder, sd::SpeculativeSampling>);
+static_assert(!sd::RuleFitsBuilder<sd::StaticTreeBuilder, sd::SpeculativeSampling>);
+static_assert(!sd::RuleFitsBuilder<sd::DynamicTreeBuilder, sd::SpeculativeSampling>);
+static_assert(sd::RuleFitsBuilder<sd::StaticTreeBuilder, sd::RecursiveRejectionSampling>);
+static_assert(sd::RuleFitsBuilder<sd::DynamicTreeBuilder, sd::GreedyAcceptance>);
+static_assert(sd::RuleFitsBuilder<sd::ChainBuilder, sd::TypicalAcceptance>);
 static_assert(!sd::Model<ModelWithoutRollback>);
 
 TEST_CASE("Component archetypes satisfy their concepts and near-misses do not", "[unit][concepts]") {
