@@ -52,8 +52,8 @@ void BM_SpeculativeSampling_Chain(benchmark::State& state, Children drafting) {
   run_rounds(state, rule, verify_inputs(vocab_arg(state), nodes_arg(state), 1, drafting));
 }
 
-// Width-2 breadth-first trees, children top-2 of the draft row (§5.3 c) or two
-// i.i.d. draws (§5.3 a).
+// Width-2 breadth-first trees, children top-2 of the draft row (mode (c) of
+// docs/methods.md) or two i.i.d. draws (mode (a)).
 void BM_RecursiveRejectionSampling_Tree(benchmark::State& state, Children children) {
   RecursiveRejectionSampling rule;
   run_rounds(state, rule, verify_inputs(vocab_arg(state), nodes_arg(state), kWidth, children));

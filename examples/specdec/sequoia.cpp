@@ -1,7 +1,8 @@
 // `specdec sequoia`: measures the positional acceptance vector p_k (the chance
 // that the verifier accepts the k-th ranked draft child of an accepted node,
-// Sequoia §3, ALGORITHMS.md §5.5) on prompt sets, then prints the optimal tree
-// for a node budget as a `sequoia:p=...` method spec and as Medusa choices.
+// Sequoia, arXiv 2402.12374, §3.1.1, Definition 3.2) on prompt sets, then
+// prints the optimal tree for a node budget as a `sequoia:p=...` method spec
+// and as Medusa choices.
 //
 // The measuring tree is a spine of fans: every node on the rank-0 path gets
 // `width` top-ranked children, so each round observes every rank at each depth

@@ -1,4 +1,4 @@
-// The five component concepts and the Model concept (DESIGN.md §3). Each
+// The five component concepts and the Model concept (docs/design.md §2). Each
 // states the small surface a decoder needs; implementations are plain classes
 // and composing templates check them with a readable static_assert.
 #pragma once

@@ -1,7 +1,8 @@
 // Harness of the losslessness tests: a synthetic target/draft pair over a
 // 6-token vocabulary, the drafting strategies that exercise every ChildMode,
 // and a goodness-of-fit check of the first and the first two emitted tokens
-// against the warped target (ALGORITHMS.md §4.1, §5.3; DESIGN.md §6).
+// against the warped target (the chain and tree verification rules of
+// docs/methods.md; the losslessness invariant of docs/design.md §5).
 //
 // Root distributions are hand-made (mismatched, disjoint supports, near-zero
 // probabilities, identical); deeper contexts get seeded random logits, with

@@ -1,13 +1,14 @@
 // Recursive rejection sampling over a token tree: SpecInfer's multi-step
-// speculative sampling (arXiv 2305.09781), generalised per slot to how the
-// children were drafted (ALGORITHMS.md §5.3). Lossless in every mode.
+// speculative sampling (arXiv 2305.09781, §4.3, Algorithm 2), generalised per
+// slot to how the children were drafted (modes (a)-(c) of docs/methods.md,
+// tree verification). Lossless in every mode.
 //
 // At a slot u with target row P and children c_1..c_m in sibling order:
-//  - kSampledWithReplacement (§5.3 a): accept c w.p. min(1, P(c)/q(c)); on
+//  - kSampledWithReplacement (a, SpecInfer MSS): accept c w.p. min(1, P(c)/q(c)); on
 //    rejection P <- norm(max(0, P - q)), q unchanged.
-//  - kSampledWithoutReplacement (§5.3 b, Sequoia): the same test, and after a
+//  - kSampledWithoutReplacement (b, Sequoia §3.2): the same test, and after a
 //    rejection also q <- q with c removed, renormalised.
-//  - kDeterministic (§5.3 c, target-only): q = one-hot at c, so accept w.p.
+//  - kDeterministic (c, target-only; Sequoia §2.2): q = one-hot at c, so accept w.p.
 //    P(c) and on rejection remove c from P. Lossless for any child set chosen
 //    without looking at the target.
 // The first accepted child becomes the next slot; if none is accepted the rule

@@ -37,11 +37,11 @@ SPECDEC_HOST_DEVICE TokenId sample_row(const T* w, std::int64_t n, double u,
   return last;  // u * total rounded up to the very end
 }
 
-// Draw from norm(max(0, p - q)) (Leviathan et al. 2023, the residual after a
-// rejection). When q is null the draft was deterministic, q = one-hot at
-// `drafted`, and the residual is p without that token. If the residual has no
-// mass (p == q up to rounding, where a rejection cannot happen in exact
-// arithmetic) it falls back to p (ALGORITHMS.md §4.1, numerics pitfalls).
+// Draw from norm(max(0, p - q)) (Leviathan et al., arXiv 2211.17192, §2.3:
+// the residual after a rejection). When q is null the draft was deterministic,
+// q = one-hot at `drafted`, and the residual is p without that token. If the
+// residual has no mass (p == q up to rounding, where a rejection cannot happen
+// in exact arithmetic) it falls back to p rather than divide by zero.
 SPECDEC_HOST_DEVICE TokenId sample_residual(const float* p, const float* q, TokenId drafted,
                                             std::int64_t n, double u) {
   if (q == nullptr) {
@@ -83,8 +83,9 @@ struct StridedRows {
   }
 };
 
-// Chain speculative sampling for one sequence (Leviathan et al. 2023, Chen et
-// al. 2023; ALGORITHMS.md §4.1). Lossless.
+// Chain speculative sampling for one sequence (Leviathan et al., arXiv
+// 2211.17192, §2.3, Algorithm 1; Chen et al., arXiv 2302.01318, Algorithm 2).
+// Lossless.
 //   draft_row(i):   q_i, the draft distribution x_i was drawn from [vocab], or
 //                   null when x_i was chosen deterministically (q_i = one-hot)
 //   tokens:         x_1..x_gamma                                    [gamma]

@@ -1,8 +1,9 @@
-// Speculative sampling on a chain (Leviathan et al. 2023; Chen et al. 2023;
-// ALGORITHMS.md §4.1): accept x_i with probability min(1, p_i(x_i) / q_i(x_i));
-// on the first rejection emit a draw from norm(max(0, p_i - q_i)); after full
-// acceptance emit the bonus token from p_{gamma+1}. Lossless: the emitted
-// tokens are distributed exactly as the (warped) target's.
+// Speculative sampling on a chain (Leviathan et al., arXiv 2211.17192, §2.3,
+// Algorithm 1; Chen et al., arXiv 2302.01318, Algorithm 2): accept x_i with
+// probability min(1, p_i(x_i) / q_i(x_i)); on the first rejection emit a draw
+// from norm(max(0, p_i - q_i)); after full acceptance emit the bonus token
+// from p_{gamma+1}. Lossless: the emitted tokens are distributed exactly as
+// the (warped) target's.
 //
 // Drafts chosen deterministically (n-gram lookup, greedy drafting) have
 // q = one-hot, which this rule handles as the special case it is (accept with

@@ -1,4 +1,4 @@
-// Typical acceptance (Medusa, Cai et al. 2024; ALGORITHMS.md §4.3). LOSSY: the
+// Typical acceptance (Medusa, Cai et al., arXiv 2401.10774, §2.3.1). LOSSY: the
 // output is not distributed as the target's; it trades exactness for longer
 // accepted runs. kLossless is false, and AcceptanceStats records every round
 // it verifies as lossy.

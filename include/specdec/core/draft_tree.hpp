@@ -1,5 +1,5 @@
 // DraftTree: the token tree a round drafts and the target verifies in one
-// forward (SpecInfer's token tree; ALGORITHMS.md §5.1).
+// forward (SpecInfer's token tree, arXiv 2305.09781, Definition 3.1).
 //
 // The root is implicit: it is the last committed token (usually the previous
 // round's bonus token) and is fed to the target together with the nodes. Nodes
@@ -9,7 +9,7 @@
 // Each "slot" — the root (parent index kRoot) or a node — whose children were
 // drafted records where they came from: the row of the draft-probability
 // matrix they were drawn from and how (ChildMode). The acceptance rules need
-// exactly that to stay lossless (§5.3 (a)–(c)).
+// exactly that to stay lossless (modes (a)–(c) of docs/methods.md).
 #pragma once
 
 #include <algorithm>
@@ -30,9 +30,9 @@ namespace specdec {
 // How the children of one slot were chosen from their draft distribution q.
 enum class ChildMode : std::uint8_t {
   kNone,                       // no children drafted here
-  kSampledWithReplacement,     // i.i.d. draws from q (SpecInfer MSS, §5.3 a)
-  kSampledWithoutReplacement,  // draws without replacement (Sequoia, §5.3 b)
-  kDeterministic,              // chosen without randomness, e.g. top-k (§5.3 c)
+  kSampledWithReplacement,     // i.i.d. draws from q (SpecInfer MSS, mode (a))
+  kSampledWithoutReplacement,  // draws without replacement (Sequoia, mode (b))
+  kDeterministic,              // chosen without randomness, e.g. top-k (mode (c))
 };
 
 struct DraftNode {
@@ -190,7 +190,8 @@ class DraftTree {
     return m;
   }
 
-  // Position ids of the nodes: root_position + depth (§5.1), where
+  // Position ids of the nodes: root_position + depth (docs/methods.md, token
+  // trees), where
   // root_position is the root token's own position (the committed length).
   std::vector<std::int64_t> positions(std::int64_t root_position) const {
     std::vector<std::int64_t> out(nodes_.size());

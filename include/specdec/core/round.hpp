@@ -1,6 +1,7 @@
-// The vocabulary one speculative round passes between components (DESIGN.md
-// §1): the budget a LengthPolicy grants, the request a TreeBuilder makes of a
-// Drafter, the batch a Model runs, and the outcome a policy observes.
+// The vocabulary one speculative round passes between components
+// (docs/design.md §1): the budget a LengthPolicy grants, the request a
+// TreeBuilder makes of a Drafter, the batch a Model runs, and the outcome a
+// policy observes.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +19,10 @@ struct DraftBudget {
   std::int32_t max_depth = 4;     // deepest draft level
   std::int32_t max_nodes = 4;     // nodes the builder may draft
   std::int32_t verify_nodes = 4;  // nodes sent to the target (<= max_nodes)
-  // Confidence early stop (ALGORITHMS.md §7.1): a builder does not expand a
-  // node whose draft probability is below this. 0 = off. Lossless: the
-  // decision depends on the draft side only.
+  // Confidence early stop (HF's assistant_confidence_threshold; see
+  // docs/methods.md): a builder does not expand a node whose draft
+  // probability is below this. 0 = off. Lossless: the decision depends on the
+  // draft side only.
   float stop_below = 0.0f;
 };
 
@@ -63,13 +65,22 @@ struct ForwardResult {
   TensorView hidden;  // [total new tokens, hidden] when requested, else empty
 };
 
-// What a LengthPolicy observes after each round.
+// What a LengthPolicy observes after each round: the verified tree (tokens,
+// parents, each node's draft probability), the accepted path, how much was
+// drafted and verified, and where the round's time went, model by model.
+// The pointers and spans are valid during observe() only.
 struct RoundOutcome {
-  std::int32_t num_drafted = 0;   // nodes drafted
-  std::int32_t num_verified = 0;  // nodes sent to the target
+  std::int32_t num_drafted = 0;   // nodes the drafter proposed (a dynamic builder's whole pool)
+  std::int32_t num_verified = 0;  // nodes sent to the target (the tree)
   std::int32_t num_accepted = 0;  // drafts accepted
-  double draft_us = 0.0;
-  double verify_us = 0.0;
+  double draft_us = 0.0;          // building the tree, drafter forwards included
+  double verify_us = 0.0;         // target forward, acceptance and commits
+  // Model time inside this round, when the models are wrapped in TimedModel
+  // (zero otherwise): the target's forward(s), the drafter's.
+  double target_model_us = 0.0, draft_model_us = 0.0;
+  std::int32_t target_forwards = 0, draft_forwards = 0;
+  const DraftTree* tree = nullptr;                // the verified tree
+  std::span<const std::int32_t> accepted_nodes;   // node indices of the accepted path, root to leaf
 };
 
 }  // namespace specdec

@@ -1,5 +1,5 @@
 // Status codes: what device code and the CUDA launchers return instead of
-// throwing (STYLE.md, Errors). Host components throw a specdec::Error; a
+// throwing (docs/design.md §4). Host components throw a specdec::Error; a
 // launcher cannot (it may be called from code built without exceptions, and a
 // kernel has no way to), so it reports one of these and leaves the message to
 // the caller.

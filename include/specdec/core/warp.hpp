@@ -1,7 +1,8 @@
 // Logit warping: temperature, top-k, top-p, in that order (the Hugging Face
 // order), turning one row of logits into the distribution a rule samples from.
 // Target and draft rows go through the same function, so both sides of every
-// acceptance test are warped identically (ALGORITHMS.md, notation).
+// acceptance test are warped identically: the rules are exact for the warped
+// distributions (Leviathan et al., arXiv 2211.17192, §2.2).
 //
 // Semantics, including ties and edges:
 //  - temperature 0: one-hot at the argmax; ties go to the lowest token id.

@@ -1,5 +1,6 @@
-// Batched chain speculative sampling on a CUDA device (Leviathan et al. 2023;
-// Chen et al. 2023; ALGORITHMS.md §4.1). Lossless.
+// Batched chain speculative sampling on a CUDA device (Leviathan et al., arXiv
+// 2211.17192, Algorithm 1; Chen et al., arXiv 2302.01318, Algorithm 2).
+// Lossless.
 //
 // Each batch row runs row_math::chain_speculative_sampling_row, the function
 // the host rule SpeculativeSampling runs, with the same Philox draws: batch

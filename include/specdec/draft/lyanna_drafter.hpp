@@ -1,4 +1,4 @@
-// Lyanna's hidden-state drafter (paper §4; ALGORITHMS.md §3.1) over any
+// Lyanna's hidden-state drafter (Chen et al., arXiv 2602.21224, §4.1) over any
 // FeatureHead: per round one chain h_1..h_N from the target's last hidden
 // state and the bonus token, then all N states through the LM head in one
 // GEMM (one-pass logits, §4.2). No drafted token enters the chain, so the

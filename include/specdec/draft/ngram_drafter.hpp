@@ -1,10 +1,11 @@
-// N-gram / prompt-lookup drafter (ALGORITHMS.md §7.2; HF
+// N-gram / prompt-lookup drafter (docs/methods.md; HF
 // `PromptLookupCandidateGenerator`, apoorvumang/prompt-lookup-decoding): the
 // next token of a context is guessed by finding an earlier occurrence of the
 // context's last n tokens and copying the token that followed it. No model,
 // no probabilities: each proposal is a one-hot row (or an all-zero row when
 // nothing matches), so trees built from it are deterministic and verified by
-// exact match (§4.2) or by the deterministic-children rules (§5.3 c).
+// exact match (greedy verification) or by the target-only rule (mode (c) of
+// docs/methods.md).
 // Lossless with any lossless acceptance rule: it only changes what is drafted.
 //
 // Matching, for the context a frontier slot continues:

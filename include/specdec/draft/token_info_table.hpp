@@ -1,4 +1,4 @@
-// Lyanna's token-info table (paper §5.1, §6.1; ALGORITHMS.md §3.1): the
+// Lyanna's token-info table (arXiv 2602.21224, §5.1, §6.1): the
 // collapsed token-info embedding RMSNorm(E'(t)), a logit bias for the token
 // that follows t, looked up instead of computed.
 //

@@ -23,6 +23,7 @@
 
 #include "specdec/concepts.hpp"
 #include "specdec/engine/generation.hpp"
+#include "specdec/engine/round_outcome.hpp"
 
 namespace specdec {
 
@@ -98,7 +99,9 @@ class BatchedSpeculativeDecoder {
     for (auto& a : active_) {
       const auto t0 = Clock::now();
       builder_.build(a->drafter, a->sink.fit(a->policy.budget()), a->root, a->draft_rng, a->tree, a->rows);
-      a->out.stats.draft_seconds += seconds_between(t0, Clock::now());
+      a->draft_seconds = seconds_between(t0, Clock::now());
+      a->drafted = detail::drafted_nodes(builder_, a->tree);  // the shared builder's pool is this sequence's now
+      a->out.stats.draft_seconds += a->draft_seconds;
       seqs_.push_back(a->request.seq_id);
       trees_.push_back(&a->tree);
     }
@@ -116,10 +119,10 @@ class BatchedSpeculativeDecoder {
       stats.verify_seconds += verify;  // the shared forward counts for every sequence in it
       stats.accept_seconds += seconds_between(t2, Clock::now());
       stats.acceptance.record(a.result, R::kLossless);
-      RoundOutcome outcome;
-      outcome.num_drafted = outcome.num_verified = a.tree.size();
-      outcome.num_accepted = a.result.num_accepted();
-      a.policy.observe(outcome);
+      // One shared target forward and no model clocks here: the outcome's
+      // times are the sequence's own drafting and the shared verification.
+      a.policy.observe(detail::round_outcome(a.drafted, a.tree, a.result, a.draft_seconds, verify, detail::ClockMark{},
+                                             nullptr, nullptr));
       const bool first = a.out.tokens.empty();
       for (const TokenId t : emitted)
         if ((a.done = a.sink.push(t))) break;
@@ -168,6 +171,8 @@ class BatchedSpeculativeDecoder {
     TokenId root = kNoToken;
     Clock::time_point start;
     bool done = false;
+    double draft_seconds = 0.0;  // this round's
+    std::int32_t drafted = 0;    // this round's drafted nodes
   };
 
   BatchResult finish(Active& a) {

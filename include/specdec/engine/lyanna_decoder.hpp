@@ -1,4 +1,4 @@
-// Lyanna's decoding loop (Chen et al., arXiv 2602.21224; ALGORITHMS.md §3),
+// Lyanna's decoding loop (Chen et al., arXiv 2602.21224, §4-6; docs/methods.md),
 // assembled from the components: a LyannaDrafter (hidden-state chain,
 // one-pass logits), the TokenInfoTreeBuilder (Algorithm 1 and re-sampling,
 // Algorithm 2), a Verifier with a feature sink, and an AcceptanceRule.
@@ -14,8 +14,8 @@
 //
 // Lossless: every child set is chosen from draft-side numbers only (top-k of
 // draft logits, the union of two such sets), marked kDeterministic, and
-// verified with the rule's target-only test (§5.3 c); greedy rules give the
-// greedy autoregressive output token for token.
+// verified with the rule's target-only test (mode (c) of docs/methods.md);
+// greedy rules give the greedy autoregressive output token for token.
 #pragma once
 
 #include <algorithm>

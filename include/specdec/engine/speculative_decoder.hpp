@@ -1,4 +1,4 @@
-// The speculative decoder: the round of DESIGN.md §1 for one sequence,
+// The speculative decoder: the round of docs/design.md §1 for one sequence,
 // assembled from the five components.
 //
 //   budget  = policy.budget()
@@ -24,6 +24,7 @@
 
 #include "specdec/concepts.hpp"
 #include "specdec/engine/generation.hpp"
+#include "specdec/engine/round_outcome.hpp"
 #include "specdec/engine/timed_model.hpp"
 
 namespace specdec {
@@ -88,6 +89,7 @@ class SpeculativeDecoder {
     bool done = sink.full();
     while (!done) {
       const DraftBudget budget = sink.fit(policy_.budget());  // the tree fits the context left
+      const auto clocks = detail::ClockMark::now(target_clock_, draft_clock_);
       const auto t0 = Clock::now();
       builder_.build(*drafter_, budget, root, draft_rng, tree_, rows_);
       const auto t1 = Clock::now();
@@ -103,13 +105,8 @@ class SpeculativeDecoder {
       stats.verify_seconds += seconds_between(t1, t2);
       stats.accept_seconds += seconds_between(t2, t3);
       stats.acceptance.record(result_, R::kLossless);
-      RoundOutcome outcome;
-      outcome.num_drafted = tree_.size();
-      outcome.num_verified = tree_.size();
-      outcome.num_accepted = result_.num_accepted();
-      outcome.draft_us = 1e6 * seconds_between(t0, t1);
-      outcome.verify_us = 1e6 * seconds_between(t1, t3);
-      policy_.observe(outcome);
+      policy_.observe(detail::round_outcome(detail::drafted_nodes(builder_, tree_), tree_, result_, seconds_between(t0, t1),
+                                            seconds_between(t1, t3), clocks, target_clock_, draft_clock_));
       if (round_observer_) round_observer_(tree_, result_);
 
       const bool first = out.tokens.empty();

@@ -1,6 +1,7 @@
 // The statistics every decoding method reports, so methods compare side by
-// side (DESIGN.md §6): tau, acceptance per depth, zero-accept rounds, and where
-// the time went — drafting, verification, model forwards, library overhead.
+// side (docs/design.md §5): tau, acceptance per depth, zero-accept rounds, and
+// where the time went — drafting, verification, model forwards, library
+// overhead.
 #pragma once
 
 #include <cstdint>

@@ -1,12 +1,13 @@
 // Confidence early stop (HF transformers' assistant_confidence_threshold and
-// ConfidenceCriteria, ALGORITHMS.md §7.1): a fixed budget whose stop_below is
+// ConfidenceCriteria; docs/methods.md): a fixed budget whose stop_below is
 // the threshold, so the tree builder stops drafting below a token whose draft
 // probability is under it. Lossless: the decision reads draft probabilities
 // only, never the target's.
 //
 // HF's defaults: a constant 20-token chain, threshold 0.4. HF's adaptive
 // threshold (a ROC fit over per-token draft probabilities and accept flags)
-// is not implemented: RoundOutcome carries counts, not per-token data.
+// is not built yet; RoundOutcome now carries what it needs (the verified
+// tree's draft probabilities and the accepted path).
 //
 // Only meaningful with a drafter whose rows are distributions
 // (kProvidesProbs); one-hot n-gram rows have probability 1.

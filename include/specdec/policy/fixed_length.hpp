@@ -1,7 +1,8 @@
 // Fixed draft budget: every round drafts and verifies the same amount (the
-// "fixed k" of Leviathan et al. / Chen et al., ALGORITHMS.md §4.1, and HF's
-// "constant" num_assistant_tokens schedule, §7.1). Affects speed only, never
-// the output distribution.
+// fixed γ of Leviathan et al., arXiv 2211.17192, Algorithm 1, and the fixed K
+// of Chen et al., arXiv 2302.01318, Algorithm 2; HF's "constant"
+// num_assistant_tokens schedule). Affects speed only, never the output
+// distribution.
 #pragma once
 
 #include <cstdint>

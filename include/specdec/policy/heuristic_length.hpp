@@ -1,7 +1,8 @@
-// HF transformers' "heuristic" num_assistant_tokens schedule (ALGORITHMS.md
-// §7.1, candidate_generator.py): a chain budget k that grows by 2 after a
-// round whose drafts were all accepted and shrinks by 1 (not below 1)
-// otherwise. Affects speed only, never the output distribution.
+// HF transformers' "heuristic" num_assistant_tokens schedule
+// (AssistedCandidateGenerator in candidate_generator.py; docs/methods.md): a
+// chain budget k that grows by 2 after a round whose drafts were all accepted
+// and shrinks by 1 (not below 1) otherwise. Affects speed only, never the
+// output distribution.
 //
 // Departures from HF, both explicit:
 //   * k is capped at max_k (HF lets it grow without bound; a cap keeps one

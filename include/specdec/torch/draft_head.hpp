@@ -2,7 +2,7 @@
 // layer that predicts the target's next last-layer hidden state (after the
 // final norm), read out through the target's own LM head.
 //
-//  - Lyanna (paper §4; ALGORITHMS.md §3.1):
+//  - Lyanna (arXiv 2602.21224, §4.1):
 //      h_1     = Layer(fuse(h_0, E(t_1)))   h_0: target hidden state, t_1: bonus token
 //      h_{i+1} = Layer(h_i)                 no drafted token enters the chain
 //    so the chain is computed once per round whatever the tree, and its N

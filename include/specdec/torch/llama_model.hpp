@@ -1,4 +1,4 @@
-// Reference Llama-architecture model on libtorch (DESIGN.md §3-4): RMSNorm,
+// Reference Llama-architecture model on libtorch (docs/design.md §2-3): RMSNorm,
 // rotary embeddings, SwiGLU MLP, multi-head and grouped-query attention, tied
 // or untied embeddings, with Hugging Face parameter names so checkpoints load
 // and save in the Hugging Face layout.

@@ -1,6 +1,6 @@
 // libtorch <-> specdec views, zero-copy both ways. This is the libtorch
-// backend's adapter layer (STYLE.md: components never see torch::Tensor; the
-// adapter is the only place that does).
+// backend's adapter layer (docs/design.md §3: components never see
+// torch::Tensor; the adapter is the only place that does).
 //
 // Including this header pulls in libtorch's ATen headers; link specdec::torch.
 #pragma once

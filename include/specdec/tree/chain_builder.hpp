@@ -1,7 +1,8 @@
 // Chain drafting: one token per depth, each drafted from the distribution after
-// the previous one (Leviathan et al. 2023). Top-1 children are deterministic
-// (verified by the target-only rule, ALGORITHMS.md §5.3 c, or greedily);
-// sampled children are verified by speculative sampling (§4.1).
+// the previous one (Leviathan et al., arXiv 2211.17192, §2.3). Top-1 children
+// are deterministic (verified by the target-only rule, mode (c) of
+// docs/methods.md, or greedily); sampled children are verified by speculative
+// sampling (Leviathan et al., Algorithm 1).
 #pragma once
 
 #include <algorithm>

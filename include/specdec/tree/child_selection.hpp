@@ -1,7 +1,8 @@
 // Helpers shared by the tree builders: budget checks, one checked propose call
 // per tree level, and the two ways a slot's children are picked from its draft
-// row — top-m (deterministic, §5.3 c) and m draws without replacement
-// (Sequoia, §5.3 b). Not a component; the builders in this folder use it.
+// row — top-m (deterministic, mode (c) of docs/methods.md) and m draws
+// without replacement (Sequoia, arXiv 2402.12374, §3.2; mode (b)). Not a
+// component; the builders in this folder use it.
 #pragma once
 
 #include <cmath>
@@ -98,7 +99,8 @@ inline void top_tokens(std::span<const float> row, std::int32_t m, std::vector<T
 // m tokens drawn from `row` without replacement, in draw order: draw k is an
 // inverse-CDF lookup of uniform u[k] over the row with the earlier draws
 // removed (the exact double sum of what is left; row_math::sample_row). This
-// is the law of Sequoia's Gumbel-top-k (`(rand.log() / q).topk(k)`, §5.3 b) —
+// is the law of Sequoia's Gumbel-top-k (`(rand.log() / q).topk(k)`, in its
+// reference code) —
 // sorted keys are successive draws without replacement — at m uniforms per
 // slot instead of one per vocabulary entry. Stops early when the row has no
 // mass left (fewer than m nonzero tokens). `scratch` is reused storage.

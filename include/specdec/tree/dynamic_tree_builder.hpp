@@ -1,10 +1,11 @@
-// EAGLE-2's dynamic draft tree (Li et al., arXiv 2406.16858; code
-// eagle/model/cnets1.py::topK_genrate; ALGORITHMS.md §5.4): expand the most
-// promising nodes by path value V(v) = Π draft confidences (cum_logprob here),
-// then rerank the whole pool and keep the best total_tokens nodes.
+// EAGLE-2's dynamic draft tree (Li et al., arXiv 2406.16858, §4; code
+// eagle/model/cnets1.py::topK_genrate): expand the most promising nodes by
+// path value V(v) = Π draft confidences (cum_logprob here; §4.1), then rerank
+// the whole pool and keep the best total_tokens nodes (§4.2).
 //
 // Children are chosen deterministically (top-k of the draft row), so the tree
-// is verified greedily or by the target-only rule (§5.3 c): lossless, because
+// is verified greedily or by the target-only rule (mode (c) of
+// docs/methods.md): lossless, because
 // the selection looks at the draft side only.
 #pragma once
 
@@ -25,7 +26,7 @@
 
 namespace specdec {
 
-// Expansion (§5.4), with `depth` levels in all:
+// Expansion (EAGLE-2 §4.1), with `depth` levels in all:
 //   level 1: the top_k tokens of the root's row;
 //   levels 2..depth: one propose call for the frontier — the top_k nodes of
 //     the previous level by cum_logprob (ties: earlier created) — each frontier
@@ -51,7 +52,8 @@ namespace specdec {
 // is kept for inspection (pool(), kept()).
 class DynamicTreeBuilder {
  public:
-  // EAGLE-2's defaults are top_k 10, depth 5 to 7, total_tokens 60 (§5.4).
+  // EAGLE-2's defaults are top_k 10, depth 5 to 7, total_tokens 60 (its
+  // reference code, github.com/SafeAILab/EAGLE).
   DynamicTreeBuilder(std::int32_t top_k, std::int32_t depth, std::int32_t total_tokens)
       : top_k_(top_k), depth_(depth), total_tokens_(total_tokens) {
     if (top_k <= 0 || depth <= 0 || total_tokens <= 0)
@@ -108,7 +110,7 @@ class DynamicTreeBuilder {
       run += static_cast<std::int32_t>(frontier_.size());
     }
 
-    // Rerank (§5.4): the best `total` nodes of the whole pool.
+    // Rerank (EAGLE-2 §4.2): the best `total` nodes of the whole pool.
     auto pruned = prune_to_budget(pool_, total);
     tree = std::move(pruned.tree);
     kept_ = std::move(pruned.kept);

@@ -1,9 +1,10 @@
-// Sequoia's tree construction (Chen et al., arXiv 2402.12374; code
-// tree_search.py; ALGORITHMS.md §5.5): measure the positional acceptance
-// vector p (p_k = probability that the k-th child of an accepted node is the
-// one accepted), then pick the static shape that maximises the expected number
-// of accepted drafts Σ_v Π_{path} p_rank under a node budget and a depth limit,
-// by dynamic programming. The shape is drafted by StaticTreeBuilder.
+// Sequoia's tree construction (Chen et al., arXiv 2402.12374, §3.1.1; code
+// tree_search.py): measure the positional acceptance vector p (Definition 3.2:
+// p_k = probability that the k-th child of an accepted node is the one
+// accepted), then pick the static shape that maximises the expected number of
+// accepted drafts Σ_v Π_{path} p_rank under a node budget and a depth limit,
+// by dynamic programming (Algorithm 1, with the depth bound of Algorithm 4).
+// The shape is drafted by StaticTreeBuilder.
 //
 // Ranks here are 0-based: p[0] is the paper's p_1.
 #pragma once
@@ -146,7 +147,8 @@ inline double sequoia_expected_accepted(const StaticTreeShape& shape, std::span<
 
 // The shape of at most `budget_nodes` draft nodes and depth at most
 // `max_depth` (children of the root have depth 1) that maximises
-// sequoia_expected_accepted(shape, p): Sequoia's DP (§5.5), exact.
+// sequoia_expected_accepted(shape, p): Sequoia's DP (Algorithms 1 and 4),
+// exact.
 //
 // Off-by-one versus the paper: the paper's trees count the root, so its
 // T[m][l][b] has m = our nodes + 1 and l = our depth + 1, and its optimum is

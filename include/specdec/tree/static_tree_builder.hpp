@@ -1,12 +1,13 @@
 // Static-shape draft trees: a fixed tree shape (Medusa's "choices", arXiv
-// 2401.10774; Sequoia's DP-optimal shapes, arXiv 2402.12374 and
-// ALGORITHMS.md §5.5) drafted level by level, one drafter call per depth.
+// 2401.10774, §2.1.2 and §2.3.3; Sequoia's DP-optimal shapes, arXiv
+// 2402.12374, §3.1.1) drafted level by level, one drafter call per depth.
 //
 // A shape node is (parent, rank): "the rank-th child of the parent", where the
 // k-th child is the k-th best token of the parent's draft row
-// (kDeterministic, verified by the target-only rule §5.3 c) or the k-th draw
-// without replacement from it (kSampledWithoutReplacement, verified by
-// Sequoia's rule §5.3 b). Either way the rule stays lossless: which children a
+// (kDeterministic, verified by the target-only rule, mode (c) of
+// docs/methods.md) or the k-th draw without replacement from it
+// (kSampledWithoutReplacement, verified by Sequoia's rule, arXiv 2402.12374,
+// §3.2, Algorithm 2). Either way the rule stays lossless: which children a
 // slot gets depends on the draft side only.
 #pragma once
 

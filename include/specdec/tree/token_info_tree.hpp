@@ -1,5 +1,5 @@
-// Lyanna's token-info sampling (paper §5.2, Algorithm 1) and re-sampling
-// (§5.3, Algorithm 2); ALGORITHMS.md §3.2-3.3.
+// Lyanna's token-info sampling (Chen et al., arXiv 2602.21224, §5.2,
+// Algorithm 1) and re-sampling (§5.3, Algorithm 2); docs/methods.md.
 //
 // Input: the one-pass logits l_1..l_N of a hidden-state chain (row i predicts
 // depth i + 1 below the root) and the token-info table. Every branch at depth
@@ -15,7 +15,8 @@
 //   its parent, so the kept set is a subtree; prune_to_budget).
 //
 // Children are top-k, chosen from the draft side only: kDeterministic, so the
-// tree is verified greedily or by the target-only rule (§5.3 c), lossless.
+// tree is verified greedily or by the target-only rule (mode (c) of
+// docs/methods.md), lossless.
 //
 // Hot-token sparsity makes this cheap: the bias touches only the H hot
 // columns, so per depth the cold columns' top-k and exp-sum are computed once

@@ -1,7 +1,8 @@
-// Verifier over any Model (DESIGN.md §1, §3): one target forward over the root
-// and every tree node under the tree attention mask (ALGORITHMS.md §5.1), each
-// row warped with the target's sampling parameters; commit keeps the root and
-// the accepted path in the target's cache.
+// Verifier over any Model (docs/design.md §1-2): one target forward over the
+// root and every tree node under the tree attention mask (SpecInfer, arXiv
+// 2305.09781, §4.1-4.2), each row warped with the target's sampling
+// parameters; commit keeps the root and the accepted path in the target's
+// cache.
 #pragma once
 
 #include <cmath>

@@ -1,7 +1,8 @@
 // Tests of prune_to_budget (include/specdec/core/draft_tree_ops.hpp; EAGLE-2's
-// rerank, ALGORITHMS.md §5.4) and the structural mode rule that keeps pruned
-// trees lossless (§5.3): a prune that selects makes every kept slot
-// kDeterministic. Random cases are checked against a brute-force sort.
+// rerank, arXiv 2406.16858, §4.2) and the structural mode rule that keeps
+// pruned trees lossless (docs/acceptance.md): a prune that selects makes every
+// kept slot kDeterministic. Random cases are checked against a brute-force
+// sort.
 #include "unit/core/tree_ops_test_util.hpp"
 
 // --- prune_to_budget ----------------------------------------------------------------

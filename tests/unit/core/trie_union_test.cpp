@@ -1,9 +1,10 @@
 // Tests of trie_union (include/specdec/core/draft_tree_ops.hpp; Lyanna's
-// verification fusion, ALGORITHMS.md §3.4), including the structural mode
-// rule that keeps the union lossless (§5.3): a slot filled by more than one
-// contributor (a and b, or two slots of b) becomes kDeterministic, even when
-// b's children coincide with a's. Random cases are checked against brute force
-// over root-to-node token sequences. Pruning: prune_to_budget_test.cpp.
+// verification fusion, arXiv 2602.21224, §6.2), including the structural
+// mode rule that keeps the union lossless (docs/acceptance.md): a slot filled
+// by more than one contributor (a and b, or two slots of b) becomes
+// kDeterministic, even when b's children coincide with a's. Random cases are
+// checked against brute force over root-to-node token sequences. Pruning:
+// prune_to_budget_test.cpp.
 #include "unit/core/tree_ops_test_util.hpp"
 
 // --- trie_union ---------------------------------------------------------------------

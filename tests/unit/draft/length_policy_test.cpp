@@ -1,5 +1,5 @@
 // Tests of the length policies (include/specdec/policy/): FixedLength,
-// HeuristicLength (HF's +2 / -1 schedule, ALGORITHMS.md §7.1) and
+// HeuristicLength (HF's +2 / -1 schedule, docs/methods.md) and
 // ConfidenceStop (HF's assistant_confidence_threshold): exact budget
 // sequences for given outcome sequences, and typed errors for bad parameters.
 #include <cstdint>

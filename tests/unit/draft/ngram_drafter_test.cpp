@@ -1,5 +1,5 @@
 // Tests of NgramDrafter (include/specdec/draft/ngram_drafter.hpp), prompt
-// lookup of ALGORITHMS.md §7.2: every prediction of the incremental index is
+// lookup decoding (docs/methods.md): every prediction of the incremental index is
 // checked against a brute-force scan of the context (random contexts over small
 // vocabularies, commits of 1..5 tokens, deep-slot queries), including with hash
 // functions that collide; propose's rows are one-hot or all zero; bad input

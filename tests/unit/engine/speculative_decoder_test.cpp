@@ -12,6 +12,7 @@
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/engine/autoregressive_decoder.hpp"
 #include "specdec/engine/speculative_decoder.hpp"
+#include "specdec/engine/timed_model.hpp"
 #include "specdec/tree/chain_builder.hpp"
 #include "specdec/tree/dynamic_tree_builder.hpp"
 #include "specdec/tree/static_tree_builder.hpp"
@@ -331,4 +332,80 @@ TEST_CASE("Generation that fills the context ends there and keeps every token", 
     sd::AutoregressiveDecoder ar(target, sd::SamplingParams{0.0f});
     CHECK_THROWS_AS(ar.generate(longer, o), sd::InvalidArgumentError);
   }
+}
+
+namespace {
+
+// A fixed-budget policy that keeps what it observed (copied: the outcome's
+// pointers are valid during observe() only).
+struct Recording {
+  sd::DraftBudget b;
+  struct Seen {
+    sd::RoundOutcome outcome;
+    std::vector<sd::TokenId> tokens;
+    std::vector<float> draft_probs;
+    std::vector<std::int32_t> accepted;
+    std::int32_t pool_size = 0;
+  };
+  std::vector<Seen>* seen;
+  const sd::DynamicTreeBuilder* pool_of = nullptr;
+  sd::DraftBudget budget() { return b; }
+  void observe(const sd::RoundOutcome& o) {
+    Seen s{o, {}, {}, {o.accepted_nodes.begin(), o.accepted_nodes.end()}, pool_of ? pool_of->pool().size() : -1};
+    for (std::int32_t i = 0; i < o.tree->size(); ++i) {
+      s.tokens.push_back(o.tree->token(i));
+      s.draft_probs.push_back(o.tree->node(i).draft_prob);
+    }
+    s.outcome.tree = nullptr;
+    s.outcome.accepted_nodes = {};
+    seen->push_back(std::move(s));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Policies see the round: tree, draft probabilities, accepted path, drafted and verified counts, model times",
+          "[unit][engine]") {
+  HashedContextModel target_model(kVocab, 1), draft_model(kVocab, 1, 2, 2.0f, /*noise=*/0.7f);
+  target_model.start_sequence(0);
+  draft_model.start_sequence(0);
+  sd::TimedModel target(target_model), draft(draft_model);
+  sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
+  sd::ModelDrafter drafter(draft, 0, sd::SamplingParams{1.0f});
+  std::vector<Recording::Seen> seen;
+  sd::SpeculativeDecoder decoder(drafter, sd::DynamicTreeBuilder{3, 3, 6}, verifier, sd::GreedyAcceptance{},
+                                 Recording{{3, 12, 6}, &seen});
+  decoder.policy().pool_of = &decoder.builder();
+  decoder.set_model_clocks(&target.clock(), &draft.clock());
+  std::vector<std::vector<sd::TokenId>> trees;
+  std::vector<std::vector<std::int32_t>> paths;
+  decoder.set_round_observer([&](const sd::DraftTree& t, const sd::VerifyResult& r) {
+    std::vector<sd::TokenId> tokens;
+    for (std::int32_t i = 0; i < t.size(); ++i) tokens.push_back(t.token(i));
+    trees.push_back(tokens);
+    paths.push_back(r.accepted_nodes);
+  });
+  sd::GenerationOptions o;
+  o.max_new_tokens = 40;
+  const auto out = decoder.generate(random_prompt(4, 5), o);
+  REQUIRE(seen.size() == static_cast<std::size_t>(out.stats.rounds()));
+  REQUIRE(trees.size() == seen.size());
+  bool pool_larger = false;
+  for (std::size_t r = 0; r < seen.size(); ++r) {
+    INFO("round " << r);
+    const auto& s = seen[r];
+    CHECK(s.tokens == trees[r]);
+    CHECK(s.accepted == paths[r]);
+    CHECK(s.outcome.num_verified == static_cast<std::int32_t>(s.tokens.size()));
+    CHECK(s.outcome.num_accepted == static_cast<std::int32_t>(s.accepted.size()));
+    CHECK(s.outcome.num_drafted == s.pool_size);  // the whole pool, not just the verified tree
+    pool_larger = pool_larger || s.outcome.num_drafted > s.outcome.num_verified;
+    for (const float q : s.draft_probs) CHECK((q > 0.0f && q <= 1.0f));
+    CHECK(s.outcome.target_forwards == 1);
+    CHECK(s.outcome.draft_forwards == 3);  // one per level
+    CHECK(s.outcome.target_model_us >= 0.0);
+    CHECK(s.outcome.target_model_us <= s.outcome.verify_us);
+    CHECK(s.outcome.draft_model_us <= s.outcome.draft_us + s.outcome.verify_us);  // its commit falls in verify
+  }
+  CHECK(pool_larger);
 }

@@ -1,7 +1,7 @@
 // Tests of DynamicTreeBuilder (include/specdec/tree/dynamic_tree_builder.hpp;
-// EAGLE-2, ALGORITHMS.md §5.4). Random table drafters with frequent ties and
-// zeros; every layer's frontier, every node's children and the final rerank
-// are checked against brute force over the recorded pool.
+// EAGLE-2, arXiv 2406.16858, §4.1-4.2). Random table drafters with frequent
+// ties and zeros; every layer's frontier, every node's children and the final
+// rerank are checked against brute force over the recorded pool.
 #include "specdec/tree/dynamic_tree_builder.hpp"
 
 #include <algorithm>

@@ -1,8 +1,8 @@
 // Tests of StaticTreeShape and StaticTreeBuilder (include/specdec/tree/
-// static_tree_builder.hpp; Medusa / Sequoia static trees, ALGORITHMS.md §5.3,
-// §5.5). A table drafter records every propose call, so the tests check the
-// one-call-per-depth contract, frontiers, rows, budget and child choice
-// against brute force.
+// static_tree_builder.hpp; the static trees of Medusa, arXiv 2401.10774, and
+// Sequoia, arXiv 2402.12374). A table drafter records every propose call, so
+// the tests check the one-call-per-depth contract, frontiers, rows, budget and
+// child choice against brute force.
 #include "specdec/tree/static_tree_builder.hpp"
 
 #include <algorithm>
@@ -498,7 +498,8 @@ TEST_CASE("StaticTreeBuilder without replacement draws ordered children with the
 
 TEST_CASE("A tree drafted without replacement is verified losslessly by recursive rejection sampling",
           "[unit][tree]") {
-  // The rule (§5.3 b) needs siblings in draw order and the original row; if
+  // The rule (Sequoia's, arXiv 2402.12374, §3.2, Algorithm 2; mode (b) of
+  // docs/methods.md) needs siblings in draw order and the original row; if
   // the builder broke either, the first emitted token would not follow the
   // target's root row. Seeded; false-positive rate 1e-4 at a random seed.
   const std::vector<float> q{0.6f, 0.25f, 0.1f, 0.05f, 0.0f};
