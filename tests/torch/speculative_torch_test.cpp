@@ -49,6 +49,20 @@ std::vector<sd::TokenId> greedy(tb::LlamaModel& target, std::span<const sd::Toke
   return ar.generate(prompt, o).tokens;
 }
 
+// Random Lyanna and EAGLE-style heads for `target` in <tmp>/<name>/{lyanna,eagle}.
+std::filesystem::path write_random_heads(const tb::LlamaModel& target, const char* name, sd::DType storage) {
+  const auto heads = std::filesystem::temp_directory_path() / name;
+  tb::DraftHeadConfig lyanna;
+  lyanna.token_info_rank = 4;
+  lyanna.hot_tokens = {1, 2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31};
+  tb::DraftHead::random(lyanna, target, 1).save(heads / "lyanna", storage);
+  tb::DraftHeadConfig eagle;
+  eagle.kind = tb::HeadKind::kEagle;
+  eagle.token_info_rank = 0;
+  tb::DraftHead::random(eagle, target, 2).save(heads / "eagle", storage);
+  return heads;
+}
+
 }  // namespace
 
 TEST_CASE("Greedy chain speculation on Llama models equals greedy decoding", "[torch][engine]") {
@@ -96,15 +110,7 @@ TEST_CASE("Lyanna and the EAGLE-style head decode greedily exactly like autoregr
   auto target = tb::LlamaModel::random(tiny(2, 32), 5);
   target.start_sequence(9);
   // Random heads in a heads directory, as models/ holds the trained one.
-  const auto heads = std::filesystem::temp_directory_path() / "specdec_method_heads";
-  tb::DraftHeadConfig lyanna;
-  lyanna.token_info_rank = 4;
-  lyanna.hot_tokens = {1, 2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31};
-  tb::DraftHead::random(lyanna, target, 1).save(heads / "lyanna", sd::DType::kF16);
-  tb::DraftHeadConfig eagle;
-  eagle.kind = tb::HeadKind::kEagle;
-  eagle.token_info_rank = 0;
-  tb::DraftHead::random(eagle, target, 2).save(heads / "eagle", sd::DType::kF16);
+  const auto heads = write_random_heads(target, "specdec_method_heads", sd::DType::kF16);
   for (const auto& prompt : {std::vector<sd::TokenId>{7, 3, 9, 3, 7, 3, 9}, std::vector<sd::TokenId>{4}}) {
     const auto reference = greedy(target, prompt, 40);
     for (const char* spec : {"lyanna", "lyanna:resample=0", "lyanna:fusion=0", "lyanna:k=2:depth=4:budget=6:r=1:rbudget=3",
@@ -234,15 +240,7 @@ TEST_CASE("Every method stops cleanly when the context is full, keeping every to
   small.max_position_embeddings = 48;
   auto draft = tb::LlamaModel::random(small, 8);
   target.start_sequence(9);
-  const auto heads = std::filesystem::temp_directory_path() / "specdec_context_heads";
-  tb::DraftHeadConfig lyanna;
-  lyanna.token_info_rank = 4;
-  lyanna.hot_tokens = {1, 2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31};
-  tb::DraftHead::random(lyanna, target, 1).save(heads / "lyanna", sd::DType::kF32);
-  tb::DraftHeadConfig eagle;
-  eagle.kind = tb::HeadKind::kEagle;
-  eagle.token_info_rank = 0;
-  tb::DraftHead::random(eagle, target, 2).save(heads / "eagle", sd::DType::kF32);
+  const auto heads = write_random_heads(target, "specdec_context_heads", sd::DType::kF32);
   const std::vector<sd::TokenId> prompt{7, 3, 9, 3, 7, 3, 9};
   const auto reference = greedy(target, prompt, 48 - 7);
   for (const char* spec : {"autoregressive", "chain:k=6", "tree", "dynamic:top_k=3:depth=5:total=10", "ngram:k=5",

@@ -1,8 +1,8 @@
 // Greedy verification (temperature 0; on trees SpecInfer's VerifyGreedy,
 // arXiv 2305.09781, §4.3, Algorithm 2, of which a chain is the one-path case):
-// from the root, descend into the child whose token is the target's
-// argmax; the bonus token is the argmax after the last accepted node. On a tree
-// this follows the one path that matches, so the deepest matching path wins.
+// from the root, descend into the child whose token is the target's argmax;
+// the bonus token is the argmax after the last accepted node. On a tree this
+// follows the one path that matches, so the deepest matching path wins.
 // Lossless for greedy decoding: the output equals greedy autoregressive output.
 #pragma once
 

@@ -4,13 +4,13 @@
 // tree verification). Lossless in every mode.
 //
 // At a slot u with target row P and children c_1..c_m in sibling order:
-//  - kSampledWithReplacement (a, SpecInfer MSS): accept c w.p. min(1, P(c)/q(c)); on
-//    rejection P <- norm(max(0, P - q)), q unchanged.
+//  - kSampledWithReplacement (a, SpecInfer MSS): accept c w.p.
+//    min(1, P(c)/q(c)); on rejection P <- norm(max(0, P - q)), q unchanged.
 //  - kSampledWithoutReplacement (b, Sequoia §3.2): the same test, and after a
 //    rejection also q <- q with c removed, renormalised.
-//  - kDeterministic (c, target-only; Sequoia §2.2): q = one-hot at c, so accept w.p.
-//    P(c) and on rejection remove c from P. Lossless for any child set chosen
-//    without looking at the target.
+//  - kDeterministic (c, target-only; Sequoia §2.2): q = one-hot at c, so
+//    accept w.p. P(c) and on rejection remove c from P. Lossless for any child
+//    set chosen without looking at the target.
 // The first accepted child becomes the next slot; if none is accepted the rule
 // emits a draw from the final P; after a leaf it emits the bonus from P(leaf).
 #pragma once

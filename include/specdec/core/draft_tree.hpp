@@ -191,8 +191,8 @@ class DraftTree {
   }
 
   // Position ids of the nodes: root_position + depth (docs/methods.md, token
-  // trees), where
-  // root_position is the root token's own position (the committed length).
+  // trees), where root_position is the root token's own position (the
+  // committed length).
   std::vector<std::int64_t> positions(std::int64_t root_position) const {
     std::vector<std::int64_t> out(nodes_.size());
     for (std::size_t i = 0; i < nodes_.size(); ++i) out[i] = root_position + nodes_[i].depth;

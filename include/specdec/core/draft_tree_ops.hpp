@@ -1,13 +1,13 @@
 // Operations that make a new DraftTree from existing ones: trie union (Lyanna
-// verification fusion, §6.2 of the paper) and pruning to a node budget
+// verification fusion, arXiv 2602.21224, §6.2) and pruning to a node budget
 // (Lyanna Algorithm 1's final step; EAGLE-2's rerank, arXiv 2406.16858, §4.2).
 //
 // Losslessness. The MSS rules (modes (a), (b) of docs/methods.md) are exact
-// only if a slot's children
-// are the draws from its draft distribution q *and the choice of rule does not
-// depend on which tokens were drawn*. Keeping MSS "when the child set happens
-// to be unchanged" would violate the second condition (e.g. pruning keeps all
-// children exactly when they are all likely tokens), and was measured lossy.
+// only if a slot's children are the draws from its draft distribution q *and
+// the choice of rule does not depend on which tokens were drawn*. Keeping MSS
+// "when the child set happens to be unchanged" would violate the second
+// condition (e.g. pruning keeps all children exactly when they are all likely
+// tokens, or when an early stop left the tree small), and was measured lossy.
 // So both operations decide a slot's mode from structure alone: a slot whose
 // children could have been selected or mixed becomes kDeterministic, whose
 // target-only rule (mode (c)) is lossless for any child set chosen without

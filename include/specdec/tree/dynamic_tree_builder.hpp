@@ -5,8 +5,8 @@
 //
 // Children are chosen deterministically (top-k of the draft row), so the tree
 // is verified greedily or by the target-only rule (mode (c) of
-// docs/methods.md): lossless, because
-// the selection looks at the draft side only.
+// docs/methods.md): lossless, because the selection looks at the draft side
+// only.
 #pragma once
 
 #include <algorithm>

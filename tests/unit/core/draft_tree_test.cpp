@@ -1,9 +1,9 @@
 // Tests of DraftTree (include/specdec/core/draft_tree.hpp), the token tree of
 // SpecInfer (arXiv 2305.09781, Definition 3.1; docs/methods.md, token trees):
-// hand-made chains and branching trees, properties of the
-// ancestor mask, positions and leaf paths over random trees (checked against
-// walks of the parent array, never against the tree's own derived data), and
-// rejection of bad input with typed errors.
+// hand-made chains and branching trees, properties of the ancestor mask,
+// positions and leaf paths over random trees (checked against walks of the
+// parent array, never against the tree's own derived data), and rejection of
+// bad input with typed errors.
 #include "specdec/core/draft_tree.hpp"
 
 #include <algorithm>

@@ -1,8 +1,7 @@
 // Tests of Sequoia's tree construction (include/specdec/tree/sequoia.hpp;
 // Sequoia, arXiv 2402.12374, §3.1.1): the DP against brute force over every
-// tree shape of
-// small budgets, known optima, the expected-value formula, and the positional
-// acceptance estimate against a simulated acceptance rule.
+// tree shape of small budgets, known optima, the expected-value formula, and
+// the positional acceptance estimate against a simulated acceptance rule.
 #include "specdec/tree/sequoia.hpp"
 
 #include <algorithm>
@@ -256,9 +255,9 @@ TEST_CASE(
   // Every slot's draft row ranks tokens 2 > 0 > 3 > 1, so the rank-k child is
   // always the same token; every target row is P. Under the target-only rule
   // (mode (c) of docs/methods.md) the k-th child is accepted with probability
-  // P(c_k) exactly, the
-  // same at every depth: Sequoia's assumption holds, so Σ_v Π p must match
-  // the mean accepted length. Seeded; tolerances are ~5 standard deviations.
+  // P(c_k) exactly, the same at every depth: Sequoia's assumption holds, so
+  // Σ_v Π p must match the mean accepted length. Seeded; tolerances are ~5
+  // standard deviations.
   const std::vector<float> q{0.3f, 0.1f, 0.4f, 0.2f, 0.0f};
   const std::vector<float> P{0.35f, 0.05f, 0.3f, 0.2f, 0.1f};
   const std::vector<double> p_true{0.3, 0.35, 0.2};  // P(2), P(0), P(3)
