@@ -4,6 +4,7 @@
 // generation at the smallest limit of their components (StopReason::kContextLimit).
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
 #include <limits>
@@ -18,6 +19,14 @@ std::int64_t context_limit(const C& component) {
     return static_cast<std::int64_t>(component.max_context());
   else
     return kUnboundedContext;
+}
+
+// The context a composition can use: the smallest of its components'.
+template <class... C>
+std::int64_t context_limit(const C&... components)
+  requires(sizeof...(C) > 1)
+{
+  return std::min({context_limit(components)...});
 }
 
 }  // namespace specdec

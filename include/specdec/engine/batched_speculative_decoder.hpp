@@ -68,8 +68,8 @@ class BatchedSpeculativeDecoder {
       if (a->request.seq_id == request.seq_id)
         throw InvalidArgumentError(fmt::format("BatchedSpeculativeDecoder: sequence {} is already active", request.seq_id));
     auto a = std::make_unique<Active>(std::move(request), make_drafter_, make_policy_);
-    a->sink.limit_context(std::min(context_limit(*verifier_), context_limit(a->drafter)),
-                          static_cast<std::int64_t>(a->request.prompt.size()), "BatchedSpeculativeDecoder");
+    a->sink.limit_context(context_limit(*verifier_, a->drafter), static_cast<std::int64_t>(a->request.prompt.size()),
+                          "BatchedSpeculativeDecoder");
     const auto start = Clock::now();
     verifier_->begin(a->request.seq_id, a->request.prompt);
     a->drafter.begin(a->request.prompt);

@@ -84,12 +84,12 @@ class TokenSink {
   // The most draft nodes a round may send to the target before the context is
   // full: a round's forward holds the root plus its nodes, and emits at most
   // depth + 1 tokens, so with `room` tokens left the tree gets room - 1.
-  std::int64_t tree_room() const {
-    return room_ == kUnboundedContext ? room_ : std::max<std::int64_t>(room_ - size() - 1, 0);
+  std::int32_t tree_room() const {
+    const auto left = room_ == kUnboundedContext ? room_ : std::max<std::int64_t>(room_ - size() - 1, 0);
+    return static_cast<std::int32_t>(std::min<std::int64_t>(left, std::numeric_limits<std::int32_t>::max()));
   }
   DraftBudget fit(DraftBudget budget) const {
-    const auto cap =
-        static_cast<std::int32_t>(std::min<std::int64_t>(tree_room(), std::numeric_limits<std::int32_t>::max()));
+    const auto cap = tree_room();
     budget.max_depth = std::min(budget.max_depth, cap);
     budget.max_nodes = std::min(budget.max_nodes, cap);
     budget.verify_nodes = std::min(budget.verify_nodes, cap);

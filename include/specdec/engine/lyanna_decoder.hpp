@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <span>
 #include <utility>
 
@@ -80,8 +79,7 @@ class LyannaDecoder {
     Stats& stats = out.stats;
     stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
     TokenSink sink(options, out, on_token);
-    sink.limit_context(std::min(context_limit(*verifier_), context_limit(*drafter_)), stats.prompt_tokens,
-                       "LyannaDecoder");
+    sink.limit_context(context_limit(*verifier_, *drafter_), stats.prompt_tokens, "LyannaDecoder");
     RandomStream rule_rng(options.seed, /*stream=*/2);
 
     const auto start = Clock::now();
@@ -99,8 +97,7 @@ class LyannaDecoder {
     while (!done) {
       const auto t0 = Clock::now();
       // Near the end of the context the chain and the tree shrink to fit.
-      const auto room = static_cast<std::int32_t>(
-          std::min<std::int64_t>(sink.tree_room(), std::numeric_limits<std::int32_t>::max()));
+      const auto room = sink.tree_room();
       const ProbRows logits = drafter_->draft(std::min(options_.depth, room));
       builder_.build(logits, table, root, fresh_);
       if (fresh_.size() > room) fresh_ = prune_to_budget(fresh_, room).tree;
@@ -141,7 +138,7 @@ class LyannaDecoder {
       ++stats.resampling.trees;
       stats.draft_seconds += seconds_between(r0, Clock::now());
       if (options_.fusion) continue;  // verified with the next round's tree
-      const auto left = static_cast<std::int32_t>(std::min<std::int64_t>(sink.tree_room(), options_.resample_budget));
+      const auto left = std::min(sink.tree_room(), options_.resample_budget);
       if (pending_.size() > left) pending_ = prune_to_budget(pending_, left).tree;
       // Without fusion: a target forward of its own.
       stats.resampling.nodes += pending_.size();

@@ -32,9 +32,9 @@ struct ClockMark {
 };
 
 // `drafted`: drafted_nodes() read right after the build.
-inline RoundOutcome round_outcome(std::int32_t drafted, const DraftTree& tree, const VerifyResult& result, double draft_seconds,
-                           double verify_seconds, const ClockMark& start, const ModelClock* target,
-                           const ModelClock* draft) {
+inline RoundOutcome round_outcome(std::int32_t drafted, const DraftTree& tree, const VerifyResult& result,
+                                  double draft_seconds, double verify_seconds, const ClockMark& start,
+                                  const ModelClock* target, const ModelClock* draft) {
   RoundOutcome o;
   o.num_drafted = drafted;
   o.num_verified = tree.size();

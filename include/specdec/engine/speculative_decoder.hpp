@@ -15,7 +15,6 @@
 // small value types).
 #pragma once
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -72,8 +71,7 @@ class SpeculativeDecoder {
     Stats& stats = out.stats;
     stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
     TokenSink sink(options, out, on_token);
-    sink.limit_context(std::min(context_limit(*verifier_), context_limit(*drafter_)), stats.prompt_tokens,
-                       "SpeculativeDecoder");
+    sink.limit_context(context_limit(*verifier_, *drafter_), stats.prompt_tokens, "SpeculativeDecoder");
     RandomStream draft_rng(options.seed, /*stream=*/1);
     RandomStream rule_rng(options.seed, /*stream=*/2);
 
@@ -105,8 +103,9 @@ class SpeculativeDecoder {
       stats.verify_seconds += seconds_between(t1, t2);
       stats.accept_seconds += seconds_between(t2, t3);
       stats.acceptance.record(result_, R::kLossless);
-      policy_.observe(detail::round_outcome(detail::drafted_nodes(builder_, tree_), tree_, result_, seconds_between(t0, t1),
-                                            seconds_between(t1, t3), clocks, target_clock_, draft_clock_));
+      policy_.observe(detail::round_outcome(detail::drafted_nodes(builder_, tree_), tree_, result_,
+                                            seconds_between(t0, t1), seconds_between(t1, t3), clocks, target_clock_,
+                                            draft_clock_));
       if (round_observer_) round_observer_(tree_, result_);
 
       const bool first = out.tokens.empty();
