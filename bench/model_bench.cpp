@@ -14,6 +14,7 @@
 
 #include <vector>
 
+#include "specdec/core/logit_rows.hpp"
 #include "specdec/torch/llama_model.hpp"
 
 namespace sd = specdec;
@@ -25,15 +26,15 @@ namespace {
 tb::LlamaModel with_prefix(const char* preset) {
   at::set_num_threads(2);
   auto mm = tb::LlamaModel::random(sd::io::default_model_config(preset, 8000), 1);
-  mm.start_sequence(0);
+  mm.open(0);
   std::vector<sd::TokenId> prefix(128);
   std::vector<std::int64_t> pos(128);
   for (int i = 0; i < 128; ++i) {
     prefix[static_cast<std::size_t>(i)] = (i * 37) % 8000;
     pos[static_cast<std::size_t>(i)] = i;
   }
-  const sd::SequenceInput in{0, prefix, pos, nullptr};
-  mm.forward(sd::ForwardRequest{std::span(&in, 1)});
+  const sd::SequenceInput in{0, prefix, pos};
+  mm.forward(sd::ForwardRequest{std::span(&in, 1)});  // no outputs: a prefill
   std::vector<std::int32_t> all(128);
   for (int i = 0; i < 128; ++i) all[static_cast<std::size_t>(i)] = i;
   mm.accept(0, all);
@@ -69,10 +70,13 @@ void forward_bench(benchmark::State& state, tb::LlamaModel& m) {
     tokens[static_cast<std::size_t>(i)] = static_cast<sd::TokenId>(100 + i);
     pos[static_cast<std::size_t>(i)] = 128 + i;
   }
-  const sd::SequenceInput in{0, tokens, pos, nullptr};
+  const sd::SequenceInput in{0, tokens, pos};
+  sd::HostRows logits;
+  sd::ForwardRequest request{std::span(&in, 1)};
+  request.logits = logits.view(n, m.vocab_size());
   for (auto _ : state) {
-    auto out = m.forward(sd::ForwardRequest{std::span(&in, 1)});
-    benchmark::DoNotOptimize(out.logits.data());
+    m.forward(request);
+    benchmark::DoNotOptimize(request.logits.data());
     m.rollback(0, 128);
   }
   state.counters["tokens"] = static_cast<double>(n);

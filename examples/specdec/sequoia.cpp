@@ -53,8 +53,6 @@ int run_sequoia(const SequoiaCommand& c) {
     spine = first;
   }
   const auto n = static_cast<std::int32_t>(nodes.size());
-  s.target.start_sequence(0);
-  s.draft->start_sequence(0);
   ModelVerifier verifier(s.target, SamplingParams{0.0f});
   ModelDrafter drafter(*s.draft, 0, SamplingParams{1.0f});
   SpeculativeDecoder decoder(drafter, StaticTreeBuilder{StaticTreeShape(std::move(nodes))}, verifier,

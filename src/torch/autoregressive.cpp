@@ -8,6 +8,7 @@
 
 #include "specdec/accept/row_math.hpp"
 #include "specdec/core/error.hpp"
+#include "specdec/core/logit_rows.hpp"
 #include "specdec/core/rng.hpp"
 #include "specdec/core/warp.hpp"
 
@@ -24,7 +25,7 @@ GenerateResult generate_autoregressive(LlamaModel& model, std::int32_t seq, std:
   Warper warp;
   std::vector<float> probs(static_cast<std::size_t>(vocab));
   RandomStream rng(options.sampling.seed);
-  model.start_sequence(seq);
+  model.open(seq);
 
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
@@ -33,13 +34,16 @@ GenerateResult generate_autoregressive(LlamaModel& model, std::int32_t seq, std:
   std::vector<std::int64_t> positions(input.size());
   for (std::size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<std::int64_t>(i);
   std::vector<std::int32_t> keep;
+  HostRows logits;
   while (static_cast<std::int64_t>(result.tokens.size()) < options.max_new_tokens) {
-    const SequenceInput in{seq, input, positions, nullptr};
-    const auto out = model.forward(ForwardRequest{std::span(&in, 1)});
+    const SequenceInput in{seq, input, positions};
+    ForwardRequest request{std::span(&in, 1)};
+    request.logits = logits.view(static_cast<std::int64_t>(input.size()), vocab);
+    model.forward(request);
     keep.resize(input.size());
     for (std::size_t i = 0; i < keep.size(); ++i) keep[i] = static_cast<std::int32_t>(i);
     model.accept(seq, keep);
-    const auto* last = out.logits.data_as<float>() + (out.logits.size(0) - 1) * vocab;
+    const auto* last = request.logits.data_as<float>() + (request.logits.size(0) - 1) * vocab;
     warp(std::span<const float>(last, static_cast<std::size_t>(vocab)), options.sampling, probs);
     const TokenId next = row_math::sample_row(probs.data(), vocab, rng.uniform());
     if (result.tokens.empty()) first_token_at = Clock::now();
@@ -53,7 +57,7 @@ GenerateResult generate_autoregressive(LlamaModel& model, std::int32_t seq, std:
     input.assign(1, next);
   }
   const auto end = Clock::now();
-  model.end_sequence(seq);
+  model.close(seq);
   result.time_to_first_token_ms = std::chrono::duration<double, std::milli>(first_token_at - start).count();
   result.decode_seconds = std::chrono::duration<double>(end - first_token_at).count();
   if (result.tokens.size() > 1 && result.decode_seconds > 0)

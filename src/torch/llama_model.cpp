@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "specdec/core/error.hpp"
+#include "specdec/core/logit_rows.hpp"
 #include "specdec/io/safetensors.hpp"
 #include "specdec/io/safetensors_checkpoint.hpp"
 #include "specdec/torch/tensor_interop.hpp"
@@ -226,7 +227,10 @@ at::Tensor LlamaModel::forward_train(const at::Tensor& tokens, at::Tensor* hidde
 
 // ---- Model concept -----------------------------------------------------------
 
-void LlamaModel::start_sequence(std::int32_t seq) {
+void LlamaModel::open(std::int32_t seq, const CachePolicy& policy) {
+  if (policy.kind != CachePolicy::Kind::kDense)
+    throw UnsupportedError(fmt::format(
+        "LlamaModel::open: sequence {}: only dense caches are implemented (a sink + window cache was asked for)", seq));
   const auto& c = config_;
   Cache cache;
   cache.k = at::zeros({c.num_hidden_layers, c.num_key_value_heads, c.max_position_embeddings, c.head_dim});
@@ -234,12 +238,15 @@ void LlamaModel::start_sequence(std::int32_t seq) {
   caches_[seq] = std::move(cache);
 }
 
-void LlamaModel::end_sequence(std::int32_t seq) { caches_.erase(seq); }
+void LlamaModel::close(std::int32_t seq) {
+  if (caches_.erase(seq) == 0)
+    throw InvalidArgumentError(fmt::format("LlamaModel::close: sequence {} is not open", seq));
+}
 
 const LlamaModel::Cache& LlamaModel::cache(std::int32_t seq) const {
   const auto it = caches_.find(seq);
   if (it == caches_.end())
-    throw InvalidArgumentError(fmt::format("LlamaModel: sequence {} was not started (start_sequence)", seq));
+    throw InvalidArgumentError(fmt::format("LlamaModel: sequence {} is not open (open)", seq));
   return it->second;
 }
 LlamaModel::Cache& LlamaModel::cache(std::int32_t seq) {
@@ -248,7 +255,7 @@ LlamaModel::Cache& LlamaModel::cache(std::int32_t seq) {
 
 std::int64_t LlamaModel::cached_length(std::int32_t seq) const { return cache(seq).length; }
 
-ForwardResult LlamaModel::forward(const ForwardRequest& request) {
+void LlamaModel::forward(const ForwardRequest& request) {
   at::NoGradGuard no_grad;
   const auto& c = config_;
   const auto h = c.num_attention_heads, kvh = c.num_key_value_heads, hd = c.head_dim;
@@ -264,9 +271,10 @@ ForwardResult LlamaModel::forward(const ForwardRequest& request) {
     if (static_cast<std::int64_t>(s.positions.size()) != n)
       throw ShapeError(fmt::format("LlamaModel::forward: sequence {} has {} tokens but {} positions", s.seq_id, n,
                                    s.positions.size()));
-    if (s.mask != nullptr && s.mask->size() != before + n)
-      throw ShapeError(fmt::format("LlamaModel::forward: sequence {} has {} staged and {} new tokens but a {}x{} mask",
-                                   s.seq_id, before, n, s.mask->size(), s.mask->size()));
+    if (!s.mask.empty() && (s.mask.size != before + n || s.mask.device.kind != DeviceKind::kCPU))
+      throw ShapeError(fmt::format(
+          "LlamaModel::forward: sequence {} has {} staged and {} new tokens but a {}x{} mask (a host mask is needed)",
+          s.seq_id, before, n, s.mask.size, s.mask.size));
     if (cache_s.length + before + n > c.max_position_embeddings)
       throw ShapeError(fmt::format("LlamaModel::forward: sequence {} would hold {} tokens, the context is {}",
                                    s.seq_id, cache_s.length + before + n, c.max_position_embeddings));
@@ -282,8 +290,8 @@ ForwardResult LlamaModel::forward(const ForwardRequest& request) {
     bool any_blocked = false;
     for (std::int64_t i = 0; i < n; ++i)
       for (std::int64_t j = 0; j < span; ++j) {
-        const bool visible = s.mask != nullptr
-                                 ? s.mask->test(static_cast<std::int32_t>(before + i), static_cast<std::int32_t>(j))
+        const bool visible = !s.mask.empty()
+                                 ? s.mask.test(static_cast<std::int32_t>(before + i), static_cast<std::int32_t>(j))
                                  : j <= before + i;  // no mask: all staged tokens, causal among the new
         blocked[static_cast<std::size_t>(i * span + j)] = !visible;
         any_blocked |= !visible;
@@ -306,7 +314,19 @@ ForwardResult LlamaModel::forward(const ForwardRequest& request) {
                                    c.max_position_embeddings));
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   const auto total = static_cast<std::int64_t>(tokens.size());
-  if (packed_.empty()) pack_for_inference();
+  // The outputs are checked before anything is staged.
+  float* logits_out =
+      request.logits.empty() ? nullptr : host_output(request.logits, total, c.vocab_size, "LlamaModel::forward (logits)");
+  float* hidden_out =
+      request.hidden.empty() ? nullptr : host_output(request.hidden, total, c.hidden_size, "LlamaModel::forward (hidden)");
+  const auto num_layers = static_cast<std::int32_t>(layers_.size());
+  if (hidden_out != nullptr && (request.hidden_layer >= num_layers || request.hidden_layer < -1))
+    throw InvalidArgumentError(fmt::format("LlamaModel::forward: hidden_layer {} of a {}-layer model",
+                                           request.hidden_layer, layers_.size()));
+  {
+    const std::lock_guard lock(*pack_mutex_);
+    if (packed_.empty()) pack_for_inference();
+  }
   const auto q_dim = h * hd, kv_dim = kvh * hd, ffn = c.intermediate_size;
   const auto rep = h / kvh;
   at::Tensor x = at::embedding(embed_, token_t);  // [total, d]
@@ -359,25 +379,17 @@ ForwardResult LlamaModel::forward(const ForwardRequest& request) {
     }
     x.add_(p.o(attn));
     x.add_(p.down(swiglu_rows(p.gate_up(rms_norm_rows(x, l.mlp_norm, c.rms_norm_eps)), ffn)));
-    if (request.want_hidden && request.hidden_layer == static_cast<std::int32_t>(li)) layer_hidden = x.clone();
+    if (hidden_out != nullptr && request.hidden_layer == static_cast<std::int32_t>(li)) layer_hidden = x.clone();
   }
   for (std::size_t si = 0; si < request.sequences.size(); ++si)
     cache(request.sequences[si].seq_id).staged = staged_before[si] + offsets[si + 1] - offsets[si];
-  ForwardResult result;
-  if (!request.want_logits && !request.want_hidden) return result;  // a prefill fills the cache only
-  const auto out = rms_norm_rows(x, final_norm_, c.rms_norm_eps);
-  if (request.want_logits) {
-    last_logits_ = (*packed_lm_head_)(out);
-    result.logits = view_of(last_logits_);
+  if (logits_out == nullptr && hidden_out == nullptr) return;  // a prefill fills the cache only
+  const auto out = rms_norm_rows(x, final_norm_, c.rms_norm_eps).contiguous();
+  if (logits_out != nullptr) packed_lm_head_->forward(out.data_ptr<float>(), total, logits_out);
+  if (hidden_out != nullptr) {
+    const auto h_rows = (request.hidden_layer == -1 ? out : layer_hidden).contiguous();
+    std::copy_n(h_rows.data_ptr<float>(), total * c.hidden_size, hidden_out);
   }
-  if (request.want_hidden) {
-    if (request.hidden_layer >= static_cast<std::int32_t>(layers_.size()) || request.hidden_layer < -1)
-      throw InvalidArgumentError(fmt::format("LlamaModel::forward: hidden_layer {} of a {}-layer model",
-                                             request.hidden_layer, layers_.size()));
-    last_hidden_ = (request.hidden_layer == -1 ? out : layer_hidden).contiguous();
-    result.hidden = view_of(last_hidden_);
-  }
-  return result;
 }
 
 void LlamaModel::accept(std::int32_t seq, std::span<const std::int32_t> path) {

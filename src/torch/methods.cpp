@@ -65,7 +65,6 @@ struct Autoregressive {
   Timed target;
   AutoregressiveDecoder<Timed> decoder;
   Autoregressive(LlamaModel& t, const SamplingParams& s) : target(t), decoder(target, s) {
-    t.start_sequence(0);
     decoder.set_model_clock(&target.clock());
   }
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
@@ -86,8 +85,6 @@ struct WithDraftModel {
         verifier(target, target_sampling),
         drafter(draft, 0, draft_sampling),
         decoder(drafter, std::move(builder), verifier, Rule{}, std::move(policy)) {
-    t.start_sequence(0);
-    d.start_sequence(0);
     decoder.set_model_clocks(&target.clock(), &draft.clock());
   }
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
@@ -106,7 +103,6 @@ struct WithNgram {
         verifier(target, s),
         drafter(t.vocab_size(), min_n, max_n),
         decoder(drafter, ChainBuilder{ChainBuilder::Pick::kTop1}, verifier, Rule{}, std::move(policy)) {
-    t.start_sequence(0);
     decoder.set_model_clocks(&target.clock(), nullptr);
   }
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
@@ -133,15 +129,12 @@ GenerationResult generate_with_head(Decoder& decoder, DraftHead& head, const Dra
 template <class Rule>
 struct WithLyanna {
   Timed target;
-  TargetFeatures features;
   DraftHead head;
   ModelVerifier<Timed> verifier;
   LyannaDrafter<DraftHead> drafter;
   LyannaDecoder<DraftHead, ModelVerifier<Timed>, Rule> decoder;
   WithLyanna(LlamaModel& t, const SamplingParams& s, DraftHead h, const LyannaOptions& o)
-      : target(t), head(std::move(h)), verifier(target, s), drafter(head, features), decoder(drafter, verifier, Rule{}, o) {
-    t.start_sequence(0);
-    verifier.set_feature_sink(&features);
+      : target(t), head(std::move(h)), verifier(target, s), drafter(head), decoder(drafter, verifier, Rule{}, o) {
     decoder.set_model_clock(&target.clock());
   }
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
@@ -152,7 +145,6 @@ struct WithLyanna {
 template <class Rule>
 struct WithEagleHead {
   Timed target;
-  TargetFeatures features;
   DraftHead head;
   ModelVerifier<Timed> verifier;
   EagleHeadDrafter<DraftHead> drafter;
@@ -162,10 +154,8 @@ struct WithEagleHead {
       : target(t),
         head(std::move(h)),
         verifier(target, s),
-        drafter(head, features, draft_sampling),
+        drafter(head, draft_sampling),
         decoder(drafter, std::move(builder), verifier, Rule{}, std::move(policy)) {
-    t.start_sequence(0);
-    verifier.set_feature_sink(&features);
     decoder.set_model_clocks(&target.clock(), nullptr);
   }
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {

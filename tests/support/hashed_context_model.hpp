@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "specdec/core/error.hpp"
+#include "specdec/core/logit_rows.hpp"
 #include "specdec/core/rng.hpp"
 #include "specdec/core/round.hpp"
 #include "specdec/core/tensor_view.hpp"
@@ -37,11 +38,20 @@ class HashedContextModel {
   // tests need (an order-2 model's state is its last two tokens).
   std::int64_t hidden_size() const { return 2; }
   std::int64_t cached_length(std::int32_t seq) const { return seq_at(seq).committed.size(); }
+  bool is_open(std::int32_t seq) const { return seqs_.contains(seq); }
   // Unbounded unless a test sets a limit (the context-limit tests do); a
   // forward past it throws, as a real model's would.
   std::int64_t max_context() const { return max_context_; }
   void set_max_context(std::int64_t n) { max_context_ = n; }
-  void start_sequence(std::int32_t seq) { seqs_[seq] = Sequence{}; }
+  void open(std::int32_t seq, const CachePolicy& policy = {}) {
+    if (policy.kind != CachePolicy::Kind::kDense)
+      throw UnsupportedError("HashedContextModel: only dense caches");
+    seqs_[seq] = Sequence{};
+  }
+  void close(std::int32_t seq) {
+    closed_[seq] = seq_at(seq).committed;  // what committed() reports after the close
+    seqs_.erase(seq);
+  }
   std::int64_t forwards() const { return forwards_; }
 
   // The logits after `context` (what a correct forward must return).
@@ -58,16 +68,16 @@ class HashedContextModel {
     return out;
   }
 
-  ForwardResult forward(const ForwardRequest& request) {
+  void forward(const ForwardRequest& request) {
     ++forwards_;
-    logits_.clear();
-    hidden_.clear();
+    const bool want_logits = !request.logits.empty(), want_hidden = !request.hidden.empty();
+    std::vector<float> logits, hidden;
     for (const auto& in : request.sequences) {
       auto& s = seq_at(in.seq_id);
       const auto before = in.extend_staged ? static_cast<std::int64_t>(s.staged.size()) : 0;
       if (!in.extend_staged) s.staged.clear();
       const auto n = static_cast<std::int64_t>(in.tokens.size());
-      if (in.mask != nullptr && in.mask->size() != before + n)
+      if (!in.mask.empty() && in.mask.size != before + n)
         throw ShapeError("HashedContextModel: mask size");
       if (static_cast<std::int64_t>(s.committed.size()) + before + n > max_context_)
         throw ShapeError(fmt::format("HashedContextModel: sequence {} would hold {} tokens, the context is {}",
@@ -76,11 +86,11 @@ class HashedContextModel {
         // The staged tokens this query sees, in staging order, then itself.
         std::vector<TokenId> ctx = s.committed;
         for (std::int64_t j = 0; j < before + i; ++j) {
-          const bool visible = in.mask ? in.mask->test(static_cast<std::int32_t>(before + i), static_cast<std::int32_t>(j))
-                                       : true;
+          const bool visible =
+              in.mask.empty() || in.mask.test(static_cast<std::int32_t>(before + i), static_cast<std::int32_t>(j));
           if (visible) ctx.push_back(s.staged[static_cast<std::size_t>(j)]);
         }
-        if (in.mask && !in.mask->test(static_cast<std::int32_t>(before + i), static_cast<std::int32_t>(before + i)))
+        if (!in.mask.empty() && !in.mask.test(static_cast<std::int32_t>(before + i), static_cast<std::int32_t>(before + i)))
           throw ShapeError("HashedContextModel: a query does not see itself");
         const TokenId tok = in.tokens[static_cast<std::size_t>(i)];
         if (tok < 0 || tok >= vocab_) throw InvalidArgumentError("HashedContextModel: token out of range");
@@ -89,23 +99,25 @@ class HashedContextModel {
                                        in.positions[static_cast<std::size_t>(i)], ctx.size()));
         ctx.push_back(tok);
         s.staged.push_back(tok);
-        if (request.want_hidden) {
-          hidden_.push_back(ctx.size() >= 2 ? static_cast<float>(ctx[ctx.size() - 2]) : -1.0f);
-          hidden_.push_back(static_cast<float>(tok));
+        if (want_hidden) {
+          hidden.push_back(ctx.size() >= 2 ? static_cast<float>(ctx[ctx.size() - 2]) : -1.0f);
+          hidden.push_back(static_cast<float>(tok));
         }
-        if (request.want_logits) {
+        if (want_logits) {
           const auto l = logits_after(ctx);
-          logits_.insert(logits_.end(), l.begin(), l.end());
+          logits.insert(logits.end(), l.begin(), l.end());
         }
       }
     }
-    ForwardResult r;
-    if (request.want_logits) {
-      r.logits = TensorView(logits_.data(), DType::kF32, {static_cast<std::int64_t>(logits_.size()) / vocab_, vocab_});
+    // Written only now, into the caller's buffers, as a real model would.
+    if (want_logits) {
+      const auto rows = static_cast<std::int64_t>(logits.size()) / vocab_;
+      std::copy(logits.begin(), logits.end(), host_output(request.logits, rows, vocab_, "HashedContextModel"));
     }
-    if (request.want_hidden)
-      r.hidden = TensorView(hidden_.data(), DType::kF32, {static_cast<std::int64_t>(hidden_.size()) / 2, 2});
-    return r;
+    if (want_hidden) {
+      const auto rows = static_cast<std::int64_t>(hidden.size()) / 2;
+      std::copy(hidden.begin(), hidden.end(), host_output(request.hidden, rows, 2, "HashedContextModel"));
+    }
   }
 
   // Note: keys/values of a staged token depend on its own visible context;
@@ -128,7 +140,11 @@ class HashedContextModel {
     s.committed.resize(static_cast<std::size_t>(length));
     s.staged.clear();
   }
-  std::span<const TokenId> committed(std::int32_t seq) const { return seq_at(seq).committed; }
+  // The sequence's committed tokens; after close(), those it held then.
+  std::span<const TokenId> committed(std::int32_t seq) const {
+    if (!is_open(seq) && closed_.contains(seq)) return closed_.at(seq);
+    return seq_at(seq).committed;
+  }
 
  private:
   struct Sequence {
@@ -153,7 +169,7 @@ class HashedContextModel {
   float sharpness_, noise_;
   std::uint64_t noise_seed_;
   std::unordered_map<std::int32_t, Sequence> seqs_;
-  std::vector<float> logits_, hidden_;
+  std::unordered_map<std::int32_t, std::vector<TokenId>> closed_;
   std::int64_t forwards_ = 0;
   std::int64_t max_context_ = std::numeric_limits<std::int64_t>::max();
 };

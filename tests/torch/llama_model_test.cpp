@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include "specdec/core/draft_tree.hpp"
@@ -43,11 +44,23 @@ at::Tensor reference_logits(const tb::LlamaModel& m, const std::vector<std::int6
   return m.forward_train(at::tensor(tokens, at::kLong).unsqueeze(0)).squeeze(0);
 }
 
+sd::PackedMask packed(const sd::BitMatrix* mask) { return mask ? sd::PackedMask::of(*mask) : sd::PackedMask{}; }
+
+// Logits of every new token of `inputs`, written into a tensor the caller owns.
+at::Tensor forward_logits(tb::LlamaModel& m, std::span<const sd::SequenceInput> inputs) {
+  std::int64_t total = 0;
+  for (const auto& in : inputs) total += static_cast<std::int64_t>(in.tokens.size());
+  auto logits = at::empty({total, m.vocab_size()});
+  sd::ForwardRequest request{inputs};
+  request.logits = tb::view_of(logits);
+  m.forward(request);
+  return logits;
+}
+
 at::Tensor run(tb::LlamaModel& m, std::int32_t seq, const std::vector<sd::TokenId>& tokens,
                const std::vector<std::int64_t>& positions, const sd::BitMatrix* mask) {
-  const sd::SequenceInput in{seq, tokens, positions, mask};
-  const auto out = m.forward(sd::ForwardRequest{std::span(&in, 1)});
-  return tb::tensor_of(out.logits).clone();
+  const sd::SequenceInput in{seq, tokens, positions, packed(mask)};
+  return forward_logits(m, std::span(&in, 1));
 }
 
 }  // namespace
@@ -58,7 +71,7 @@ TEST_CASE("Cached prefill equals the causal training forward", "[torch][model]")
       auto m = tb::LlamaModel::random(tiny_config(tied, kv), 7);
       const std::vector<sd::TokenId> prompt{5, 17, 3, 88, 42, 0, 96, 11};
       const std::vector<std::int64_t> pos{0, 1, 2, 3, 4, 5, 6, 7};
-      m.start_sequence(0);
+      m.open(0);
       const auto cached = run(m, 0, prompt, pos, nullptr);
       const auto ref = reference_logits(m, {5, 17, 3, 88, 42, 0, 96, 11});
       INFO("tied " << tied << ", kv heads " << kv);
@@ -70,7 +83,7 @@ TEST_CASE("A tree verification forward gives every node the logits of its root p
   auto m = tb::LlamaModel::random(tiny_config(true, 2), 11);
   const std::vector<std::int64_t> prompt{4, 8, 15, 16, 23};
   // Commit the prompt except its last token, which becomes the tree's root.
-  m.start_sequence(0);
+  m.open(0);
   run(m, 0, {4, 8, 15, 16}, {0, 1, 2, 3}, nullptr);
   m.accept(0, std::vector<std::int32_t>{0, 1, 2, 3});
   // root 23 -> {a:42, b:7}; a -> {c:1, d:2}; b -> {e:9}; d -> {f:50}
@@ -101,7 +114,7 @@ TEST_CASE("A tree verification forward gives every node the logits of its root p
 
 TEST_CASE("After accept(path) the next forward equals a fresh prefill of the accepted text", "[torch][model]") {
   auto m = tb::LlamaModel::random(tiny_config(false, 2), 3);
-  m.start_sequence(1);
+  m.open(1);
   run(m, 1, {10, 20, 30}, {0, 1, 2}, nullptr);
   m.accept(1, std::vector<std::int32_t>{0, 1, 2});
   // Tree at root 40: {a:50, b:60}, a -> {c:70}. Accept root, a, c (indices 0, 1, 3).
@@ -128,9 +141,9 @@ TEST_CASE("A batched forward equals per-sequence forwards", "[torch][model]") {
   auto batched = tb::LlamaModel::random(tiny_config(true, 2), 5);
   auto single = tb::LlamaModel::random(tiny_config(true, 2), 5);
   for (auto* m : {&batched, &single}) {
-    m->start_sequence(0);
-    m->start_sequence(1);
-    m->start_sequence(2);
+    m->open(0);
+    m->open(1);
+    m->open(2);
     run(*m, 0, {1, 2, 3, 4, 5}, {0, 1, 2, 3, 4}, nullptr);
     m->accept(0, std::vector<std::int32_t>{0, 1, 2, 3, 4});
     run(*m, 1, {9}, {0}, nullptr);
@@ -143,8 +156,8 @@ TEST_CASE("A batched forward equals per-sequence forwards", "[torch][model]") {
   const auto mask = tree.ancestor_mask(true);
   const std::vector<sd::TokenId> t0{33, 34, 35, 36}, t1{12, 13}, t2{60, 61, 62};
   const std::vector<std::int64_t> p0{5, 6, 6, 7}, p1{1, 2}, p2{0, 1, 2};
-  const sd::SequenceInput inputs[] = {{0, t0, p0, &mask}, {1, t1, p1, nullptr}, {2, t2, p2, nullptr}};
-  const auto all = tb::tensor_of(batched.forward(sd::ForwardRequest{inputs}).logits).clone();
+  const sd::SequenceInput inputs[] = {{0, t0, p0, sd::PackedMask::of(mask)}, {1, t1, p1}, {2, t2, p2}};
+  const auto all = forward_logits(batched, inputs);
   REQUIRE(all.size(0) == 9);
   CHECK(rel_diff(all.narrow(0, 0, 4), run(single, 0, t0, p0, &mask)) < 1e-5);
   CHECK(rel_diff(all.narrow(0, 4, 2), run(single, 1, t1, p1, nullptr)) < 1e-5);
@@ -153,19 +166,27 @@ TEST_CASE("A batched forward equals per-sequence forwards", "[torch][model]") {
 
 TEST_CASE("Hidden states come back on request", "[torch][model]") {
   auto m = tb::LlamaModel::random(tiny_config(true, 4), 9);
-  m.start_sequence(0);
+  m.open(0);
   const std::vector<sd::TokenId> tokens{1, 2, 3};
   const std::vector<std::int64_t> pos{0, 1, 2};
-  const sd::SequenceInput in{0, tokens, pos, nullptr};
-  const auto out = m.forward(sd::ForwardRequest{std::span(&in, 1), /*want_hidden=*/true});
+  const sd::SequenceInput in{0, tokens, pos};
+  auto hidden = at::empty({3, 32});
+  sd::ForwardRequest request{std::span(&in, 1)};
+  request.hidden = tb::view_of(hidden);
+  m.forward(request);
   at::Tensor ref_hidden;
   m.forward_train(at::tensor(std::vector<std::int64_t>{1, 2, 3}, at::kLong).unsqueeze(0), &ref_hidden);
-  REQUIRE(out.hidden.size(1) == 32);
-  CHECK(rel_diff(tb::tensor_of(out.hidden), ref_hidden.squeeze(0)) < 1e-5);
+  CHECK(rel_diff(hidden, ref_hidden.squeeze(0)) < 1e-5);
   m.rollback(0, 0);
-  const auto layer0 = m.forward(sd::ForwardRequest{std::span(&in, 1), true, 0});
-  CHECK(layer0.hidden.size(0) == 3);
-  REQUIRE_THROWS_AS(m.forward(sd::ForwardRequest{std::span(&in, 1), true, 5}), sd::InvalidArgumentError);
+  auto layer0 = at::full({3, 32}, 1e9f);
+  request.hidden = tb::view_of(layer0);
+  request.hidden_layer = 0;
+  m.forward(request);
+  CHECK(layer0.abs().max().item<float>() < 1e6f);  // written
+  CHECK(rel_diff(layer0, hidden) > 1e-3);          // and not the final layer's
+  m.rollback(0, 0);
+  request.hidden_layer = 5;
+  REQUIRE_THROWS_AS(m.forward(request), sd::InvalidArgumentError);
 }
 
 TEST_CASE("Save and load reproduce the model in f32 exactly and in f16 closely", "[torch][model]") {
@@ -189,7 +210,7 @@ TEST_CASE("Save and load reproduce the model in f32 exactly and in f16 closely",
 TEST_CASE("The model rejects bad input with typed errors", "[torch][model]") {
   auto m = tb::LlamaModel::random(tiny_config(true, 2), 1);
   REQUIRE_THROWS_AS(run(m, 0, {1}, {0}, nullptr), sd::InvalidArgumentError);  // not started
-  m.start_sequence(0);
+  m.open(0);
   REQUIRE_THROWS_WITH(run(m, 0, {1, 200}, {0, 1}, nullptr), Catch::Contains("outside the vocabulary"));
   REQUIRE_THROWS_AS(run(m, 0, {1, 2}, {0}, nullptr), sd::ShapeError);
   std::vector<sd::TokenId> long_text(65, 1);
@@ -213,15 +234,13 @@ TEST_CASE("The model rejects bad input with typed errors", "[torch][model]") {
 TEST_CASE("Growing a tree one level per forward (extend_staged) equals one tree forward", "[torch][model]") {
   auto m = tb::LlamaModel::random(tiny_config(false, 2), 13);
   const std::vector<std::int64_t> prompt{9, 8, 7, 6};
-  m.start_sequence(0);
+  m.open(0);
   // Prefill without logits, then stage [root 6] and grow root -> {a, b}, a -> {c}.
   {
     const std::vector<sd::TokenId> t{9, 8, 7};
     const std::vector<std::int64_t> p{0, 1, 2};
-    const sd::SequenceInput in{0, t, p, nullptr};
-    sd::ForwardRequest r{std::span(&in, 1)};
-    r.want_logits = false;
-    CHECK(m.forward(r).logits.empty());
+    const sd::SequenceInput in{0, t, p};
+    m.forward(sd::ForwardRequest{std::span(&in, 1)});  // no output views: the cache only
     m.accept(0, std::vector<std::int32_t>{0, 1, 2});
   }
   run(m, 0, {6}, {3}, nullptr);  // staged: [6]
@@ -229,16 +248,16 @@ TEST_CASE("Growing a tree one level per forward (extend_staged) equals one tree 
   level1.set(1, 0), level1.set(1, 1), level1.set(2, 0), level1.set(2, 2);
   const std::vector<sd::TokenId> t1{30, 31};
   const std::vector<std::int64_t> p1{4, 4};
-  sd::SequenceInput in1{0, t1, p1, &level1};
+  sd::SequenceInput in1{0, t1, p1, sd::PackedMask::of(level1)};
   in1.extend_staged = true;
-  const auto l1 = tb::tensor_of(m.forward(sd::ForwardRequest{std::span(&in1, 1)}).logits).clone();
+  const auto l1 = forward_logits(m, std::span(&in1, 1));
   sd::BitMatrix level2(4);  // + [c=32] under a
   level2.set(3, 0), level2.set(3, 1), level2.set(3, 3);
   const std::vector<sd::TokenId> t2{32};
   const std::vector<std::int64_t> p2{5};
-  sd::SequenceInput in2{0, t2, p2, &level2};
+  sd::SequenceInput in2{0, t2, p2, sd::PackedMask::of(level2)};
   in2.extend_staged = true;
-  const auto l2 = tb::tensor_of(m.forward(sd::ForwardRequest{std::span(&in2, 1)}).logits).clone();
+  const auto l2 = forward_logits(m, std::span(&in2, 1));
   CHECK(rel_diff(l1[0], reference_logits(m, {9, 8, 7, 6, 30})[4]) < 1e-4);
   CHECK(rel_diff(l1[1], reference_logits(m, {9, 8, 7, 6, 31})[4]) < 1e-4);
   CHECK(rel_diff(l2[0], reference_logits(m, {9, 8, 7, 6, 30, 32})[5]) < 1e-4);
@@ -249,7 +268,52 @@ TEST_CASE("Growing a tree one level per forward (extend_staged) equals one tree 
   CHECK(rel_diff(next[0], reference_logits(m, {9, 8, 7, 6, 30, 32, 33})[6]) < 1e-4);
   // A mask that does not cover staged + new tokens is a typed error.
   run(m, 0, {1}, {6}, nullptr);
-  sd::SequenceInput bad{0, t2, p2, &level1};
+  sd::SequenceInput bad{0, t2, p2, sd::PackedMask::of(level1)};
   bad.extend_staged = true;
-  CHECK_THROWS_AS(m.forward(sd::ForwardRequest{std::span(&bad, 1)}), sd::ShapeError);
+  CHECK_THROWS_AS(forward_logits(m, std::span(&bad, 1)), sd::ShapeError);
+}
+
+TEST_CASE("Sequences open and close; forwards write only into the caller's buffers", "[torch][model]") {
+  auto m = tb::LlamaModel::random(tiny_config(true, 2), 17);
+  CHECK_THROWS_AS(m.open(0, sd::CachePolicy::sink_window(4, 16)), sd::UnsupportedError);
+  CHECK_THROWS_AS(m.close(3), sd::InvalidArgumentError);
+  m.open(0);
+  const std::vector<sd::TokenId> tokens{1, 2, 3};
+  const std::vector<std::int64_t> pos{0, 1, 2};
+  const sd::SequenceInput in{0, tokens, pos};
+  sd::ForwardRequest request{std::span(&in, 1)};
+  auto wrong_rows = at::empty({2, m.vocab_size()});
+  request.logits = tb::view_of(wrong_rows);
+  CHECK_THROWS_WITH(m.forward(request), Catch::Contains("[2, 97]") && Catch::Contains("[3, 97]"));
+  auto doubles = at::empty({3, m.vocab_size()}, at::kDouble);
+  request.logits = tb::view_of(doubles);
+  CHECK_THROWS_AS(m.forward(request), sd::ShapeError);
+  float host[3 * 97];
+  request.logits = sd::TensorView(host, sd::DType::kF32, {3, 97}, sd::Device{sd::DeviceKind::kCUDA, 0});
+  CHECK_THROWS_AS(m.forward(request), sd::UnsupportedError);
+  CHECK(m.cached_length(0) == 0);  // nothing was staged or committed by the refused forwards
+  m.close(0);
+  CHECK_THROWS_AS(run(m, 0, {1}, {0}, nullptr), sd::InvalidArgumentError);
+}
+
+TEST_CASE("Forwards on two sequences from two threads equal the same forwards one after another",
+          "[torch][model]") {
+  auto m = tb::LlamaModel::random(tiny_config(false, 2), 19);
+  const std::vector<sd::TokenId> a{5, 6, 7, 8, 9, 10}, b{40, 41, 42};
+  const std::vector<std::int64_t> pa{0, 1, 2, 3, 4, 5}, pb{0, 1, 2};
+  m.open(0);
+  m.open(1);
+  const auto alone_a = run(m, 0, a, pa, nullptr);
+  const auto alone_b = run(m, 1, b, pb, nullptr);
+  at::Tensor together_a, together_b;
+  for (int repeat = 0; repeat < 20; ++repeat) {
+    m.rollback(0, 0);
+    m.rollback(1, 0);
+    std::thread other([&] { together_b = run(m, 1, b, pb, nullptr); });
+    together_a = run(m, 0, a, pa, nullptr);
+    other.join();
+    // Equal up to the order of float sums (each thread has its own team).
+    CHECK(rel_diff(together_a, alone_a) < 1e-6);
+    CHECK(rel_diff(together_b, alone_b) < 1e-6);
+  }
 }

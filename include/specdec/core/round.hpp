@@ -35,9 +35,71 @@ struct DraftRequest {
   std::span<const std::int32_t> frontier;
 };
 
-// One sequence's new tokens in a Model forward: their positions and the
-// ancestor mask among them (every new token sees the whole committed prefix).
-// A null mask means a causal chain.
+// One request's drafted tree in the select phase, between drafting and
+// scoring (a Selector, concepts.hpp). The selector either leaves the tree as
+// drafted or writes the subtree the target should verify into `selected` and
+// sets `use_selected`. A selected subtree keeps the root, is closed under
+// ancestors, and keeps child modes the rule verifies losslessly: a slot whose
+// children were chosen by looking at the drawn tokens is kDeterministic
+// (prune_to_budget in core/draft_tree_ops.hpp does this).
+struct Selection {
+  std::int32_t seq = 0;
+  const DraftTree* drafted = nullptr;
+  DraftBudget budget;
+  DraftTree* selected = nullptr;
+  bool use_selected = false;
+};
+
+// One sequence's tree in a Verifier's batched score: the root and the nodes
+// of `tree` are scored for sequence `seq`.
+struct ScoreItem {
+  std::int32_t seq = 0;
+  const DraftTree* tree = nullptr;
+};
+
+// An ancestor mask in the packed form a kernel reads (SGLang's bit-packed
+// tree mask, FlashInfer's packed_custom_mask): `size` rows of
+// `words_per_row` 64-bit words, bit j of row i set when query i may attend to
+// key j. It views memory the caller owns (a BitMatrix on the host, or a copy
+// on the model's device); an empty mask means a causal chain.
+struct PackedMask {
+  const std::uint64_t* words = nullptr;
+  std::int32_t size = 0;
+  std::int32_t words_per_row = 0;
+  Device device{};
+
+  bool empty() const { return words == nullptr; }
+  // Host masks only.
+  bool test(std::int32_t i, std::int32_t j) const {
+    return (words[static_cast<std::size_t>(i) * static_cast<std::size_t>(words_per_row) +
+                  static_cast<std::size_t>(j >> 6)] >>
+            (j & 63)) &
+           1u;
+  }
+  static PackedMask of(const BitMatrix& m) { return {m.words().data(), m.size(), m.words_per_row(), Device{}}; }
+};
+
+// How a Model keeps one sequence's keys and values, chosen when the sequence
+// is opened. Dense keeps every token. A sink + window cache (StreamingLLM,
+// arXiv 2309.17453, §3.2; MagicDec, arXiv 2408.11049, §4.1) keeps the first
+// `sink` tokens and the last `window`; positions stay the caller's absolute
+// ones either way. A model refuses a policy it does not implement with
+// UnsupportedError.
+struct CachePolicy {
+  enum class Kind : std::uint8_t { kDense, kSinkWindow };
+  Kind kind = Kind::kDense;
+  std::int64_t sink = 0;
+  std::int64_t window = 0;
+
+  static CachePolicy dense() { return {}; }
+  static CachePolicy sink_window(std::int64_t sink, std::int64_t window) {
+    return {Kind::kSinkWindow, sink, window};
+  }
+};
+
+// One sequence's new tokens in a Model forward: their positions (absolute,
+// chosen by the caller) and the ancestor mask among them (every new token
+// sees the whole committed prefix).
 //
 // extend_staged: the tokens staged by this sequence's previous forward stay
 // staged and the new tokens are appended after them (a drafter growing a tree
@@ -48,21 +110,23 @@ struct SequenceInput {
   std::int32_t seq_id = 0;
   std::span<const TokenId> tokens;
   std::span<const std::int64_t> positions;
-  const BitMatrix* mask = nullptr;
+  PackedMask mask;
   bool extend_staged = false;
 };
 
+// The outputs are written into memory the caller owns, so forwards are
+// re-entrant: a draft role and a target role, or two threads on different
+// sequences, never share an output buffer. Rows follow the request (sequence
+// 0's tokens first, then sequence 1's, ...). `logits` is [total new tokens,
+// vocab] and `hidden` [total new tokens, hidden], float32 and row-contiguous,
+// on whatever device the caller chose (a model that cannot write there throws
+// UnsupportedError). An empty view means "not wanted": with neither, a
+// forward only fills the cache (a prefill).
 struct ForwardRequest {
   std::span<const SequenceInput> sequences;
-  bool want_hidden = false;         // also return hidden states
-  std::int32_t hidden_layer = -1;   // which layer's output; -1 = after the final norm
-  bool want_logits = true;          // false: fill the cache only (prefill)
-};
-
-// Rows follow the request: sequence 0's tokens first, then sequence 1's, ...
-struct ForwardResult {
-  TensorView logits;  // [total new tokens, vocab]
-  TensorView hidden;  // [total new tokens, hidden] when requested, else empty
+  TensorView logits;
+  TensorView hidden;
+  std::int32_t hidden_layer = -1;  // which layer's output; -1 = after the final norm
 };
 
 // What a LengthPolicy observes after each round: the verified tree (tokens,

@@ -6,8 +6,8 @@
 // (DynamicTreeBuilder gives EAGLE-2).
 //
 // The root's feature comes from committing the verified tokens with the
-// target's hidden states (TargetFeatures, filled by the verifier), exactly as
-// LyannaDrafter does; draft rows are the head's logits warped with `sampling`.
+// target's hidden states (target_features(), filled by the verifier), exactly
+// as LyannaDrafter does; draft rows are the head's logits warped with `sampling`.
 #pragma once
 
 #include <cstdint>
@@ -32,14 +32,16 @@ class EagleHeadDrafter {
  public:
   static constexpr bool kProvidesProbs = true;
 
-  EagleHeadDrafter(H& head, const TargetFeatures& features, const SamplingParams& sampling)
-      : head_(&head), cursor_(head, features, "EagleHeadDrafter"), sampling_(sampling) {
+  EagleHeadDrafter(H& head, const SamplingParams& sampling)
+      : head_(&head), cursor_(head, "EagleHeadDrafter"), sampling_(sampling) {
     sampling_.validate();
   }
 
   H& head() { return *head_; }
   std::int64_t vocab_size() const { return head_->vocab_size(); }
   std::int64_t max_context() const { return context_limit(*head_); }
+  // The verifier writes the target's hidden states of every commit here.
+  TargetFeatures& target_features() { return cursor_.features(); }
 
   void begin(std::span<const TokenId> prompt) {
     cursor_.begin(prompt);
@@ -106,6 +108,8 @@ class EagleHeadDrafter {
     cursor_.commit(tokens);
     staged_ = 0;
   }
+
+  void end() { staged_ = 0; }
 
   double commit_seconds() const { return cursor_.commit_seconds(); }
 

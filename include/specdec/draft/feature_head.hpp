@@ -57,10 +57,11 @@ namespace detail {
 template <FeatureHead H>
 class HeadCursor {
  public:
-  HeadCursor(H& head, const TargetFeatures& features, const char* who)
-      : head_(&head), features_(&features), who_(who) {}
+  HeadCursor(H& head, const char* who) : head_(&head), who_(who) {}
 
   H& head() const { return *head_; }
+  // Where the verifier writes the target's hidden states of each commit.
+  TargetFeatures& features() { return features_; }
   bool has_output() const { return has_output_; }
   std::span<const float> output() const { return output_; }
   std::int64_t root_position() const { return root_position_; }
@@ -86,18 +87,18 @@ class HeadCursor {
   void advance(std::span<const TokenId> tokens, std::int64_t first_position) {
     const auto start = std::chrono::steady_clock::now();
     const auto d = head_->hidden_size();
-    if (features_->rows() != static_cast<std::int64_t>(tokens.size()) || features_->dim() != d)
+    if (features_.rows() != static_cast<std::int64_t>(tokens.size()) || features_.dim() != d)
       throw ShapeError(fmt::format("{}: {} committed tokens but {} target hidden rows of width {} (the verifier "
                                    "needs a feature sink)",
-                                   who_, tokens.size(), features_->rows(), features_->dim()));
+                                   who_, tokens.size(), features_.rows(), features_.dim()));
     output_.resize(static_cast<std::size_t>(d));
-    head_->advance(features_->all(), tokens, first_position, output_);
+    head_->advance(features_.all(), tokens, first_position, output_);
     has_output_ = true;
     commit_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
   H* head_;
-  const TargetFeatures* features_;
+  TargetFeatures features_;
   const char* who_;
   std::int64_t root_position_ = 0;
   bool has_output_ = false;

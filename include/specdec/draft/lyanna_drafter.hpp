@@ -31,12 +31,14 @@ namespace specdec {
 template <FeatureHead H>
 class LyannaDrafter {
  public:
-  LyannaDrafter(H& head, const TargetFeatures& features) : cursor_(head, features, "LyannaDrafter") {}
+  explicit LyannaDrafter(H& head) : cursor_(head, "LyannaDrafter") {}
 
   H& head() { return cursor_.head(); }
   std::int64_t vocab_size() const { return cursor_.head().vocab_size(); }
   std::int64_t max_context() const { return context_limit(cursor_.head()); }
   const TokenInfoTable& token_info() const { return cursor_.head().token_info(); }
+  // The verifier writes the target's hidden states of every commit here.
+  TargetFeatures& target_features() { return cursor_.features(); }
 
   void begin(std::span<const TokenId> prompt) { cursor_.begin(prompt); }
 
@@ -54,6 +56,7 @@ class LyannaDrafter {
   }
 
   void commit(std::span<const TokenId> tokens) { cursor_.commit(tokens); }
+  void end() {}
   double commit_seconds() const { return cursor_.commit_seconds(); }
 
  private:

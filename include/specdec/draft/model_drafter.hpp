@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <numeric>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -34,12 +35,13 @@ class ModelDrafter {
  public:
   static constexpr bool kProvidesProbs = true;
 
-  // `seq` must exist in `model` (for the reference model: start_sequence).
-  // `sampling` warps the draft rows: the target's parameters when sampled
-  // drafts are verified losslessly; any temperature > 0 to rank candidates for
-  // greedy decoding (a greedy warp would leave one candidate per node).
-  ModelDrafter(M& model, std::int32_t seq, const SamplingParams& sampling)
-      : model_(&model), seq_(seq), sampling_(sampling) {
+  // The drafter (re)opens sequence `seq` of `model` in begin(), with the
+  // `cache` policy, and closes it in end(). `sampling` warps the draft rows:
+  // the target's parameters when sampled drafts are verified losslessly; any
+  // temperature > 0 to rank candidates for greedy decoding (a greedy warp
+  // would leave one candidate per node).
+  ModelDrafter(M& model, std::int32_t seq, const SamplingParams& sampling, const CachePolicy& cache = {})
+      : model_(&model), seq_(seq), sampling_(sampling), cache_(cache) {
     sampling_.validate();
   }
 
@@ -49,7 +51,8 @@ class ModelDrafter {
 
   void begin(std::span<const TokenId> prompt) {
     if (prompt.empty()) throw InvalidArgumentError("ModelDrafter: the prompt is empty (it needs at least one token)");
-    model_->rollback(seq_, 0);
+    model_->open(seq_, cache_);
+    open_ = true;
     context_.assign(prompt.begin(), prompt.end());
     cached_ = 0;
     reset_round();
@@ -70,9 +73,11 @@ class ModelDrafter {
       stage_root(tree, request.frontier);
     else
       stage_nodes(tree, request.frontier);
-    const auto out = model_->forward(ForwardRequest{std::span(&input_, 1)});
     const auto n = static_cast<std::int64_t>(input_.tokens.size());
-    const auto logits = logit_rows(out.logits, n, vocab, "ModelDrafter");
+    ForwardRequest forward{std::span(&input_, 1)};
+    forward.logits = logits_.view(n, vocab);
+    model_->forward(forward);
+    const auto logits = logit_rows(forward.logits, n, vocab, "ModelDrafter");
     if (at_root) {
       warp_(logits.row(n - 1), sampling_, rows.append_row());
     } else {
@@ -98,6 +103,9 @@ class ModelDrafter {
     reset_round();
   }
 
+  // The sequence is over: its draft cache is freed.
+  void end() { close_if_open(); }
+
  private:
   struct Staged {
     TokenId token;
@@ -121,7 +129,7 @@ class ModelDrafter {
       staged_.push_back({tokens_[i], static_cast<std::int32_t>(i) - 1});
     root_staged_ = static_cast<std::int32_t>(staged_.size()) - 1;
     node_staged_.assign(static_cast<std::size_t>(tree.size()), -1);
-    input_ = SequenceInput{seq_, tokens_, positions_, nullptr, false};
+    input_ = SequenceInput{seq_, tokens_, positions_, PackedMask{}, false};
   }
 
   // Feeds the frontier nodes after everything staged, each seeing its staged
@@ -152,13 +160,17 @@ class ModelDrafter {
       staged_.push_back({tree.token(node), parent_staged});
       node_staged_[static_cast<std::size_t>(node)] = self;
     }
-    input_ = SequenceInput{seq_, tokens_, positions_, &mask_, true};
+    input_ = SequenceInput{seq_, tokens_, positions_, PackedMask::of(mask_), true};
   }
 
   std::int32_t staged_child(std::int32_t parent, TokenId token) const {
     for (std::size_t i = static_cast<std::size_t>(root_staged_) + 1; i < staged_.size(); ++i)
       if (staged_[i].parent == parent && staged_[i].token == token) return static_cast<std::int32_t>(i);
     return -1;
+  }
+
+  void close_if_open() {
+    if (std::exchange(open_, false)) model_->close(seq_);
   }
 
   void reset_round() {
@@ -170,7 +182,10 @@ class ModelDrafter {
   M* model_;
   std::int32_t seq_;
   SamplingParams sampling_;
+  CachePolicy cache_;
+  bool open_ = false;  // seq_ is open in the model
   Warper warp_;
+  HostRows logits_;
   std::vector<TokenId> context_;  // every committed token
   std::int64_t cached_ = 0;       // leading tokens of context_ in the draft cache
   std::vector<Staged> staged_;    // this round's staged tokens, in forward order

@@ -127,6 +127,12 @@ class BasicNgramDrafter {
     append(tokens);
   }
 
+  // The sequence is over: its index is freed.
+  void end() {
+    context_.clear();
+    for (auto& m : index_) m.clear();
+  }
+
   // Appends one row per frontier slot of request.tree, in frontier order:
   // one-hot (1.0f) at the predicted token, or all zero when nothing matches.
   // rows: [n, vocab] on entry (an empty matrix of any vocabulary is reset to

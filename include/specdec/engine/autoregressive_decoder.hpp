@@ -57,6 +57,7 @@ class AutoregressiveDecoder {
       if (first) stats.time_to_first_token_seconds = seconds_between(start, Clock::now());
       tree.clear(result.bonus_token);
     }
+    verifier_.end(seq_);
     stats.total_seconds = seconds_between(start, Clock::now());
     stats.new_tokens = static_cast<std::int64_t>(out.tokens.size());
     record_model_time(target_clock_, target0, stats.target_model_seconds, stats.target_forwards);

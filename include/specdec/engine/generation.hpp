@@ -96,6 +96,9 @@ class TokenSink {
     return budget;
   }
 
+  // The host ends the generation early.
+  void cancel() { set_reason(StopReason::kCancelled); }
+
   // Returns true when generation is over (after this token, or already full).
   bool push(TokenId token) {
     if (full()) return true;

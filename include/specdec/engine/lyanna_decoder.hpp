@@ -83,7 +83,7 @@ class LyannaDecoder {
     RandomStream rule_rng(options.seed, /*stream=*/2);
 
     const auto start = Clock::now();
-    verifier_->begin(seq_, prompt);
+    verifier_->begin(seq_, prompt, &drafter_->target_features());
     drafter_->begin(prompt);
     const auto prefilled = Clock::now();
     stats.prefill_seconds = seconds_between(start, prefilled);
@@ -113,7 +113,7 @@ class LyannaDecoder {
       }
       pending_.clear(root);
       const auto t1 = Clock::now();
-      const ProbRows target = verifier_->score(seq_, *tree);
+      const ProbRows target = score(*tree);
       const auto t2 = Clock::now();
       result_ = rule_.verify(*tree, target, ProbRows{}, rule_rng);
       for (const auto node : result_.accepted_nodes) stats.resampling.accepted += node >= fresh_size;
@@ -144,7 +144,7 @@ class LyannaDecoder {
       stats.resampling.nodes += pending_.size();
       ++stats.resampling.separate_forwards;
       const auto s1 = Clock::now();
-      const ProbRows target2 = verifier_->score(seq_, pending_);
+      const ProbRows target2 = score(pending_);
       const auto s2 = Clock::now();
       result_ = rule_.verify(pending_, target2, ProbRows{}, rule_rng);
       stats.resampling.accepted += result_.num_accepted();
@@ -158,6 +158,8 @@ class LyannaDecoder {
       root = emitted_.back();
       pending_.clear(root);
     }
+    verifier_->end(seq_);
+    drafter_->end();
     stats.total_seconds = seconds_between(start, Clock::now());
     stats.new_tokens = static_cast<std::int64_t>(out.tokens.size());
     stats.draft_commit_seconds = drafter_->commit_seconds() - commit0;
@@ -167,6 +169,13 @@ class LyannaDecoder {
 
  private:
   using Clock = DecodeClock;
+
+  ProbRows score(const DraftTree& tree) {
+    const ScoreItem item{seq_, &tree};
+    ProbRows rows;
+    verifier_->score(std::span(&item, 1), std::span(&rows, 1));
+    return rows;
+  }
 
   void record_round(Stats& stats, const DraftTree& tree, Clock::time_point t0, Clock::time_point t1,
                     Clock::time_point t2, Clock::time_point t3) {

@@ -23,32 +23,33 @@ std::int32_t drafted_nodes(const B& builder, const DraftTree& tree) {
     return tree.size();
 }
 
-// The clocks' readings at the start of a round (zero for untimed models).
-struct ClockMark {
-  ModelClock target, draft;
-  static ClockMark now(const ModelClock* target, const ModelClock* draft) {
-    return {target ? *target : ModelClock{}, draft ? *draft : ModelClock{}};
-  }
-};
+// A clock's reading (zero for an untimed model), and what it counted since
+// an earlier reading.
+inline ModelClock reading(const ModelClock* clock) { return clock ? *clock : ModelClock{}; }
+inline ModelClock since(const ModelClock* clock, const ModelClock& mark) {
+  if (clock == nullptr) return {};
+  return {clock->seconds - mark.seconds, clock->forwards - mark.forwards};
+}
+inline void add(ModelClock& total, const ModelClock& part) {
+  total.seconds += part.seconds;
+  total.forwards += part.forwards;
+}
 
-// `drafted`: drafted_nodes() read right after the build.
+// `drafted`: drafted_nodes() read right after the build; `target`, `draft`:
+// the model time the round spent in each model (TimedModel clocks).
 inline RoundOutcome round_outcome(std::int32_t drafted, const DraftTree& tree, const VerifyResult& result,
-                                  double draft_seconds, double verify_seconds, const ClockMark& start,
-                                  const ModelClock* target, const ModelClock* draft) {
+                                  double draft_seconds, double verify_seconds, const ModelClock& target,
+                                  const ModelClock& draft) {
   RoundOutcome o;
   o.num_drafted = drafted;
   o.num_verified = tree.size();
   o.num_accepted = result.num_accepted();
   o.draft_us = 1e6 * draft_seconds;
   o.verify_us = 1e6 * verify_seconds;
-  if (target != nullptr) {
-    o.target_model_us = 1e6 * (target->seconds - start.target.seconds);
-    o.target_forwards = static_cast<std::int32_t>(target->forwards - start.target.forwards);
-  }
-  if (draft != nullptr) {
-    o.draft_model_us = 1e6 * (draft->seconds - start.draft.seconds);
-    o.draft_forwards = static_cast<std::int32_t>(draft->forwards - start.draft.forwards);
-  }
+  o.target_model_us = 1e6 * target.seconds;
+  o.target_forwards = static_cast<std::int32_t>(target.forwards);
+  o.draft_model_us = 1e6 * draft.seconds;
+  o.draft_forwards = static_cast<std::int32_t>(draft.forwards);
   o.tree = &tree;
   o.accepted_nodes = result.accepted_nodes;
   return o;

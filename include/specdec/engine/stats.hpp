@@ -13,7 +13,8 @@ namespace specdec {
 // Why a generation ended.
 // kContextLimit: prompt + generated tokens filled the models' context (the
 // smallest of the target's and the drafter's); every token produced is kept.
-enum class StopReason : std::uint8_t { kMaxNewTokens, kStopToken, kStopString, kContextLimit };
+// kCancelled: the host ended the request between steps.
+enum class StopReason : std::uint8_t { kMaxNewTokens, kStopToken, kStopString, kContextLimit, kCancelled };
 
 inline const char* to_string(StopReason r) {
   switch (r) {
@@ -21,6 +22,7 @@ inline const char* to_string(StopReason r) {
     case StopReason::kStopToken: return "stop_token";
     case StopReason::kStopString: return "stop_string";
     case StopReason::kContextLimit: return "context_limit";
+    case StopReason::kCancelled: return "cancelled";
   }
   return "unknown";
 }

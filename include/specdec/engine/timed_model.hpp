@@ -35,13 +35,14 @@ class TimedModel {
 
   std::int64_t vocab_size() const { return model_->vocab_size(); }
   std::int64_t hidden_size() const { return model_->hidden_size(); }
-  std::int64_t cached_length(std::int32_t seq) const { return model_->cached_length(seq); }
   std::int64_t max_context() const { return model_->max_context(); }
 
-  ForwardResult forward(const ForwardRequest& request) {
+  void open(std::int32_t seq, const CachePolicy& policy) { model_->open(seq, policy); }
+  void close(std::int32_t seq) { model_->close(seq); }
+  void forward(const ForwardRequest& request) {
     const Timer t(clock_);
     ++clock_.forwards;
-    return model_->forward(request);
+    model_->forward(request);
   }
   void accept(std::int32_t seq, std::span<const std::int32_t> path) {
     const Timer t(clock_);

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -74,13 +75,17 @@ class LlamaModel {
   at::Tensor forward_train(const at::Tensor& tokens, at::Tensor* hidden = nullptr) const;
 
   // ---- Model concept: per-sequence KV caches ------------------------------
-  // Starts (or restarts) sequence `seq` with an empty cache.
-  void start_sequence(std::int32_t seq);
-  void end_sequence(std::int32_t seq);
+  // Opens (or reopens) sequence `seq` with an empty dense cache; a sink +
+  // window policy is refused (UnsupportedError) until this model implements it.
+  void open(std::int32_t seq, const CachePolicy& policy = {});
+  void close(std::int32_t seq);
   std::int64_t cached_length(std::int32_t seq) const;
-  // Runs each sequence's new tokens after its committed prefix. Their keys and
-  // values are staged after the prefix until accept() or rollback().
-  ForwardResult forward(const ForwardRequest& request);
+  // Runs each sequence's new tokens after its committed prefix and writes the
+  // logits / hidden states into the request's host buffers. Their keys and
+  // values are staged after the prefix until accept() or rollback(). Forwards
+  // on different sequences may run concurrently (the caches are per sequence,
+  // the outputs the callers'); open and close may not.
+  void forward(const ForwardRequest& request);
   // Keeps the new tokens `path` (indices into that sequence's tokens of the
   // last forward, root to leaf) and compacts their keys/values right after
   // the prefix; the rest of the staged tokens is dropped.
@@ -117,7 +122,7 @@ class LlamaModel {
   std::unique_ptr<PackedLinear> packed_lm_head_;
   at::Tensor rope_cos_, rope_sin_;  // [max_position_embeddings, head_dim]
   std::unordered_map<std::int32_t, Cache> caches_;
-  at::Tensor last_logits_, last_hidden_;  // own the memory ForwardResult views
+  std::unique_ptr<std::mutex> pack_mutex_ = std::make_unique<std::mutex>();  // the first forward packs the weights
 };
 
 }  // namespace specdec::torch_backend

@@ -1,8 +1,10 @@
 // Verifier over any Model (docs/design.md §1-2): one target forward over the
-// root and every tree node under the tree attention mask (SpecInfer, arXiv
-// 2305.09781, §4.1-4.2), each row warped with the target's sampling
-// parameters; commit keeps the root and the accepted path in the target's
-// cache.
+// root and every tree node of every scored sequence, under the tree attention
+// mask (SpecInfer, arXiv 2305.09781, §4.1-4.2), each row warped with the
+// target's sampling parameters; commit keeps the root and the accepted path
+// in the target's cache. It tracks each sequence's committed length itself
+// and passes positions to the model (a sink + window cache holds fewer
+// tokens than the position says).
 #pragma once
 
 #include <cmath>
@@ -10,6 +12,8 @@
 #include <limits>
 #include <numeric>
 #include <span>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -27,137 +31,162 @@ namespace specdec {
 template <Model M>
 class ModelVerifier {
  public:
-  // The sequence ids given later must exist in `model` (for the reference
-  // model: start_sequence); `sampling` warps every target row.
-  ModelVerifier(M& model, const SamplingParams& sampling) : model_(&model), sampling_(sampling) {
+  // `sampling` warps every target row; `cache` is the policy each sequence is
+  // opened with (begin() opens it in the model, end() closes it).
+  ModelVerifier(M& model, const SamplingParams& sampling, const CachePolicy& cache = {})
+      : model_(&model), sampling_(sampling), cache_(cache) {
     sampling_.validate();
   }
 
   M& model() { return *model_; }
   std::int64_t max_context() const { return model_->max_context(); }
   const SamplingParams& sampling() const { return sampling_; }
+  // Tokens committed to sequence `seq`: the next root's position.
+  std::int64_t committed_length(std::int32_t seq) const { return state(seq).length; }
 
+  // Opens `seq` and fills its cache with the prompt minus its last token:
+  // that token is the root of the first round, so the first forward that
+  // produces logits is already a verification.
+  //
   // Feature-level drafters (EAGLE, Lyanna) read the target's hidden states
-  // (after the final norm) of what was committed: with a sink set, begin()
-  // writes the prompt prefix's rows and commit() the root's and the accepted
-  // path's (core/target_features.hpp). score() then also asks the model for
-  // hidden states. Single-sequence decoding only (not score_batch).
-  void set_feature_sink(TargetFeatures* features) { features_ = features; }
-
-  // Fills the cache with the prompt minus its last token: that token is the
-  // root of the first round, so the first forward that produces logits is
-  // already a verification.
-  void begin(std::int32_t seq, std::span<const TokenId> prompt) {
+  // (after the final norm) of what was committed: with `features` given,
+  // begin() writes the prompt prefix's rows there and every commit() the
+  // root's and the accepted path's (core/target_features.hpp). Each sequence
+  // has its own, so feature drafters batch.
+  void begin(std::int32_t seq, std::span<const TokenId> prompt, TargetFeatures* features = nullptr) {
     if (prompt.empty()) throw InvalidArgumentError("ModelVerifier: the prompt is empty (it needs at least one token)");
-    model_->rollback(seq, 0);
+    model_->open(seq, cache_);
+    auto& s = seqs_[seq];
+    s = Sequence{0, features, -1};
     const auto n = static_cast<std::int64_t>(prompt.size()) - 1;
-    if (features_ != nullptr) features_->clear();
+    if (features != nullptr) features->clear();
     if (n == 0) return;
     positions_.resize(static_cast<std::size_t>(n));
     std::iota(positions_.begin(), positions_.end(), std::int64_t{0});
-    const SequenceInput in{seq, prompt.first(static_cast<std::size_t>(n)), positions_, nullptr};
+    const SequenceInput in{seq, prompt.first(static_cast<std::size_t>(n)), positions_};
     ForwardRequest request{std::span(&in, 1)};
-    request.want_logits = false;
-    request.want_hidden = features_ != nullptr;
-    const auto out = model_->forward(request);
-    if (features_ != nullptr) {
+    if (features != nullptr) request.hidden = hidden_.view(n, model_->hidden_size());
+    model_->forward(request);
+    if (features != nullptr) {
       const auto d = model_->hidden_size();
-      features_->assign(logit_rows(out.hidden, n, d, "ModelVerifier (hidden states)").data(), n, d);
+      features->assign(logit_rows(request.hidden, n, d, "ModelVerifier (hidden states)").data(), n, d);
     }
     path_.resize(static_cast<std::size_t>(n));
     std::iota(path_.begin(), path_.end(), 0);
     model_->accept(seq, path_);
+    s.length = n;
   }
 
-  // One target forward over several sequences' trees (ragged: each sequence
-  // its own prefix length and tree). rows[i] gets sequence i's distributions,
-  // as score() would return them; the views stay valid until the next call.
-  void score_batch(std::span<const std::int32_t> seqs, std::span<const DraftTree* const> trees,
-                   std::vector<ProbRows>& rows) {
-    if (seqs.size() != trees.size())
-      throw ShapeError(fmt::format("ModelVerifier::score_batch: {} sequences but {} trees", seqs.size(), trees.size()));
-    const auto batch = seqs.size();
+  // One target forward over every item's root and tree (ragged: each
+  // sequence its own prefix length and tree). out[i] gets item i's warped
+  // distributions for [root, node 0, ..., node N-1]; the views stay valid
+  // until the next call.
+  void score(std::span<const ScoreItem> items, std::span<ProbRows> out) {
+    if (items.size() != out.size())
+      throw ShapeError(fmt::format("ModelVerifier::score: {} items but {} outputs", items.size(), out.size()));
     std::size_t total = 0;
-    for (const auto* t : trees) total += static_cast<std::size_t>(t->size()) + 1;
-    batch_tokens_.resize(total);
-    batch_positions_.resize(total);
-    batch_masks_.resize(batch);
-    batch_inputs_.resize(batch);
+    for (const auto& item : items) {
+      if (item.tree == nullptr) throw InvalidArgumentError("ModelVerifier::score: an item has no tree");
+      total += static_cast<std::size_t>(item.tree->size()) + 1;
+    }
+    tokens_.resize(total);
+    positions_.resize(total);
+    masks_.resize(items.size());
+    inputs_.resize(items.size());
+    bool want_hidden = false;
     std::size_t at = 0;
-    for (std::size_t b = 0; b < batch; ++b) {
-      const DraftTree& tree = *trees[b];
+    for (std::size_t b = 0; b < items.size(); ++b) {
+      const DraftTree& tree = *items[b].tree;
+      auto& s = state(items[b].seq);
       const auto n = static_cast<std::size_t>(tree.size()) + 1;
-      const auto root_position = model_->cached_length(seqs[b]);
-      batch_tokens_[at] = tree.root_token();
-      batch_positions_[at] = root_position;
+      tokens_[at] = tree.root_token();
+      positions_[at] = s.length;
       for (std::int32_t i = 0; i < tree.size(); ++i) {
-        batch_tokens_[at + static_cast<std::size_t>(i) + 1] = tree.token(i);
-        batch_positions_[at + static_cast<std::size_t>(i) + 1] = root_position + tree.depth(i);
+        tokens_[at + static_cast<std::size_t>(i) + 1] = tree.token(i);
+        positions_[at + static_cast<std::size_t>(i) + 1] = s.length + tree.depth(i);
       }
-      const bool chain = tree.is_chain();
-      if (!chain) batch_masks_[b] = tree.ancestor_mask(/*include_root=*/true);
-      batch_inputs_[b] = SequenceInput{seqs[b], std::span(batch_tokens_).subspan(at, n),
-                                       std::span(batch_positions_).subspan(at, n), chain ? nullptr : &batch_masks_[b]};
+      // A chain needs no mask (causal); a tree sends its ancestor mask.
+      PackedMask mask;
+      if (!tree.is_chain()) {
+        masks_[b] = tree.ancestor_mask(/*include_root=*/true);
+        mask = PackedMask::of(masks_[b]);
+      }
+      inputs_[b] = SequenceInput{items[b].seq, std::span(tokens_).subspan(at, n), std::span(positions_).subspan(at, n),
+                                 mask};
+      s.row = static_cast<std::int64_t>(at);
+      want_hidden |= s.features != nullptr;
       at += n;
     }
-    const auto out = model_->forward(ForwardRequest{batch_inputs_});
+    const auto rows = static_cast<std::int64_t>(total);
     const auto vocab = model_->vocab_size();
-    const auto logits = logit_rows(out.logits, static_cast<std::int64_t>(total), vocab, "ModelVerifier");
-    rows.resize(batch);
-    batch_probs_.resize(static_cast<std::int64_t>(total), vocab);
+    ForwardRequest request{inputs_};
+    request.logits = logits_.view(rows, vocab);
+    if (want_hidden) request.hidden = hidden_.view(rows, model_->hidden_size());
+    model_->forward(request);
+    const auto logits = logit_rows(request.logits, rows, vocab, "ModelVerifier");
+    if (want_hidden) hidden_rows_ = logit_rows(request.hidden, rows, model_->hidden_size(), "ModelVerifier (hidden states)");
+    ProbRows warped;
+    if (sampling_.is_greedy()) {
+      warped = one_hot_rows(logits);
+    } else {
+      probs_.resize(rows, vocab);
+      for (std::int64_t r = 0; r < rows; ++r) warp_(logits.row(r), sampling_, probs_.row(r));
+      warped = probs_.view();
+    }
     at = 0;
-    for (std::size_t b = 0; b < batch; ++b) {
-      const auto n = static_cast<std::int64_t>(trees[b]->size()) + 1;
-      for (std::int64_t r = 0; r < n; ++r) {
-        const auto row = static_cast<std::int64_t>(at) + r;
-        warp_(logits.row(row), sampling_, batch_probs_.row(row));
-      }
-      rows[b] = ProbRows(batch_probs_.row(static_cast<std::int64_t>(at)).data(), n, vocab);
+    for (std::size_t b = 0; b < items.size(); ++b) {
+      const auto n = static_cast<std::int64_t>(items[b].tree->size()) + 1;
+      out[b] = ProbRows(warped.row(static_cast<std::int64_t>(at)).data(), n, vocab, warped.row_stride());
       at += static_cast<std::size_t>(n);
     }
   }
 
-  // Target distributions for [root, node 0, ..., node N-1] of `tree`.
+  // One sequence's tree: score() of a single item.
   ProbRows score(std::int32_t seq, const DraftTree& tree) {
-    const auto n = tree.size() + 1;
-    const auto root_position = model_->cached_length(seq);
-    tokens_.resize(static_cast<std::size_t>(n));
-    positions_.resize(static_cast<std::size_t>(n));
-    tokens_[0] = tree.root_token();
-    positions_[0] = root_position;
-    for (std::int32_t i = 0; i < tree.size(); ++i) {
-      tokens_[static_cast<std::size_t>(i) + 1] = tree.token(i);
-      positions_[static_cast<std::size_t>(i) + 1] = root_position + tree.depth(i);
-    }
-    // A chain needs no mask (causal); a tree sends its ancestor mask.
-    const bool chain = tree.is_chain();
-    if (!chain) mask_ = tree.ancestor_mask(/*include_root=*/true);
-    const SequenceInput in{seq, tokens_, positions_, chain ? nullptr : &mask_};
-    ForwardRequest request{std::span(&in, 1)};
-    request.want_hidden = features_ != nullptr;
-    const auto out = model_->forward(request);
-    const auto vocab = model_->vocab_size();
-    const auto logits = logit_rows(out.logits, n, vocab, "ModelVerifier");
-    if (features_ != nullptr) hidden_ = logit_rows(out.hidden, n, model_->hidden_size(), "ModelVerifier (hidden states)");
-    if (sampling_.is_greedy()) return one_hot_rows(logits);
-    probs_.resize(n, vocab);
-    for (std::int64_t r = 0; r < n; ++r) warp_(logits.row(r), sampling_, probs_.row(r));
-    return probs_.view();
+    const ScoreItem item{seq, &tree};
+    ProbRows rows;
+    score(std::span(&item, 1), std::span(&rows, 1));
+    return rows;
   }
 
-  // Keeps the root and the accepted nodes (the bonus token is the next root).
+  // Keeps the root and the accepted nodes of `seq`'s tree in the last score()
+  // (the bonus token is the next root).
   void commit(std::int32_t seq, const DraftTree& tree, const VerifyResult& result) {
     (void)tree;
+    auto& s = state(seq);
+    if (s.row < 0) throw InvalidArgumentError(fmt::format("ModelVerifier::commit: sequence {} was not scored", seq));
     path_.assign(1, 0);
     for (const auto node : result.accepted_nodes) path_.push_back(node + 1);
-    if (features_ != nullptr) {
-      features_->clear();
-      for (const auto row : path_) features_->append(hidden_.row(row));
+    if (s.features != nullptr) {
+      s.features->clear();
+      for (const auto r : path_) s.features->append(hidden_rows_.row(s.row + r));
     }
     model_->accept(seq, path_);
+    s.length += static_cast<std::int64_t>(path_.size());
+    s.row = -1;
+  }
+
+  // The sequence is over: its target cache is freed.
+  void end(std::int32_t seq) {
+    state(seq);
+    seqs_.erase(seq);
+    model_->close(seq);
   }
 
  private:
+  struct Sequence {
+    std::int64_t length = 0;                // committed tokens: the next root's position
+    TargetFeatures* features = nullptr;     // where commits write hidden states, if anyone reads them
+    std::int64_t row = -1;                  // the sequence's first row in the last score(), -1 if none
+  };
+  Sequence& state(std::int32_t seq) { return const_cast<Sequence&>(std::as_const(*this).state(seq)); }
+  const Sequence& state(std::int32_t seq) const {
+    const auto it = seqs_.find(seq);
+    if (it == seqs_.end())
+      throw InvalidArgumentError(fmt::format("ModelVerifier: sequence {} was not begun (begin)", seq));
+    return it->second;
+  }
+
   // Greedy warping without rewriting whole rows: the buffer stays zero except
   // one entry per row, which is cleared before the row is reused (one pass
   // over each logit row, fused with the NaN/+inf check, instead of three).
@@ -194,23 +223,20 @@ class ModelVerifier {
 
   M* model_;
   SamplingParams sampling_;
-  TargetFeatures* features_ = nullptr;
-  ProbRows hidden_;  // hidden states of the last score(), when features_ is set
+  CachePolicy cache_;
+  std::unordered_map<std::int32_t, Sequence> seqs_;
+  HostRows logits_, hidden_;  // this verifier's output buffers
+  ProbRows hidden_rows_;      // hidden states of the last score(), when some sequence reads them
   std::vector<float> one_hot_;
   std::vector<std::int64_t> hot_;  // the 1 in each row of one_hot_, -1 if none
   std::int64_t one_hot_vocab_ = -1;
   Warper warp_;
   ProbMatrix probs_;
-  BitMatrix mask_;
+  std::vector<BitMatrix> masks_;
   std::vector<TokenId> tokens_;
   std::vector<std::int64_t> positions_;
+  std::vector<SequenceInput> inputs_;
   std::vector<std::int32_t> path_;
-  // score_batch buffers
-  std::vector<TokenId> batch_tokens_;
-  std::vector<std::int64_t> batch_positions_;
-  std::vector<BitMatrix> batch_masks_;
-  std::vector<SequenceInput> batch_inputs_;
-  ProbMatrix batch_probs_;
 };
 
 }  // namespace specdec

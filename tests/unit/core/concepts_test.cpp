@@ -5,9 +5,12 @@
 #include "specdec/accept/speculative_sampling.hpp"
 #include "specdec/accept/typical_acceptance.hpp"
 #include "specdec/concepts.hpp"
+#include "specdec/draft/model_drafter.hpp"
+#include "specdec/engine/timed_model.hpp"
 #include "specdec/tree/chain_builder.hpp"
 #include "specdec/tree/dynamic_tree_builder.hpp"
 #include "specdec/tree/static_tree_builder.hpp"
+#include "specdec/verify/model_verifier.hpp"
 #include "support/catch.hpp"
 
 namespace sd = specdec;
@@ -39,6 +42,7 @@ struct DrafterArchetype {
   void begin(std::span<const sd::TokenId>) {}
   void propose(const sd::DraftRequest&, sd::ProbMatrix&) {}
   void commit(std::span<const sd::TokenId>) {}
+  void end() {}
 };
 struct DrafterWithoutCommit {
   static constexpr bool kProvidesProbs = true;
@@ -67,17 +71,27 @@ struct BuilderNeedingMoreThanTheConcept {
 
 struct VerifierArchetype {
   void begin(std::int32_t, std::span<const sd::TokenId>) {}
-  sd::ProbRows score(std::int32_t, const sd::DraftTree&) { return {}; }
+  void score(std::span<const sd::ScoreItem>, std::span<sd::ProbRows>) {}
   void commit(std::int32_t, const sd::DraftTree&, const sd::VerifyResult&) {}
+  void end(std::int32_t) {}
 };
 struct VerifierWithoutScore {
   void begin(std::int32_t, std::span<const sd::TokenId>) {}
   void commit(std::int32_t, const sd::DraftTree&, const sd::VerifyResult&) {}
+  void end(std::int32_t) {}
 };
-
 struct VerifierWithoutBegin {
+  void score(std::span<const sd::ScoreItem>, std::span<sd::ProbRows>) {}
+  void commit(std::int32_t, const sd::DraftTree&, const sd::VerifyResult&) {}
+  void end(std::int32_t) {}
+};
+// The single-sequence score of the first engine: one sequence per forward
+// cannot batch, so it is not a Verifier any more.
+struct VerifierScoringOneSequence {
+  void begin(std::int32_t, std::span<const sd::TokenId>) {}
   sd::ProbRows score(std::int32_t, const sd::DraftTree&) { return {}; }
   void commit(std::int32_t, const sd::DraftTree&, const sd::VerifyResult&) {}
+  void end(std::int32_t) {}
 };
 
 struct PolicyArchetype {
@@ -91,19 +105,30 @@ struct PolicyWithoutObserve {
 struct ModelArchetype {
   std::int64_t vocab_size() const { return 8; }
   std::int64_t hidden_size() const { return 4; }
-  std::int64_t cached_length(std::int32_t) const { return 0; }
   std::int64_t max_context() const { return 16; }
-  sd::ForwardResult forward(const sd::ForwardRequest&) { return {}; }
+  void open(std::int32_t, const sd::CachePolicy&) {}
+  void close(std::int32_t) {}
+  void forward(const sd::ForwardRequest&) {}
   void accept(std::int32_t, std::span<const std::int32_t>) {}
   void rollback(std::int32_t, std::int64_t) {}
 };
 struct ModelWithoutRollback {
   std::int64_t vocab_size() const { return 8; }
   std::int64_t hidden_size() const { return 4; }
-  std::int64_t cached_length(std::int32_t) const { return 0; }
   std::int64_t max_context() const { return 16; }
-  sd::ForwardResult forward(const sd::ForwardRequest&) { return {}; }
+  void open(std::int32_t, const sd::CachePolicy&) {}
+  void close(std::int32_t) {}
+  void forward(const sd::ForwardRequest&) {}
   void accept(std::int32_t, std::span<const std::int32_t>) {}
+};
+// No sequence lifecycle: a host cannot tell it when a sequence starts or ends.
+struct ModelWithoutLifecycle {
+  std::int64_t vocab_size() const { return 8; }
+  std::int64_t hidden_size() const { return 4; }
+  std::int64_t max_context() const { return 16; }
+  void forward(const sd::ForwardRequest&) {}
+  void accept(std::int32_t, std::span<const std::int32_t>) {}
+  void rollback(std::int32_t, std::int64_t) {}
 };
 
 }  // namespace
@@ -127,6 +152,7 @@ static_assert(!sd::TreeBuilder<BuilderNeedingMoreThanTheConcept>);
 static_assert(sd::Verifier<VerifierArchetype>);
 static_assert(!sd::Verifier<VerifierWithoutScore>);
 static_assert(!sd::Verifier<VerifierWithoutBegin>);
+static_assert(!sd::Verifier<VerifierScoringOneSequence>);
 
 static_assert(sd::LengthPolicy<PolicyArchetype>);
 static_assert(!sd::LengthPolicy<PolicyWithoutObserve>);
@@ -141,6 +167,12 @@ static_assert(sd::RuleFitsBuilder<sd::StaticTreeBuilder, sd::RecursiveRejectionS
 static_assert(sd::RuleFitsBuilder<sd::DynamicTreeBuilder, sd::GreedyAcceptance>);
 static_assert(sd::RuleFitsBuilder<sd::ChainBuilder, sd::TypicalAcceptance>);
 static_assert(!sd::Model<ModelWithoutRollback>);
+static_assert(!sd::Model<ModelWithoutLifecycle>);
+static_assert(sd::Model<sd::TimedModel<ModelArchetype>>);
+static_assert(sd::Verifier<sd::ModelVerifier<ModelArchetype>>);
+static_assert(sd::FeatureVerifier<sd::ModelVerifier<ModelArchetype>>);
+static_assert(sd::Drafter<sd::ModelDrafter<ModelArchetype>>);
+static_assert(!sd::FeatureDrafter<sd::ModelDrafter<ModelArchetype>>);
 
 TEST_CASE("Component archetypes satisfy their concepts and near-misses do not", "[unit][concepts]") {
   // The checks are the static_asserts above; this case makes the file a test.

@@ -34,7 +34,6 @@ const std::vector<sd::TokenId> kHot = {0, 3, 5, 7, 8, 11, 13, 17, 19, 23};
 
 std::vector<sd::TokenId> greedy_reference(std::span<const sd::TokenId> prompt, std::int64_t n) {
   HashedContextModel target(kVocab, 1);
-  target.start_sequence(0);
   sd::AutoregressiveDecoder ar(target, sd::SamplingParams{0.0f});
   sd::GenerationOptions o;
   o.max_new_tokens = n;
@@ -62,12 +61,9 @@ TEST_CASE("Greedy Lyanna equals greedy autoregressive decoding", "[unit][engine]
   sd::Stats total;
   for (const auto& prompt : prompts) {
     HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.8f);
-    target.start_sequence(0);
-    sd::TargetFeatures features;
     sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
-    verifier.set_feature_sink(&features);
     FakeFeatureHead head(draft, kHot, 3);
-    sd::LyannaDrafter drafter(head, features);
+    sd::LyannaDrafter drafter(head);
     sd::LyannaOptions o;
     o.resample = s.resample;
     o.fusion = s.fusion;
@@ -112,12 +108,9 @@ TEST_CASE("Greedy EAGLE-style head drafting equals greedy autoregressive decodin
   std::int64_t rounds = 0, tokens = 0;
   for (const auto& prompt : prompts) {
     HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.8f);
-    target.start_sequence(0);
-    sd::TargetFeatures features;
     sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
-    verifier.set_feature_sink(&features);
     FakeFeatureHead head(draft, kHot, 3);
-    sd::EagleHeadDrafter drafter(head, features, sd::SamplingParams{1.0f});
+    sd::EagleHeadDrafter drafter(head, sd::SamplingParams{1.0f});
     sd::SpeculativeDecoder decoder(drafter, sd::DynamicTreeBuilder{3, 3, 10}, verifier, sd::GreedyAcceptance{},
                                    Fixed{{3, 10, 10}});
     sd::GenerationOptions g;
@@ -130,18 +123,7 @@ TEST_CASE("Greedy EAGLE-style head drafting equals greedy autoregressive decodin
   CHECK(rounds < tokens / 2);  // a noisy copy of the target is accepted often
 }
 
-TEST_CASE("Feature drafters reject a verifier without a feature sink", "[unit][engine][lyanna]") {
-  HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, 0.8f);
-  target.start_sequence(0);
-  sd::TargetFeatures features;
-  sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});  // no set_feature_sink
-  FakeFeatureHead head(draft, kHot, 3);
-  sd::LyannaDrafter drafter(head, features);
-  sd::LyannaDecoder decoder(drafter, verifier, sd::GreedyAcceptance{}, sd::LyannaOptions{});
-  sd::GenerationOptions g;
-  g.max_new_tokens = 5;
-  const std::vector<sd::TokenId> prompt = {1, 2, 3};
-  CHECK_THROWS_AS(decoder.generate(prompt, g), sd::ShapeError);
+TEST_CASE("Lyanna options are checked", "[unit][engine][lyanna]") {
   sd::LyannaOptions bad;
   bad.branch = 0;
   CHECK_THROWS_AS(bad.validate(), sd::InvalidArgumentError);
@@ -151,12 +133,9 @@ TEST_CASE("Sampled Lyanna keeps the target's law of the first two tokens", "[sta
   const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{0.8f, 8, 1.0f}, sd::SamplingParams{1.0f, 0, 0.9f});
   const bool fusion = GENERATE(false, true);
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/1.0f);
-  target.start_sequence(0);
-  sd::TargetFeatures features;
   sd::ModelVerifier verifier(target, sampling);
-  verifier.set_feature_sink(&features);
   FakeFeatureHead head(draft, kHot, 3);
-  sd::LyannaDrafter drafter(head, features);
+  sd::LyannaDrafter drafter(head);
   sd::LyannaOptions o;
   o.fusion = fusion;
   o.verify_budget = 3;
@@ -200,15 +179,12 @@ TEST_CASE("Lyanna and EAGLE-head generation that fills the context ends there", 
   const auto fusion = GENERATE(false, true);
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.8f);
   target.set_max_context(kContext);
-  target.start_sequence(0);
-  sd::TargetFeatures features;
   sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
-  verifier.set_feature_sink(&features);
   FakeFeatureHead head(draft, kHot, 3);
   sd::GenerationOptions g;
   g.max_new_tokens = 1000;
   {
-    sd::LyannaDrafter drafter(head, features);
+    sd::LyannaDrafter drafter(head);
     sd::LyannaOptions o;
     o.fusion = fusion;
     o.depth = 4;
@@ -219,7 +195,7 @@ TEST_CASE("Lyanna and EAGLE-head generation that fills the context ends there", 
     CHECK(out.stop_reason == sd::StopReason::kContextLimit);
   }
   {
-    sd::EagleHeadDrafter drafter(head, features, sd::SamplingParams{1.0f});
+    sd::EagleHeadDrafter drafter(head, sd::SamplingParams{1.0f});
     sd::SpeculativeDecoder decoder(drafter, sd::DynamicTreeBuilder{3, 3, 10}, verifier, sd::GreedyAcceptance{},
                                    Fixed{{3, 10, 10}});
     const auto out = decoder.generate(prompt, g);

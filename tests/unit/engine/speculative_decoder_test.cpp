@@ -43,7 +43,6 @@ std::vector<sd::TokenId> random_prompt(std::uint64_t seed, int length) {
 
 std::vector<sd::TokenId> greedy_reference(std::span<const sd::TokenId> prompt, std::int64_t n) {
   HashedContextModel target(kVocab, 1);
-  target.start_sequence(0);
   sd::AutoregressiveDecoder ar(target, sd::SamplingParams{0.0f});
   sd::GenerationOptions o;
   o.max_new_tokens = n;
@@ -64,8 +63,6 @@ TEST_CASE("Greedy chain speculation equals greedy autoregressive decoding", "[un
   const auto depth = GENERATE(1, 2, 4, 7);
   const auto prompt_length = GENERATE(1, 5);
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/1.0f);
-  target.start_sequence(3);
-  draft.start_sequence(5);
   sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
   sd::ModelDrafter drafter(draft, 5, sd::SamplingParams{1.0f});
   sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{},
@@ -91,8 +88,6 @@ TEST_CASE("Greedy chain speculation equals greedy autoregressive decoding", "[un
 
 TEST_CASE("A correlated draft is accepted often; the drafter's cache tracks the text", "[unit][engine]") {
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.5f);
-  target.start_sequence(0);
-  draft.start_sequence(0);
   sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
   sd::ModelDrafter drafter(draft, 0, sd::SamplingParams{1.0f});
   sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{}, Fixed{{4, 4, 4}});
@@ -154,8 +149,6 @@ TEST_CASE("Sampled speculation keeps the target's law of the first two tokens", 
   // Temperature 0.8 with top-k 8, and plain temperature 1 with top-p 0.9.
   const auto sampling = GENERATE(sd::SamplingParams{0.8f, 8, 1.0f}, sd::SamplingParams{1.0f, 0, 0.9f});
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/1.0f);
-  target.start_sequence(0);
-  draft.start_sequence(0);
   sd::ModelVerifier verifier(target, sampling);
   sd::ModelDrafter drafter(draft, 0, sampling);
   SECTION("sampled chain") {
@@ -184,8 +177,6 @@ TEST_CASE("Sampled speculation keeps the target's law of the first two tokens", 
 TEST_CASE("The same test rejects a lossy rule (it has power)", "[statistical][engine]") {
   const sd::SamplingParams sampling{1.0f, 0, 1.0f};
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/1.0f);
-  target.start_sequence(0);
-  draft.start_sequence(0);
   sd::ModelVerifier verifier(target, sampling);
   sd::ModelDrafter drafter(draft, 0, sampling);
   sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, verifier,
@@ -197,8 +188,6 @@ TEST_CASE("The same test rejects a lossy rule (it has power)", "[statistical][en
 
 TEST_CASE("Greedy tree speculation equals greedy autoregressive decoding", "[unit][engine]") {
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.7f);
-  target.start_sequence(0);
-  draft.start_sequence(0);
   sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
   sd::ModelDrafter drafter(draft, 0, sd::SamplingParams{1.0f});
   sd::SpeculativeDecoder stat(drafter, sd::StaticTreeBuilder{sd::parse_tree_shape("0;1;2;0.0;0.1;1.0;0.0.0;0.0.0.0")},
@@ -221,8 +210,6 @@ TEST_CASE("Greedy tree speculation equals greedy autoregressive decoding", "[uni
 
 TEST_CASE("Stop tokens, stop strings and max_new_tokens end generation exactly", "[unit][engine]") {
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, 0.5f);
-  target.start_sequence(0);
-  draft.start_sequence(0);
   sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
   sd::ModelDrafter drafter(draft, 0, sd::SamplingParams{1.0f});
   sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{}, Fixed{{5, 5, 5}});
@@ -281,8 +268,6 @@ TEST_CASE("Generation that fills the context ends there and keeps every token", 
   const auto reference = greedy_reference(prompt, kContext - 5);
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.5f);
   target.set_max_context(kContext);
-  target.start_sequence(0);
-  draft.start_sequence(0);
   sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
   sd::ModelDrafter drafter(draft, 0, sd::SamplingParams{1.0f});
   sd::GenerationOptions o;
@@ -367,8 +352,6 @@ struct Recording {
 TEST_CASE("Policies see the round: tree, draft probabilities, accepted path, drafted and verified counts, model times",
           "[unit][engine]") {
   HashedContextModel target_model(kVocab, 1), draft_model(kVocab, 1, 2, 2.0f, /*noise=*/0.7f);
-  target_model.start_sequence(0);
-  draft_model.start_sequence(0);
   sd::TimedModel target(target_model), draft(draft_model);
   sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
   sd::ModelDrafter drafter(draft, 0, sd::SamplingParams{1.0f});

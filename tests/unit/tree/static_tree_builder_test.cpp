@@ -90,6 +90,7 @@ struct TwoRowsPerSlot {
   std::int64_t vocab_size() const { return 2; }
   void begin(std::span<const sd::TokenId>) {}
   void commit(std::span<const sd::TokenId>) {}
+  void end() {}
   void propose(const sd::DraftRequest& r, sd::ProbMatrix& rows) {
     for (std::size_t i = 0; i < 2 * r.frontier.size(); ++i) rows.append_row()[0] = 1.0f;
   }

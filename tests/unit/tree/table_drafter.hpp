@@ -33,6 +33,7 @@ class TableDrafter {
   std::int64_t vocab_size() const { return vocab_; }
   void begin(std::span<const TokenId>) {}
   void commit(std::span<const TokenId>) {}
+  void end() {}
 
   void propose(const DraftRequest& request, ProbMatrix& rows) {
     ProposeCall call;

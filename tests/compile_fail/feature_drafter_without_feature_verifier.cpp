@@ -1,0 +1,37 @@
+// Must not compile: the drafter reads the target's hidden states
+// (target_features(), as EAGLE and Lyanna heads do) but the verifier cannot
+// hand them over (no begin(seq, prompt, TargetFeatures*)).
+#include <span>
+
+#include "specdec/accept/greedy.hpp"
+#include "specdec/engine/speculative_engine.hpp"
+#include "specdec/policy/fixed_length.hpp"
+#include "specdec/tree/chain_builder.hpp"
+
+namespace sd = specdec;
+
+struct FeatureReadingDrafter {
+  static constexpr bool kProvidesProbs = true;
+  std::int64_t vocab_size() const { return 8; }
+  void begin(std::span<const sd::TokenId>) {}
+  void propose(const sd::DraftRequest&, sd::ProbMatrix&) {}
+  void commit(std::span<const sd::TokenId>) {}
+  void end() {}
+  sd::TargetFeatures& target_features() { return features; }
+  sd::TargetFeatures features;
+};
+
+struct VerifierWithoutFeatures {
+  void begin(std::int32_t, std::span<const sd::TokenId>) {}
+  void score(std::span<const sd::ScoreItem>, std::span<sd::ProbRows>) {}
+  void commit(std::int32_t, const sd::DraftTree&, const sd::VerifyResult&) {}
+  void end(std::int32_t) {}
+};
+
+int main() {
+  VerifierWithoutFeatures verifier;
+  sd::SpeculativeEngine<FeatureReadingDrafter, sd::ChainBuilder, VerifierWithoutFeatures, sd::GreedyAcceptance,
+                        sd::FixedLength>
+      engine(sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{});
+  (void)engine;
+}
