@@ -14,6 +14,8 @@
 #include "specdec/core/target_features.hpp"
 #include "specdec/core/types.hpp"
 #include "specdec/core/verify_result.hpp"
+#include "specdec/draft/token_info_table.hpp"
+#include "specdec/engine/stats.hpp"
 
 namespace specdec {
 
@@ -55,6 +57,17 @@ concept FeatureDrafter = Drafter<D> && requires(D& d) {
   { d.target_features() } -> std::same_as<TargetFeatures&>;
 };
 
+// A drafter whose N rows of a round do not depend on the drafted tokens
+// (Lyanna's hidden-state chain, arXiv 2602.21224 §4.2): one_pass_logits(N)
+// returns them all at once, last_logits() the same rows again until the next
+// commit, and token_info() the per-parent bias the token-info builder adds.
+template <class D>
+concept OnePassDrafter = Drafter<D> && requires(D& d, const D& cd, std::int32_t steps) {
+  { d.one_pass_logits(steps) } -> std::same_as<ProbRows>;
+  { cd.last_logits() } -> std::same_as<ProbRows>;
+  { cd.token_info() } -> std::same_as<const TokenInfoTable&>;
+};
+
 namespace archetypes {
 // The least a Drafter can be; TreeBuilder is checked against it, so a builder
 // that needs more than the Drafter concept promises fails to satisfy TreeBuilder.
@@ -70,11 +83,16 @@ struct Drafter {
 
 // Grows a DraftTree rooted at `root` within a budget, asking the drafter for
 // distributions; the draft rows the tree's slots refer to go into `rows`.
-template <class B>
-concept TreeBuilder = requires(B& b, archetypes::Drafter& drafter, const DraftBudget& budget,
-                               TokenId root, RandomStream& rng, DraftTree& tree, ProbMatrix& rows) {
+// BuilderFor<B, D>: B builds with drafter D. TreeBuilder<B>: with any Drafter
+// (checked against the least one); a builder that needs more of its drafter
+// (TokenInfoTreeBuilder: a OnePassDrafter) is a BuilderFor those only.
+template <class B, class D>
+concept BuilderFor = requires(B& b, D& drafter, const DraftBudget& budget, TokenId root, RandomStream& rng,
+                              DraftTree& tree, ProbMatrix& rows) {
   b.build(drafter, budget, root, rng, tree, rows);
 };
+template <class B>
+concept TreeBuilder = BuilderFor<B, archetypes::Drafter>;
 
 // Runs the target once over [root, tree nodes] of every item (one sequence
 // each) and writes one warped distribution per input (root first) to out[i];
@@ -117,6 +135,24 @@ concept RuleFitsBuilder = !kVerifiesChainsOnly<R> || kBuildsChainsOnly<B>;
 // beyond what the rule's modes account for.
 template <class S>
 concept Selector = requires(S& s, std::span<Selection> batch) { s.select(batch); };
+
+// What one round hands to the next (docs/design.md §1, carry-over): Lyanna's
+// re-sampled tree (arXiv 2602.21224 §5.3, §6.2), later DuoDecoding's tail.
+// State is per request. Before drafting, plan() says whether a carried tree
+// is fused with the fresh one (trie union, one forward) or verified instead
+// of drafting; after the commit, after() builds what the next round gets.
+enum class CarryMode : std::uint8_t { kNone, kFuse, kInstead };
+struct CarryPlan {
+  CarryMode mode = CarryMode::kNone;
+  const DraftTree* tree = nullptr;  // rooted at this round's root; deterministic child modes
+};
+template <class C, class D>
+concept CarryOver = requires(C& c, typename C::State& state, D& drafter, TokenId root, std::int32_t room,
+                             const DraftTree& tree, std::int32_t fresh_nodes, const VerifyResult& result,
+                             Stats& stats) {
+  { c.plan(state, root, room) } -> std::same_as<CarryPlan>;
+  c.after(state, drafter, tree, fresh_nodes, result, root, room, stats);
+};
 
 // Sets each round's budget and learns from each round's outcome.
 template <class P>

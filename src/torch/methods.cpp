@@ -126,16 +126,25 @@ GenerationResult generate_with_head(Decoder& decoder, DraftHead& head, const Dra
   return r;
 }
 
-template <class Rule>
+// Lyanna through the one round engine; Carry is LyannaResampling, or
+// NoCarryOver without re-sampling.
+template <class Rule, class Carry>
 struct WithLyanna {
   Timed target;
   DraftHead head;
   ModelVerifier<Timed> verifier;
   LyannaDrafter<DraftHead> drafter;
-  LyannaDecoder<DraftHead, ModelVerifier<Timed>, Rule> decoder;
-  WithLyanna(LlamaModel& t, const SamplingParams& s, DraftHead h, const LyannaOptions& o)
-      : target(t), head(std::move(h)), verifier(target, s), drafter(head), decoder(drafter, verifier, Rule{}, o) {
-    decoder.set_model_clock(&target.clock());
+  SpeculativeDecoder<LyannaDrafter<DraftHead>, TokenInfoTreeBuilder, ModelVerifier<Timed>, Rule, FixedLength,
+                     SelectAll, Carry>
+      decoder;
+  WithLyanna(LlamaModel& t, const SamplingParams& s, DraftHead h, const LyannaOptions& o, Carry carry)
+      : target(t),
+        head(std::move(h)),
+        verifier(target, s),
+        drafter(head),
+        decoder(drafter, TokenInfoTreeBuilder(o.branch, o.verify_budget), verifier, Rule{}, o.policy(), 0,
+                SelectAll{}, std::move(carry)) {
+    decoder.set_model_clocks(&target.clock(), nullptr);
   }
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
     return generate_with_head(decoder, head, drafter, p, o, cb);
@@ -193,7 +202,11 @@ AnyDecoder assemble(const MethodConfig& c, LlamaModel& target, LlamaModel* draft
     o.resample_threshold = c.resample_threshold;
     o.resample_budget = c.resample_budget;
     o.validate();
-    return AnyDecoder::make<WithLyanna<Rule>>(spec, target, sampling, load_head(c, target, heads_dir, HeadKind::kLyanna), o);
+    auto head = load_head(c, target, heads_dir, HeadKind::kLyanna);
+    if (!o.resample)
+      return AnyDecoder::make<WithLyanna<Rule, NoCarryOver>>(spec, target, sampling, std::move(head), o, NoCarryOver{});
+    return AnyDecoder::make<WithLyanna<Rule, LyannaResampling>>(spec, target, sampling, std::move(head), o,
+                                                                o.resampling());
   }
   if (c.name == "eagle")
     return AnyDecoder::make<WithEagleHead<Rule>>(spec, target, sampling, draft_sampling,

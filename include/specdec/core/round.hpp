@@ -24,6 +24,9 @@ struct DraftBudget {
   // probability is below this. 0 = off. Lossless: the decision depends on the
   // draft side only.
   float stop_below = 0.0f;
+  // Children per expanded node, for builders that take it from the policy
+  // (Lyanna's k, TokenInfoTreeBuilder); 0 = the builder's own.
+  std::int32_t branch = 0;
 };
 
 // A TreeBuilder's request to a Drafter: next-token distributions for the
@@ -110,7 +113,7 @@ struct SequenceInput {
   std::int32_t seq_id = 0;
   std::span<const TokenId> tokens;
   std::span<const std::int64_t> positions;
-  PackedMask mask;
+  PackedMask mask{};
   bool extend_staged = false;
 };
 
@@ -124,8 +127,8 @@ struct SequenceInput {
 // forward only fills the cache (a prefill).
 struct ForwardRequest {
   std::span<const SequenceInput> sequences;
-  TensorView logits;
-  TensorView hidden;
+  TensorView logits{};
+  TensorView hidden{};
   std::int32_t hidden_layer = -1;  // which layer's output; -1 = after the final norm
 };
 

@@ -3,17 +3,24 @@
 // state and the bonus token, then all N states through the LM head in one
 // GEMM (one-pass logits, §4.2). No drafted token enters the chain, so the
 // same N logit rows serve every branch of the tree (token-info sampling,
-// tree/token_info_tree.hpp) and, after a rejection, re-sampling.
+// tree/token_info_tree.hpp) and, after a rejection, re-sampling
+// (carry/lyanna_resampling.hpp).
 //
-// Lifecycle (the target's hidden states come from a TargetFeatures that the
-// verifier fills, core/target_features.hpp):
-//   begin(prompt):     commits the prompt's entries fuse(H_{i-1}, E(x_i)), i = 1..L-1
-//   draft(N):          the N logit rows of this round (none before the first
-//                      commit of a one-token prompt: no hidden state yet)
-//   commit(tokens):    commits the accepted tokens and the bonus with the
-//                      target's states of the root and the accepted path
+// It is a Drafter like any other:
+//   begin(prompt):       commits the prompt's entries fuse(H_{i-1}, E(x_i)), i = 1..L-1
+//   one_pass_logits(N):  this round's N logit rows (row i predicts depth i+1);
+//                        none before the first commit of a one-token prompt
+//   propose(request):    for each frontier slot at depth d, the warped
+//                        distribution softmax(l_{d+1} + tokenInfo(parent));
+//                        what any tree builder can use (the chain is
+//                        recomputed deeper when a builder asks for a level
+//                        beyond the rows it has)
+//   commit(tokens):      commits the accepted tokens and the bonus with the
+//                        target's states of the root and the accepted path,
+//                        which the verifier wrote into target_features()
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -21,9 +28,13 @@
 #include <fmt/format.h>
 
 #include "specdec/core/context_limit.hpp"
+#include "specdec/core/draft_tree.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/prob_matrix.hpp"
+#include "specdec/core/round.hpp"
+#include "specdec/core/sampling_params.hpp"
 #include "specdec/core/target_features.hpp"
+#include "specdec/core/warp.hpp"
 #include "specdec/draft/feature_head.hpp"
 
 namespace specdec {
@@ -31,7 +42,13 @@ namespace specdec {
 template <FeatureHead H>
 class LyannaDrafter {
  public:
-  explicit LyannaDrafter(H& head) : cursor_(head, "LyannaDrafter") {}
+  static constexpr bool kProvidesProbs = true;
+
+  // `sampling` warps the rows propose() returns (the one-pass logits are raw).
+  explicit LyannaDrafter(H& head, const SamplingParams& sampling = SamplingParams{1.0f})
+      : cursor_(head, "LyannaDrafter"), sampling_(sampling) {
+    sampling_.validate();
+  }
 
   H& head() { return cursor_.head(); }
   std::int64_t vocab_size() const { return cursor_.head().vocab_size(); }
@@ -40,28 +57,72 @@ class LyannaDrafter {
   // The verifier writes the target's hidden states of every commit here.
   TargetFeatures& target_features() { return cursor_.features(); }
 
-  void begin(std::span<const TokenId> prompt) { cursor_.begin(prompt); }
+  void begin(std::span<const TokenId> prompt) {
+    cursor_.begin(prompt);
+    rows_ = 0;
+    current_ = false;
+  }
 
   // The N one-pass logit rows for the current root; row i predicts depth i+1.
-  ProbRows draft(std::int32_t steps) {
+  ProbRows one_pass_logits(std::int32_t steps) {
     if (steps < 0) throw InvalidArgumentError(fmt::format("LyannaDrafter: {} draft steps", steps));
     H& head = cursor_.head();
     const auto d = head.hidden_size(), v = head.vocab_size();
+    rows_ = 0;
+    current_ = true;
     if (!cursor_.has_output() || steps == 0) return {nullptr, 0, v};
     chain_.resize(static_cast<std::size_t>(steps * d));
     head.chain(cursor_.output(), steps, cursor_.root_position(), chain_);
     logits_.resize(static_cast<std::size_t>(steps * v));
     head.logits(chain_, logits_);
-    return {logits_.data(), steps, v};
+    rows_ = steps;
+    return last_logits();
+  }
+  // The rows of the last one_pass_logits(), until the next one: after the
+  // commit of a round, re-sampling reads its rows again.
+  ProbRows last_logits() const { return {logits_.data(), rows_, cursor_.head().vocab_size()}; }
+
+  void propose(const DraftRequest& request, ProbMatrix& rows) {
+    if (request.tree == nullptr) throw InvalidArgumentError("LyannaDrafter: the request has no tree");
+    const auto vocab = vocab_size();
+    if (rows.vocab() != vocab) {
+      if (rows.num_rows() != 0)
+        throw ShapeError(fmt::format("LyannaDrafter: rows hold vocabulary {}, the head has {}", rows.vocab(), vocab));
+      rows.resize(0, vocab);
+    }
+    const DraftTree& tree = *request.tree;
+    for (const auto slot : request.frontier) {
+      const std::int32_t depth = slot == DraftTree::kRoot ? 0 : tree.depth(slot);  // throws on a bad slot
+      auto out = rows.append_row();
+      if (!cursor_.has_output()) {  // no target state yet (one-token prompt): no proposal
+        std::fill(out.begin(), out.end(), 0.0f);
+        continue;
+      }
+      if (!current_ || depth >= rows_) one_pass_logits(depth + 1);
+      const TokenId parent = slot == DraftTree::kRoot ? tree.root_token() : tree.token(slot);
+      biased_.assign(logits_.begin() + depth * vocab, logits_.begin() + (depth + 1) * vocab);
+      token_info().add_to(parent, biased_);
+      warp_(biased_, sampling_, out);
+    }
   }
 
-  void commit(std::span<const TokenId> tokens) { cursor_.commit(tokens); }
-  void end() {}
+  void commit(std::span<const TokenId> tokens) {
+    cursor_.commit(tokens);
+    current_ = false;
+  }
+  void end() {
+    rows_ = 0;
+    current_ = false;
+  }
   double commit_seconds() const { return cursor_.commit_seconds(); }
 
  private:
   detail::HeadCursor<H> cursor_;  // h_1 of the current root
-  std::vector<float> chain_, logits_;
+  SamplingParams sampling_;
+  Warper warp_;
+  std::vector<float> chain_, logits_, biased_;
+  std::int32_t rows_ = 0;  // rows of logits_ from the last one_pass_logits()
+  bool current_ = false;   // ... computed for the current root
 };
 
 }  // namespace specdec

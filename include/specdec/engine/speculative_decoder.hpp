@@ -15,14 +15,16 @@
 
 namespace specdec {
 
-template <Drafter D, class B, Verifier V, AcceptanceRule R, LengthPolicy P, class S = SelectAll>
+template <Drafter D, class B, Verifier V, AcceptanceRule R, LengthPolicy P, class S = SelectAll,
+          class C = NoCarryOver>
 class SpeculativeDecoder {
  public:
-  using Engine = SpeculativeEngine<D, B, V, R, P, S>;
+  using Engine = SpeculativeEngine<D, B, V, R, P, S, C>;
 
-  SpeculativeDecoder(D& drafter, B builder, V& verifier, R rule, P policy, std::int32_t seq = 0, S selector = {})
+  SpeculativeDecoder(D& drafter, B builder, V& verifier, R rule, P policy, std::int32_t seq = 0, S selector = {},
+                     C carry = {})
       : drafter_(&drafter),
-        engine_(std::move(builder), verifier, std::move(rule), std::move(selector)),
+        engine_(std::move(builder), verifier, std::move(rule), std::move(selector), std::move(carry)),
         policy_(std::move(policy)),
         seq_(seq) {}
 

@@ -10,6 +10,9 @@
 //   accept   rule.verify(tree, target rows, draft rows, rng)
 //   commit   verifier.commit, drafter.commit, the sink gets the tokens
 //   observe  request.policy.observe(outcome)
+//   carry    carry.after(...): what the next round inherits (Lyanna's
+//            re-sampled tree); before the next draft, carry.plan() fuses it
+//            with the fresh tree or verifies it instead of drafting
 //
 // A request is one sequence in flight: its drafter and policy (the host's,
 // borrowed), its random streams, tree, stop conditions and result. Requests
@@ -31,7 +34,9 @@
 
 #include <fmt/format.h>
 
+#include "specdec/carry/no_carry_over.hpp"
 #include "specdec/concepts.hpp"
+#include "specdec/core/draft_tree_ops.hpp"
 #include "specdec/engine/generation.hpp"
 #include "specdec/engine/round_outcome.hpp"
 #include "specdec/engine/timed_model.hpp"
@@ -39,10 +44,16 @@
 
 namespace specdec {
 
-template <Drafter D, class B, Verifier V, AcceptanceRule R, LengthPolicy P, class S = SelectAll>
+template <Drafter D, class B, Verifier V, AcceptanceRule R, LengthPolicy P, class S = SelectAll,
+          class C = NoCarryOver>
 class SpeculativeEngine {
-  static_assert(TreeBuilder<B>, "SpeculativeEngine: B must satisfy specdec::TreeBuilder");
+  static_assert(BuilderFor<B, D>,
+                "SpeculativeEngine: the TreeBuilder cannot build with this Drafter (TokenInfoTreeBuilder needs a "
+                "OnePassDrafter such as LyannaDrafter; the other builders take any Drafter)");
   static_assert(Selector<S>, "SpeculativeEngine: S must satisfy specdec::Selector");
+  static_assert(CarryOver<C, D>,
+                "SpeculativeEngine: C must satisfy specdec::CarryOver with this Drafter (LyannaResampling needs a "
+                "OnePassDrafter)");
   static_assert(RuleFitsBuilder<B, R>,
                 "SpeculativeEngine: the AcceptanceRule verifies chains only (R::kChainOnly) but the TreeBuilder "
                 "can build trees; pair it with ChainBuilder, or verify trees with RecursiveRejectionSampling");
@@ -99,9 +110,11 @@ class SpeculativeEngine {
     DecodeClock::time_point start_;
     bool begun_ = false, done_ = false;
     TokenId root_ = kNoToken;
+    typename C::State carry_;
     // This round's.
     DraftBudget budget_;
     DraftTree drafted_, selected_;
+    std::int32_t fresh_nodes_ = 0;  // nodes of drafted_ drafted this round (the rest were carried over)
     const DraftTree* verified_ = &drafted_;  // drafted_, or selected_ when the selector kept less
     ProbMatrix rows_;
     ProbRows target_;
@@ -112,12 +125,17 @@ class SpeculativeEngine {
     ModelClock draft_model_;  // draft-model time of this round
   };
 
-  SpeculativeEngine(B builder, V& verifier, R rule, S selector = {})
-      : builder_(std::move(builder)), verifier_(&verifier), rule_(std::move(rule)), selector_(std::move(selector)) {}
+  SpeculativeEngine(B builder, V& verifier, R rule, S selector = {}, C carry = {})
+      : builder_(std::move(builder)),
+        verifier_(&verifier),
+        rule_(std::move(rule)),
+        selector_(std::move(selector)),
+        carry_(std::move(carry)) {}
 
   B& builder() { return builder_; }
   R& rule() { return rule_; }
   S& selector() { return selector_; }
+  C& carry_over() { return carry_; }
   V& verifier() { return *verifier_; }
 
   // The clock of a TimedModel-wrapped target: outcomes and Stats then carry
@@ -165,13 +183,24 @@ class SpeculativeEngine {
       if (!r->active())
         throw InvalidArgumentError(fmt::format("SpeculativeEngine::step: request {} is {}", r->seq_,
                                                r->begun_ ? "done" : "not begun"));
-    // budget, draft
+    // budget, draft (with what the last round carried over)
     for (Request* r : batch) {
       const auto draft0 = detail::reading(r->draft_clock_);
       const auto t0 = DecodeClock::now();
       r->budget_ = r->sink_.fit(r->policy_->budget());  // the tree fits the context left
-      builder_.build(*r->drafter_, r->budget_, r->root_, r->draft_rng_, r->drafted_, r->rows_);
-      r->num_drafted_ = detail::drafted_nodes(builder_, r->drafted_);  // the shared builder's pool is r's now
+      const auto room = r->sink_.tree_room();
+      const CarryPlan plan = carry_.plan(r->carry_, r->root_, room);
+      if (plan.mode == CarryMode::kInstead) {  // verify the carried tree in a forward of its own
+        r->drafted_ = *plan.tree;
+        r->rows_.resize(0, r->rows_.vocab());
+        r->fresh_nodes_ = r->num_drafted_ = 0;
+      } else {
+        builder_.build(*r->drafter_, r->budget_, r->root_, r->draft_rng_, r->drafted_, r->rows_);
+        r->num_drafted_ = detail::drafted_nodes(builder_, r->drafted_);  // the shared builder's pool is r's now
+        r->fresh_nodes_ = r->drafted_.size();
+        if (plan.mode == CarryMode::kFuse && plan.tree->size() <= room - r->fresh_nodes_)
+          r->drafted_ = trie_union(r->drafted_, *plan.tree).tree;  // fresh nodes keep their indices
+      }
       r->draft_seconds_ = seconds_between(t0, DecodeClock::now());
       r->draft_model_ = detail::since(r->draft_clock_, draft0);
     }
@@ -206,7 +235,8 @@ class SpeculativeEngine {
       verifier_->commit(r.seq_, tree, r.result_);
       r.emitted_ = r.result_.emitted_tokens(tree);
       r.drafter_->commit(r.emitted_);
-      const double accept_seconds = seconds_between(t3, DecodeClock::now());
+      const auto t4 = DecodeClock::now();
+      const double accept_seconds = seconds_between(t3, t4);
       auto target_model = score_model;  // a shared forward counts for every request in it
       detail::add(target_model, detail::since(target_clock_, commit_target0));
       auto draft_model = r.draft_model_;
@@ -230,6 +260,12 @@ class SpeculativeEngine {
         if ((done = r.sink_.push(t))) break;
       if (first) stats.time_to_first_token_seconds = seconds_between(r.start_, DecodeClock::now());
       r.root_ = r.emitted_.back();
+      // carry-over: what the next round inherits (drafting work); a finished
+      // request has no room for it, but its counts are still recorded
+      const auto t5 = DecodeClock::now();
+      carry_.after(r.carry_, *r.drafter_, tree, r.fresh_nodes_, r.result_, r.root_, done ? 0 : r.sink_.tree_room(),
+                   stats);
+      stats.draft_seconds += seconds_between(t5, DecodeClock::now());
       if (done) finish(r);
     }
   }
@@ -256,6 +292,7 @@ class SpeculativeEngine {
   V* verifier_;
   R rule_;
   S selector_;
+  C carry_;
   const ModelClock* target_clock_ = nullptr;
   std::function<void(const DraftTree&, const VerifyResult&)> round_observer_;
   std::vector<Selection> selections_;

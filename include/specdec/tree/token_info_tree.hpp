@@ -37,6 +37,7 @@
 
 #include <fmt/format.h>
 
+#include "specdec/concepts.hpp"
 #include "specdec/core/draft_tree.hpp"
 #include "specdec/core/draft_tree_ops.hpp"
 #include "specdec/core/error.hpp"
@@ -50,7 +51,8 @@ class TokenInfoTreeBuilder {
  public:
   // branch: k (children per expanded node and nodes expanded per depth);
   // budget: B, the nodes kept for verification.
-  TokenInfoTreeBuilder(std::int32_t branch, std::int32_t budget) : branch_(branch), budget_(budget) {
+  TokenInfoTreeBuilder(std::int32_t branch, std::int32_t budget)
+      : default_branch_(branch), branch_(branch), budget_(budget) {
     if (branch <= 0 || budget <= 0)
       throw InvalidArgumentError(
           fmt::format("TokenInfoTreeBuilder: branch and budget must be > 0, got {} and {}", branch, budget));
@@ -58,6 +60,19 @@ class TokenInfoTreeBuilder {
 
   std::int32_t branch() const { return branch_; }
   std::int32_t budget() const { return budget_; }
+
+  // The round's TreeBuilder step: the drafter's N = budget.max_depth one-pass
+  // rows, expanded with k = budget.branch (or the builder's own), pruned to
+  // budget.verify_nodes. Children are deterministic, so no draft rows.
+  template <OnePassDrafter D>
+  void build(D& drafter, const DraftBudget& budget, TokenId root, RandomStream&, DraftTree& tree, ProbMatrix& rows) {
+    if (budget.branch < 0) throw InvalidArgumentError(fmt::format("TokenInfoTreeBuilder: branch {} < 0", budget.branch));
+    rows.resize(0, drafter.vocab_size());
+    const ProbRows logits = drafter.one_pass_logits(budget.max_depth);
+    branch_ = budget.branch > 0 ? budget.branch : default_branch_;
+    build(logits, drafter.token_info(), root, std::min(budget.verify_nodes, budget.max_nodes), tree);
+    branch_ = default_branch_;
+  }
 
   // Algorithm 1 over `logits` (row i: depth i + 1), pruned to `budget`
   // (default: the builder's). An empty `logits` gives an empty tree.
@@ -216,7 +231,7 @@ class TokenInfoTreeBuilder {
     return std::min(1.0f, static_cast<float>(std::exp(static_cast<double>(value) - lse)));
   }
 
-  std::int32_t branch_, budget_;
+  std::int32_t default_branch_, branch_, budget_;
   DraftTree pool_;
   std::vector<std::int32_t> frontier_, candidates_;
   std::vector<Child> cold_top_, all_top_, merged_, children_;

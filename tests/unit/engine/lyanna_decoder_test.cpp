@@ -13,6 +13,7 @@
 #include "specdec/core/target_features.hpp"
 #include "specdec/draft/eagle_head_drafter.hpp"
 #include "specdec/draft/lyanna_drafter.hpp"
+#include "specdec/engine/any_decoder.hpp"
 #include "specdec/engine/autoregressive_decoder.hpp"
 #include "specdec/engine/lyanna_decoder.hpp"
 #include "specdec/engine/speculative_decoder.hpp"
@@ -30,6 +31,21 @@ using sd::testing::HashedContextModel;
 namespace {
 
 constexpr std::int64_t kVocab = 24;
+using Verifier = sd::ModelVerifier<HashedContextModel>;
+
+// Lyanna as the engine composes it: with re-sampling (and fusion, as the
+// options say) or without.
+template <class Rule>
+sd::AnyDecoder make_lyanna(sd::LyannaDrafter<FakeFeatureHead>& drafter, Verifier& verifier, Rule rule,
+                           const sd::LyannaOptions& o) {
+  o.validate();
+  const sd::TokenInfoTreeBuilder builder(o.branch, o.verify_budget);
+  if (!o.resample)
+    return sd::AnyDecoder::make<sd::LyannaDecoderWithoutResampling<FakeFeatureHead, Verifier, Rule>>(
+        "lyanna", drafter, builder, verifier, rule, o.policy());
+  return sd::AnyDecoder::make<sd::LyannaDecoder<FakeFeatureHead, Verifier, Rule>>(
+      "lyanna", drafter, builder, verifier, rule, o.policy(), 0, sd::SelectAll{}, o.resampling());
+}
 const std::vector<sd::TokenId> kHot = {0, 3, 5, 7, 8, 11, 13, 17, 19, 23};
 
 std::vector<sd::TokenId> greedy_reference(std::span<const sd::TokenId> prompt, std::int64_t n) {
@@ -70,7 +86,7 @@ TEST_CASE("Greedy Lyanna equals greedy autoregressive decoding", "[unit][engine]
     o.resample_threshold = s.threshold;
     o.depth = 4;
     o.verify_budget = 3;  // narrow fresh trees leave room for re-sampled branches to win
-    sd::LyannaDecoder decoder(drafter, verifier, sd::GreedyAcceptance{}, o);
+    auto decoder = make_lyanna(drafter, verifier, sd::GreedyAcceptance{}, o);
     sd::GenerationOptions g;
     g.max_new_tokens = 60;
     const auto out = decoder.generate(prompt, g);
@@ -139,7 +155,7 @@ TEST_CASE("Sampled Lyanna keeps the target's law of the first two tokens", "[sta
   sd::LyannaOptions o;
   o.fusion = fusion;
   o.verify_budget = 3;
-  sd::LyannaDecoder decoder(drafter, verifier, sd::RecursiveRejectionSampling{}, o);
+  auto decoder = make_lyanna(drafter, verifier, sd::RecursiveRejectionSampling{}, o);
 
   const std::vector<sd::TokenId> prompt{3, 1, 4};
   sd::Warper warp;
@@ -189,7 +205,7 @@ TEST_CASE("Lyanna and EAGLE-head generation that fills the context ends there", 
     o.fusion = fusion;
     o.depth = 4;
     o.verify_budget = 6;
-    sd::LyannaDecoder decoder(drafter, verifier, sd::GreedyAcceptance{}, o);
+    auto decoder = make_lyanna(drafter, verifier, sd::GreedyAcceptance{}, o);
     const auto out = decoder.generate(prompt, g);
     CHECK(out.tokens == reference);
     CHECK(out.stop_reason == sd::StopReason::kContextLimit);
