@@ -186,6 +186,7 @@ int run_bench(const BenchCommand& b) {
                          {"prompts", prompts.size()},
                          {"max_new_tokens", b.max_new_tokens},
                          {"temperature", b.sampling.temperature},
+                         {"lossless", st.acceptance.lossless},
                          {"tokens_per_second", tps},
                          {"autoregressive_tokens_per_second", ar_tps},
                          {"speedup", tps / ar_tps},

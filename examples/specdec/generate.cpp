@@ -25,22 +25,42 @@ std::string describe_model(const std::filesystem::path& dir, const torch_backend
 }
 
 std::string describe_sampling(const SamplingParams& s) {
-  if (s.is_greedy()) return "greedy (temperature 0): the output equals greedy autoregressive decoding";
-  return fmt::format("temperature {}, top-k {}, top-p {}, seed {} (lossless: the target's own distribution)",
-                     s.temperature, s.top_k, s.top_p, s.seed);
+  if (s.is_greedy()) return "greedy (temperature 0)";
+  return fmt::format("temperature {}, top-k {}, top-p {}, seed {}", s.temperature, s.top_k, s.top_p, s.seed);
 }
 
 }  // namespace
+
+std::string methods_listing() {
+  std::string out = "Methods (spec name[:key=value]...):\n";
+  for (const auto& m : torch_backend::registered_methods()) {
+    out += fmt::format("\n  {:<15} {}\n  {:<15} needs: {}{}\n", m.name, m.summary, "",
+                       torch_backend::describe(m.models), m.papers.empty() ? "" : "; arXiv " + m.papers);
+    for (const auto& p : m.params)
+      out += fmt::format("  {:<15}   {:<18} {}\n", "", p.key + "=" + (p.default_value.empty() ? "\"\"" : p.default_value),
+                         p.help);
+  }
+  return out;
+}
+
+void add_methods_options(CLI::App& cmd) {
+  cmd.callback([] { std::printf("%s", methods_listing().c_str()); });
+}
 
 void add_generate_options(CLI::App& cmd, GenerateCommand& g) {
   cmd.add_option("--target", g.target, "target model directory (config.json, model.safetensors)");
   cmd.add_option("--draft", g.draft, "draft model directory (for the draft-model methods)");
   cmd.add_option("--tokenizer", g.tokenizer, "tokenizer.model or tokenizer.json (default: beside --target)");
-  cmd.add_option("--method", g.method,
-                 "autoregressive | chain:k=4[:policy=fixed|heuristic|confidence] | tree[:shape=0;1;0.0] | "
-                 "dynamic[:top_k=4:depth=4:total=16] | sequoia:p=0.6,0.2[:total=16:depth=4] | ngram[:k=4:min=1:max=3] | "
-                 "lyanna[:k=4:depth=3:budget=12:resample=1:fusion=1:r=0:rbudget=4:head=DIR] | "
-                 "eagle[:top_k=4:depth=3:total=12:head=DIR] (heads default to lyanna/, eagle/ beside --target)");
+  cmd.add_option("--method", g.method, "a method spec name[:key=value]...; `specdec methods` lists them")
+      ->check([](const std::string& spec) {
+        try {
+          (void)torch_backend::parse_method(spec);
+          return std::string();
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+      });
+  cmd.footer(methods_listing());
   cmd.add_option("--prompt", g.prompt, "prompt text")->required();
   cmd.add_option("--max-new-tokens", g.max_new_tokens, "tokens to generate");
   cmd.add_option("--temperature", g.sampling.temperature, "0 = greedy");
@@ -53,20 +73,21 @@ void add_generate_options(CLI::App& cmd, GenerateCommand& g) {
 
 int run_generate(const GenerateCommand& g) {
   const auto config = torch_backend::parse_method(g.method);
-  const bool needs_draft = config.name != "ngram" && config.name != "autoregressive" && config.name != "lyanna" &&
-                           config.name != "eagle";
+  const auto& info = torch_backend::find_method(config.name);
+  const bool needs_draft = info.models == torch_backend::MethodModels::kDraftModel;
   auto s = load_session(g.target, needs_draft ? g.draft : std::filesystem::path{}, g.tokenizer, g.threads);
   auto method = torch_backend::make_method(config, s.target, s.draft ? &*s.draft : nullptr, g.sampling,
                                            g.target.parent_path());
   const auto prompt = s.tokenizer.encode(g.prompt, /*add_bos=*/true);
-  const bool uses_head = config.name == "lyanna" || config.name == "eagle";
-  std::printf("method:    %s (%s acceptance)\n", method.name().c_str(),
-              config.name == "autoregressive" ? "no" : g.sampling.is_greedy() ? "greedy" : "recursive rejection sampling");
+  const bool uses_head = info.models == torch_backend::MethodModels::kLyannaHead ||
+                         info.models == torch_backend::MethodModels::kEagleHead;
+  std::printf("method:    %s (%s)\n", method.name().c_str(), torch_backend::describe_rule(config, g.sampling).c_str());
   std::printf("target:    %s\n", describe_model(g.target, s.target).c_str());
   if (s.draft) std::printf("draft:     %s\n", describe_model(g.draft, *s.draft).c_str());
   if (uses_head)
     std::printf("head:      %s\n",
-                (config.head.empty() ? g.target.parent_path() / config.name : std::filesystem::path(config.head))
+                (config.text("head").empty() ? g.target.parent_path() / config.name
+                                             : std::filesystem::path(config.text("head")))
                     .string()
                     .c_str());
   std::printf("tokenizer: %s: %s, %d pieces\n", s.tokenizer_path.string().c_str(),

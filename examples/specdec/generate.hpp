@@ -23,6 +23,9 @@ struct GenerateCommand {
 };
 
 void add_generate_options(CLI::App& cmd, GenerateCommand& g);
+// `specdec methods`: every registered method with its parameters.
+void add_methods_options(CLI::App& cmd);
+std::string methods_listing();
 int run_generate(const GenerateCommand& g);
 
 }  // namespace specdec::cli

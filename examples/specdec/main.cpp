@@ -4,6 +4,7 @@
 //   specdec train [options]  train a Llama-architecture model (libtorch builds)
 //   specdec distill ...      distill a draft model from a target (libtorch builds)
 //   specdec generate ...     generate with any method, with its Stats and speedup (libtorch builds)
+//   specdec methods          the registered methods, their parameters and models (libtorch builds)
 //   specdec bench ...        prompt sets x methods, table + JSON (libtorch builds)
 //   specdec sequoia ...      measure positional acceptance, print the Sequoia tree (libtorch builds)
 //   specdec train-lyanna ... train a Lyanna draft head, an ablation or the EAGLE-style head
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
   specdec::cli::GenerateCommand generate;
   auto* generate_cmd = app.add_subcommand("generate", "Generate text with any method; prints its Stats and the speedup over autoregressive decoding");
   specdec::cli::add_generate_options(*generate_cmd, generate);
+  specdec::cli::add_methods_options(*app.add_subcommand("methods", "List the registered methods and their parameters"));
   specdec::cli::BenchCommand bench;
   auto* bench_cmd = app.add_subcommand("bench", "Benchmark methods side by side with autoregressive decoding");
   specdec::cli::add_bench_options(*bench_cmd, bench);

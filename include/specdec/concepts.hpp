@@ -21,7 +21,9 @@ namespace specdec {
 
 // Walks a drafted tree with target (and draft) distributions and returns the
 // accepted path and bonus token. kLossless says whether the output keeps the
-// target distribution; kNeedsDraftProbs whether sampled drafts' q is read.
+// target distribution; kNeedsDraftProbs whether it reads every drafted
+// token's draft probability q (so the drafter must provide probabilities:
+// RuleFitsDrafter).
 template <class R>
 concept AcceptanceRule = requires(R& rule, const DraftTree& tree, const ProbRows& target,
                                   const ProbRows& draft, RandomStream& rng) {
@@ -127,6 +129,12 @@ template <class B>
 inline constexpr bool kBuildsChainsOnly = requires { requires B::kBuildsChainsOnly; };
 template <class B, class R>
 concept RuleFitsBuilder = !kVerifiesChainsOnly<R> || kBuildsChainsOnly<B>;
+
+// A rule that reads every drafted token's q (R::kNeedsDraftProbs, e.g.
+// SpeculativeSampling) needs a drafter whose rows are probabilities
+// (D::kProvidesProbs; an n-gram drafter's one-hot guesses are not).
+template <class R, class D>
+concept RuleFitsDrafter = !R::kNeedsDraftProbs || D::kProvidesProbs;
 
 // Chooses, for a whole step's requests at once, which drafted nodes the
 // target verifies (core/round.hpp, Selection): all of them (SelectAll), a

@@ -92,7 +92,11 @@ TEST_CASE("Every method decodes greedily exactly like autoregressive decoding", 
   const auto reference = greedy(target, prompt, 32);
   for (const char* spec : {"chain:k=3", "chain:k=2:policy=heuristic", "chain:k=6:policy=confidence:threshold=0.05",
                            "tree", "tree:shape=0;1;0.0;0.0.0", "dynamic:top_k=3:depth=3:total=8",
-                           "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram:k=3", "autoregressive"}) {
+                           "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram:k=3", "autoregressive",
+                           // every rule: at temperature 0 the lossless ones, and typical acceptance (a one-hot
+                           // target row is accepted only at its argmax), emit the greedy text
+                           "chain:k=3:rule=rrs", "chain:k=3:rule=speculative", "chain:k=3:rule=typical",
+                           "tree:rule=rrs", "dynamic:top_k=3:depth=3:total=8:rule=typical", "ngram:k=3:rule=rrs"}) {
     auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f});
     sd::GenerationOptions o;
     o.max_new_tokens = 32;
@@ -143,6 +147,42 @@ TEST_CASE("Method specs with unknown names, keys or values are typed errors", "[
                   sd::InvalidArgumentError);
   CHECK_THROWS_AS(tb::make_method(tb::parse_method("sequoia"), target, &target, {}), sd::InvalidArgumentError);
   CHECK_THROWS_AS(tb::make_method(tb::parse_method("tree:shape=0;2"), target, &target, {}), sd::InvalidTreeError);
+  // Rules that do not fit the method or the sampling.
+  CHECK_THROWS_WITH(tb::make_method(tb::parse_method("tree:rule=speculative"), target, &target, {}),
+                    Catch::Contains("rule=speculative"));
+  CHECK_THROWS_AS(tb::make_method(tb::parse_method("ngram:rule=speculative"), target, nullptr, {}),
+                  sd::InvalidArgumentError);
+  CHECK_THROWS_WITH(tb::make_method(tb::parse_method("chain:rule=greedy"), target, &target, sd::SamplingParams{0.8f}),
+                    Catch::Contains("temperature 0"));
+  CHECK_THROWS_AS(tb::make_method(tb::parse_method("chain:rule=maybe"), target, &target, {}), sd::InvalidArgumentError);
+}
+
+TEST_CASE("The registry lists every method; specs round-trip; lossy rules say so", "[torch][engine]") {
+  std::vector<std::string> names;
+  for (const auto& m : tb::registered_methods()) {
+    names.push_back(m.name);
+    CHECK_FALSE(m.summary.empty());
+    CHECK(static_cast<bool>(m.make));
+    for (const auto& p : m.params) CHECK_FALSE(p.help.empty());
+    if (m.name != "sequoia") CHECK(tb::parse_method(m.name).spec() == tb::parse_method(tb::parse_method(m.name).spec()).spec());
+  }
+  CHECK(names == std::vector<std::string>{"autoregressive", "chain", "tree", "dynamic", "sequoia", "ngram", "lyanna",
+                                          "eagle"});
+  CHECK_THROWS_WITH(tb::find_method("beam"), Catch::Contains("beam") && Catch::Contains("lyanna"));
+  CHECK_THROWS_WITH(tb::parse_method("chain:colour=red"), Catch::Contains("k, policy, threshold, rule"));
+  const sd::SamplingParams greedy{0.0f}, sampled{0.8f};
+  CHECK(tb::describe_rule(tb::parse_method("chain"), greedy) == "greedy acceptance, lossless");
+  CHECK(tb::describe_rule(tb::parse_method("chain"), sampled) == "recursive rejection sampling, lossless");
+  CHECK(tb::describe_rule(tb::parse_method("chain:rule=speculative"), sampled) == "speculative sampling, lossless");
+  CHECK_THAT(tb::describe_rule(tb::parse_method("dynamic:rule=typical"), sampled), Catch::Contains("LOSSY"));
+  // A lossy rule's rounds are recorded as lossy.
+  auto target = tb::LlamaModel::random(tiny(2, 32), 3);
+  auto draft = tb::LlamaModel::random(tiny(1, 16), 4);
+  auto typical = tb::make_method(tb::parse_method("chain:k=3:rule=typical"), target, &draft, sampled);
+  sd::GenerationOptions o;
+  o.max_new_tokens = 16;
+  const auto out = typical.generate(std::vector<sd::TokenId>{1, 2, 3}, o);
+  CHECK_FALSE(out.stats.acceptance.lossless);
 }
 
 namespace {

@@ -31,7 +31,10 @@ namespace specdec {
 class RecursiveRejectionSampling {
  public:
   static constexpr bool kLossless = true;
-  static constexpr bool kNeedsDraftProbs = true;
+  // It reads q only at slots the builder marked sampled, where q is the row
+  // the children were drawn from; deterministic slots take the target-only
+  // test. So any drafter fits, including one without probabilities.
+  static constexpr bool kNeedsDraftProbs = false;
   static constexpr const char* kName = "recursive_rejection_sampling";
 
   // target: [tree.size() + 1, vocab] (root first); draft: the rows the tree's

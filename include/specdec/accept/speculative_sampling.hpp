@@ -29,7 +29,7 @@ namespace specdec {
 class SpeculativeSampling {
  public:
   static constexpr bool kLossless = true;
-  static constexpr bool kNeedsDraftProbs = true;
+  static constexpr bool kNeedsDraftProbs = true;  // every drafted token's q is read
   static constexpr bool kChainOnly = true;  // decoders refuse to compile it with a tree builder
   static constexpr const char* kName = "speculative_sampling";
 

@@ -57,6 +57,10 @@ class SpeculativeEngine {
   static_assert(RuleFitsBuilder<B, R>,
                 "SpeculativeEngine: the AcceptanceRule verifies chains only (R::kChainOnly) but the TreeBuilder "
                 "can build trees; pair it with ChainBuilder, or verify trees with RecursiveRejectionSampling");
+  static_assert(RuleFitsDrafter<R, D>,
+                "SpeculativeEngine: the AcceptanceRule reads every drafted token's probability (R::kNeedsDraftProbs) "
+                "but the Drafter provides none (D::kProvidesProbs is false); verify with RecursiveRejectionSampling "
+                "or GreedyAcceptance");
   static_assert(!FeatureDrafter<D> || FeatureVerifier<V>,
                 "SpeculativeEngine: the Drafter reads the target's hidden states (target_features()) but the "
                 "Verifier cannot write them (it has no begin(seq, prompt, TargetFeatures*))");

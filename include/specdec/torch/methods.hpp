@@ -1,30 +1,30 @@
 // Every decoding method of the library assembled on the reference Llama model,
-// chosen at run time by name (the CLI's `generate` and `bench`):
+// chosen at run time by a spec "name[:key=value]..." (the CLI's `generate`,
+// `bench` and `methods`).
 //
-//   autoregressive                          the baseline
-//   chain:k=4[:policy=fixed|heuristic|confidence][:threshold=0.4]
-//                                           draft model, chain (Leviathan et al.)
-//   tree[:shape=0;1;2;0.0;...]              draft model, static tree (Medusa-style choices)
-//   dynamic[:top_k=4][:depth=4][:total=16]  draft model, EAGLE-2 dynamic tree
-//   sequoia:p=0.6,0.2,...[:total=16][:depth=4]
-//                                           draft model, Sequoia DP tree from a
-//                                           measured positional acceptance vector
-//   ngram[:k=4][:min=1][:max=3][:policy=...] prompt lookup, no draft model
-//   lyanna[:k=4][:depth=3][:budget=12][:resample=1][:fusion=1][:r=0][:rbudget=4][:head=DIR]
-//                                           Lyanna: hidden-state chain head, token-info
-//                                           sampling, re-sampling, verification fusion
-//   eagle[:top_k=4][:depth=3][:total=12][:head=DIR]
-//                                           EAGLE-style feature head, EAGLE-2 dynamic tree
+// The registry is open: each method registers, in its own file under
+// src/torch/methods/, its name, parameters with defaults and help, the
+// models it needs, the papers it implements and how to build it from the
+// one round engine's components. `specdec methods` and `specdec generate
+// --help` list what is registered.
 //
-// Greedy decoding (temperature 0) verifies with the greedy rule and ranks draft
-// candidates at temperature 1; sampling verifies with recursive rejection
-// sampling (lossless), drafts chains by sampling the draft warped exactly like
-// the target, and drafts trees with deterministic top-k children.
+// Every speculative method takes `rule=`: the acceptance rule.
+//   auto          greedy at temperature 0, recursive rejection sampling otherwise
+//   greedy        the target's argmax (temperature 0 only)
+//   rrs           recursive rejection sampling (SpecInfer), lossless at any temperature
+//   speculative   speculative sampling (Leviathan et al.), lossless; chain methods only
+//   typical       Medusa's typical acceptance: LOSSY, labelled so in every output
+// Sampled decoding drafts chains by sampling the draft warped exactly like the
+// target and trees with deterministic top-k children; greedy decoding ranks
+// draft candidates at temperature 1.
 #pragma once
 
 #include <filesystem>
+#include <functional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "specdec/core/sampling_params.hpp"
@@ -33,36 +33,83 @@
 
 namespace specdec::torch_backend {
 
-struct MethodConfig {
-  std::string name = "chain";
-  std::int32_t k = 4;                 // chain / ngram length (initial length with the heuristic)
-  std::string policy = "fixed";       // chain / ngram: fixed | heuristic | confidence
-  float threshold = 0.4f;             // confidence policy
-  std::string shape;                  // tree: Medusa choices "0;1;0.0" (empty: the default shape)
-  std::int32_t top_k = 4, depth = 4, total = 16;  // dynamic (depth, total also bound sequoia)
-  std::vector<double> acceptance;     // sequoia: p_1, p_2, ...
-  std::int32_t ngram_min = 1, ngram_max = 3;
-  // lyanna (k = branch, depth = chain steps N) and eagle
-  std::int32_t budget = 12;           // lyanna: B, verified nodes of the fresh tree
-  bool resample = true, fusion = true;
-  std::int32_t resample_threshold = 0, resample_budget = 4;
-  std::string head;                   // head directory; empty: <heads_dir>/lyanna or <heads_dir>/eagle
+// What a method runs besides the target.
+enum class MethodModels : std::uint8_t { kTargetOnly, kDraftModel, kLyannaHead, kEagleHead };
+const char* describe(MethodModels m);
 
-  // The spec this config round-trips to (for tables and JSON).
-  std::string spec() const;
+struct MethodParam {
+  std::string key;
+  std::string default_value;
+  std::string help;
+  bool always_in_spec = false;  // shown in spec() even at its default (the knobs a table compares)
 };
 
-// Parses "name[:key=value]..." (see above); unknown names or keys, and values
-// that do not parse, are InvalidArgumentError naming them.
+// A method spec after parsing: the name and every parameter's value (the
+// defaults filled in), checked against the registered parameters.
+class MethodConfig {
+ public:
+  std::string name;
+
+  // The value of `key` (as given or its default); typed getters throw
+  // InvalidArgumentError naming the spec when the text does not parse.
+  const std::string& text(std::string_view key) const;
+  std::int32_t int32(std::string_view key) const;
+  float real(std::string_view key) const;
+  bool flag(std::string_view key) const;
+  std::vector<double> reals(std::string_view key) const;  // "0.6,0.2,0.1"
+
+  // Canonical spec: the name, the always-shown keys and every key set away
+  // from its default, in registration order. It round-trips through
+  // parse_method().
+  std::string spec() const;
+
+ private:
+  friend MethodConfig parse_method(std::string_view spec);
+  std::vector<std::pair<std::string, std::string>> values_;  // registration order
+  std::vector<bool> given_;                                   // set in the spec, not defaulted
+  std::string source_;                                        // the spec as given, for messages
+};
+
+// What a method's factory is handed.
+struct MethodContext {
+  const MethodConfig& config;
+  LlamaModel& target;
+  LlamaModel* draft;                  // non-null for kDraftModel methods
+  const SamplingParams& sampling;     // the target's (and the lossless rules')
+  SamplingParams draft_sampling;      // how drafts are ranked / sampled
+  std::filesystem::path heads_dir;    // where lyanna/ and eagle/ heads live by default
+};
+
+struct MethodInfo {
+  std::string name;
+  std::string summary;                // one line
+  std::string papers;                 // arXiv ids the method implements
+  MethodModels models = MethodModels::kTargetOnly;
+  bool chain_only = false;            // builds chains only (so rule=speculative fits)
+  std::vector<MethodParam> params;    // rule= is added to every speculative method
+  std::function<AnyDecoder(const MethodContext&)> make;
+};
+
+// Every registered method, in listing order.
+std::span<const MethodInfo> registered_methods();
+// The method called `name`; InvalidArgumentError listing the names otherwise.
+const MethodInfo& find_method(std::string_view name);
+
+// Parses "name[:key=value]..."; unknown names or keys are InvalidArgumentError
+// naming them and what exists.
 MethodConfig parse_method(std::string_view spec);
+
+// The acceptance rule `config` verifies with at `sampling`, as people read it,
+// with "(lossy)" when it does not keep the target's distribution.
+std::string describe_rule(const MethodConfig& config, const SamplingParams& sampling);
 
 // The default static tree of the `tree` method (12 nodes, depth 4).
 std::string default_tree_shape();
 
-// Builds the method on `target` (and `draft`, required by the draft-model
-// methods). Both models keep sequence 0 for the decoder's use. The decoder
-// borrows the models: they must outlive it. The feature-head methods load
-// their head from config.head, or from `heads_dir`/lyanna (eagle).
+// Builds the method on `target` (and `draft` for the draft-model methods).
+// Sequences are opened and closed by the decoder. The decoder borrows the
+// models: they must outlive it. The feature-head methods load their head
+// from head=DIR, or from `heads_dir`/lyanna (eagle).
 AnyDecoder make_method(const MethodConfig& config, LlamaModel& target, LlamaModel* draft,
                        const SamplingParams& sampling, const std::filesystem::path& heads_dir = "models");
 

@@ -1,0 +1,20 @@
+// chain: a draft model proposes a chain of k tokens (Leviathan et al., arXiv
+// 2211.17192; Chen et al., arXiv 2302.01318).
+#include "specdec/tree/chain_builder.hpp"
+
+#include "parts.hpp"
+
+namespace specdec::torch_backend::methods {
+
+MethodInfo chain_method() {
+  std::vector<MethodParam> params = {{"k", "4", "drafted tokens per round (the initial length with policy=heuristic)", true}};
+  for (auto& p : chain_policy_params()) params.push_back(std::move(p));
+  params.push_back(rule_param());
+  return {"chain", "draft model, a chain of k drafted tokens", "2211.17192, 2302.01318", MethodModels::kDraftModel,
+          true, std::move(params), [](const MethodContext& c) {
+            const auto pick = c.sampling.is_greedy() ? ChainBuilder::Pick::kTop1 : ChainBuilder::Pick::kSample;
+            return draft_model_method(c, ChainBuilder{pick}, chain_policy(c.config));
+          }};
+}
+
+}  // namespace specdec::torch_backend::methods

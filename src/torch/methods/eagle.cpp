@@ -1,0 +1,51 @@
+// eagle: an EAGLE-style feature head (Li et al., arXiv 2401.15077) drafting
+// an EAGLE-2 dynamic tree (arXiv 2406.16858), the baseline Lyanna compares to.
+#include "specdec/draft/eagle_head_drafter.hpp"
+#include "specdec/tree/dynamic_tree_builder.hpp"
+
+#include "parts.hpp"
+
+namespace specdec::torch_backend::methods {
+namespace {
+
+template <class Rule>
+struct WithEagleHead {
+  Timed target;
+  DraftHead head;
+  ModelVerifier<Timed> verifier;
+  EagleHeadDrafter<DraftHead> drafter;
+  SpeculativeDecoder<EagleHeadDrafter<DraftHead>, DynamicTreeBuilder, ModelVerifier<Timed>, Rule, RuntimePolicy> decoder;
+  WithEagleHead(const MethodContext& c, DraftHead h, Rule rule)
+      : target(c.target),
+        head(std::move(h)),
+        verifier(target, c.sampling),
+        drafter(head, c.draft_sampling),
+        decoder(drafter,
+                DynamicTreeBuilder{c.config.int32("top_k"), c.config.int32("depth"), c.config.int32("total")},
+                verifier, std::move(rule), tree_policy(c.config.int32("depth"), c.config.int32("total"))) {
+    decoder.set_model_clocks(&target.clock(), nullptr);
+  }
+  GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
+    return generate_with_head(decoder, head, drafter, p, o, cb);
+  }
+};
+
+}  // namespace
+
+MethodInfo eagle_method() {
+  return {"eagle", "EAGLE-style feature head, EAGLE-2 dynamic tree", "2401.15077, 2406.16858",
+          MethodModels::kEagleHead, false,
+          {{"top_k", "4", "children per expanded node, nodes expanded per level", true},
+           {"depth", "3", "levels", true},
+           {"total", "12", "nodes sent to the target", true},
+           {"head", "", "head directory (default: eagle/ beside the target)"},
+           rule_param()},
+          [](const MethodContext& c) {
+            auto head = load_head(c, HeadKind::kEagle);
+            return with_rule<false>(c, [&]<class Rule>(Rule rule) {
+              return AnyDecoder::make<WithEagleHead<Rule>>(c.config.spec(), c, std::move(head), std::move(rule));
+            });
+          }};
+}
+
+}  // namespace specdec::torch_backend::methods

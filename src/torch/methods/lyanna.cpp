@@ -1,0 +1,70 @@
+// lyanna: Lyanna (Chen et al., arXiv 2602.21224): hidden-state chain head,
+// token-info sampling, re-sampling and verification fusion, composed in the
+// one round engine (engine/lyanna_decoder.hpp).
+#include "specdec/engine/lyanna_decoder.hpp"
+
+#include "parts.hpp"
+
+namespace specdec::torch_backend::methods {
+namespace {
+
+// Carry is LyannaResampling, or NoCarryOver without re-sampling.
+template <class Rule, class Carry>
+struct WithLyanna {
+  Timed target;
+  DraftHead head;
+  ModelVerifier<Timed> verifier;
+  LyannaDrafter<DraftHead> drafter;
+  SpeculativeDecoder<LyannaDrafter<DraftHead>, TokenInfoTreeBuilder, ModelVerifier<Timed>, Rule, FixedLength,
+                     SelectAll, Carry>
+      decoder;
+  WithLyanna(const MethodContext& c, DraftHead h, const LyannaOptions& o, Rule rule, Carry carry)
+      : target(c.target),
+        head(std::move(h)),
+        verifier(target, c.sampling),
+        drafter(head),
+        decoder(drafter, TokenInfoTreeBuilder(o.branch, o.verify_budget), verifier, std::move(rule), o.policy(), 0,
+                SelectAll{}, std::move(carry)) {
+    decoder.set_model_clocks(&target.clock(), nullptr);
+  }
+  GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
+    return generate_with_head(decoder, head, drafter, p, o, cb);
+  }
+};
+
+}  // namespace
+
+MethodInfo lyanna_method() {
+  return {"lyanna", "Lyanna: hidden-state chain head, token-info sampling, re-sampling, verification fusion",
+          "2602.21224", MethodModels::kLyannaHead, false,
+          {{"k", "4", "branches: children per expanded node, nodes kept per level", true},
+           {"depth", "3", "N, chain steps per round", true},
+           {"budget", "12", "B, nodes of the fresh tree", true},
+           {"resample", "1", "re-sample after a rejection (Algorithm 2): 0 or 1", true},
+           {"fusion", "1", "verify a re-sampled tree with the next round's (§6.2): 0 or 1", true},
+           {"r", "0", "re-sample only if more than r rows remain", true},
+           {"rbudget", "4", "B', nodes of a re-sampled tree", true},
+           {"head", "", "head directory (default: lyanna/ beside the target)"},
+           rule_param()},
+          [](const MethodContext& c) {
+            LyannaOptions o;
+            o.depth = c.config.int32("depth");
+            o.branch = c.config.int32("k");
+            o.verify_budget = c.config.int32("budget");
+            o.resample = c.config.flag("resample");
+            o.fusion = c.config.flag("fusion");
+            o.resample_threshold = c.config.int32("r");
+            o.resample_budget = c.config.int32("rbudget");
+            o.validate();
+            auto head = load_head(c, HeadKind::kLyanna);
+            return with_rule<false>(c, [&]<class Rule>(Rule rule) {
+              if (!o.resample)
+                return AnyDecoder::make<WithLyanna<Rule, NoCarryOver>>(c.config.spec(), c, std::move(head), o,
+                                                                       std::move(rule), NoCarryOver{});
+              return AnyDecoder::make<WithLyanna<Rule, LyannaResampling>>(c.config.spec(), c, std::move(head), o,
+                                                                          std::move(rule), o.resampling());
+            });
+          }};
+}
+
+}  // namespace specdec::torch_backend::methods

@@ -1,0 +1,155 @@
+// What the registered methods (src/torch/methods/*.cpp) assemble decoders
+// from: timed models, a run-time length policy, the holders that own a
+// decoder together with what it borrows, and the acceptance-rule choice.
+#pragma once
+
+#include <filesystem>
+#include <span>
+#include <string>
+#include <utility>
+#include <variant>
+
+#include <fmt/format.h>
+
+#include "specdec/accept/greedy.hpp"
+#include "specdec/accept/recursive_rejection_sampling.hpp"
+#include "specdec/accept/speculative_sampling.hpp"
+#include "specdec/accept/typical_acceptance.hpp"
+#include "specdec/core/error.hpp"
+#include "specdec/draft/model_drafter.hpp"
+#include "specdec/engine/any_decoder.hpp"
+#include "specdec/engine/speculative_decoder.hpp"
+#include "specdec/engine/timed_model.hpp"
+#include "specdec/policy/confidence_stop.hpp"
+#include "specdec/policy/fixed_length.hpp"
+#include "specdec/policy/heuristic_length.hpp"
+#include "specdec/torch/draft_head.hpp"
+#include "specdec/torch/llama_model.hpp"
+#include "specdec/torch/methods.hpp"
+#include "specdec/verify/model_verifier.hpp"
+
+namespace specdec::torch_backend::methods {
+
+using Timed = TimedModel<LlamaModel>;
+
+// A length policy chosen at run time.
+class RuntimePolicy {
+ public:
+  template <class P>
+  explicit RuntimePolicy(P p) : p_(std::move(p)) {}
+  DraftBudget budget() {
+    return std::visit([](auto& p) { return p.budget(); }, p_);
+  }
+  void observe(const RoundOutcome& o) {
+    std::visit([&](auto& p) { p.observe(o); }, p_);
+  }
+
+ private:
+  std::variant<FixedLength, HeuristicLength, ConfidenceStop> p_;
+};
+
+// policy= of the chain methods: fixed k, the heuristic, or the confidence stop.
+inline RuntimePolicy chain_policy(const MethodConfig& c) {
+  const auto k = c.int32("k");
+  const auto& policy = c.text("policy");
+  if (policy == "fixed") return RuntimePolicy(FixedLength::chain(k));
+  if (policy == "heuristic") return RuntimePolicy(HeuristicLength(k));
+  if (policy == "confidence") return RuntimePolicy(ConfidenceStop(DraftBudget{k, k, k, 0.0f}, c.real("threshold")));
+  throw InvalidArgumentError(fmt::format("method {}: unknown policy '{}' (fixed, heuristic, confidence)", c.name,
+                                         policy));
+}
+inline std::vector<MethodParam> chain_policy_params() {
+  return {{"policy", "fixed", "fixed | heuristic (+2 after full acceptance, -1 otherwise) | confidence"},
+          {"threshold", "0.4", "confidence policy: stop drafting below this draft probability"}};
+}
+
+// A tree method's budget: the builder's own parameters decide the tree.
+inline RuntimePolicy tree_policy(std::int32_t depth, std::int32_t nodes) {
+  return RuntimePolicy(FixedLength(DraftBudget{depth, nodes, nodes, 0.0f}));
+}
+
+// rule=, which every speculative method takes.
+MethodParam rule_param();
+
+// The registered methods, one file each (src/torch/methods/<name>.cpp).
+MethodInfo autoregressive_method();
+MethodInfo chain_method();
+MethodInfo tree_method();
+MethodInfo dynamic_method();
+MethodInfo sequoia_method();
+MethodInfo ngram_method();
+MethodInfo lyanna_method();
+MethodInfo eagle_method();
+
+// The acceptance rule of rule= (see methods.hpp), checked against the
+// sampling and the method: `speculative_fits` says whether the method builds
+// chains from a drafter with probabilities.
+enum class RuleKind : std::uint8_t { kGreedy, kRecursiveRejection, kSpeculative, kTypical };
+RuleKind rule_kind(const MethodConfig& c, const SamplingParams& sampling, bool speculative_fits);
+
+// Calls f(rule) with the chosen rule object. SpeculativeSampling is only
+// instantiated where it fits (a chain builder and a probability drafter), so
+// nothing else compiles against it.
+template <bool kSpeculativeFits, class F>
+AnyDecoder with_rule(const MethodContext& c, F&& f) {
+  switch (rule_kind(c.config, c.sampling, kSpeculativeFits)) {
+    case RuleKind::kGreedy: return f(GreedyAcceptance{});
+    case RuleKind::kRecursiveRejection: return f(RecursiveRejectionSampling{});
+    case RuleKind::kTypical: return f(TypicalAcceptance{});
+    case RuleKind::kSpeculative:
+      if constexpr (kSpeculativeFits) return f(SpeculativeSampling{});
+      break;
+  }
+  throw InvalidArgumentError(fmt::format("method {}: rule=speculative does not fit it", c.config.name));
+}
+
+// The decoder of a draft-model method with what it borrows.
+template <class Builder, class Rule>
+struct WithDraftModel {
+  Timed target, draft;
+  ModelVerifier<Timed> verifier;
+  ModelDrafter<Timed> drafter;
+  SpeculativeDecoder<ModelDrafter<Timed>, Builder, ModelVerifier<Timed>, Rule, RuntimePolicy> decoder;
+  WithDraftModel(const MethodContext& c, Builder builder, Rule rule, RuntimePolicy policy)
+      : target(c.target),
+        draft(*c.draft),
+        verifier(target, c.sampling),
+        drafter(draft, 0, c.draft_sampling),
+        decoder(drafter, std::move(builder), verifier, std::move(rule), std::move(policy)) {
+    decoder.set_model_clocks(&target.clock(), &draft.clock());
+  }
+  GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
+    return decoder.generate(p, o, cb);
+  }
+};
+
+template <class Builder>
+AnyDecoder draft_model_method(const MethodContext& c, Builder builder, RuntimePolicy policy) {
+  if (c.draft == nullptr) throw InvalidArgumentError(fmt::format("method {} needs a draft model (--draft)", c.config.name));
+  constexpr bool kChain = requires { requires Builder::kBuildsChainsOnly; };
+  return with_rule<kChain>(c, [&]<class Rule>(Rule rule) {
+    return AnyDecoder::make<WithDraftModel<Builder, Rule>>(c.config.spec(), c, std::move(builder), std::move(rule),
+                                                           std::move(policy));
+  });
+}
+
+// Generates with a feature-head method and records the head's share: its
+// layer and LM head time (the draft model time of such a method) and the
+// commits' layer time.
+template <class Decoder, class Drafter>
+GenerationResult generate_with_head(Decoder& decoder, DraftHead& head, const Drafter& drafter,
+                                    std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
+  head.reset_timers();
+  const double commit0 = drafter.commit_seconds();
+  auto r = decoder.generate(p, o, cb);
+  r.stats.draft_layer_seconds = head.layer_seconds();
+  r.stats.draft_head_seconds = head.head_seconds();
+  r.stats.draft_model_seconds = head.layer_seconds() + head.head_seconds();
+  r.stats.draft_commit_seconds = drafter.commit_seconds() - commit0;
+  return r;
+}
+
+// head= or <heads_dir>/<method name>, checked to hold a head of `kind`.
+DraftHead load_head(const MethodContext& c, HeadKind kind);
+
+}  // namespace specdec::torch_backend::methods
