@@ -1,0 +1,242 @@
+// The joint law of the first THREE generated tokens, through the real engine
+// and the real builders, for every lossless method: a chi-square test against
+// the warped target's law P(a) P(b | a) P(c | a, b) on an order-2 host model
+// (so each token depends on the ones before it), at temperature 1 and at one
+// warped setting. Batched decoding (4 ragged requests per step) is tested the
+// same way, and typical acceptance (lossy) must be rejected by the same test.
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lossless_harness.hpp"
+#include "specdec/accept/recursive_rejection_sampling.hpp"
+#include "specdec/accept/speculative_sampling.hpp"
+#include "specdec/accept/typical_acceptance.hpp"
+#include "specdec/draft/eagle_head_drafter.hpp"
+#include "specdec/draft/model_drafter.hpp"
+#include "specdec/draft/ngram_drafter.hpp"
+#include "specdec/engine/lyanna_decoder.hpp"
+#include "specdec/engine/speculative_decoder.hpp"
+#include "specdec/engine/speculative_engine.hpp"
+#include "specdec/policy/fixed_length.hpp"
+#include "specdec/tree/chain_builder.hpp"
+#include "specdec/tree/dynamic_tree_builder.hpp"
+#include "specdec/tree/sequoia.hpp"
+#include "specdec/tree/static_tree_builder.hpp"
+#include "specdec/verify/model_verifier.hpp"
+#include "support/catch.hpp"
+#include "support/chi_square.hpp"
+#include "support/fake_feature_head.hpp"
+#include "support/hashed_context_model.hpp"
+
+namespace sd = specdec;
+namespace st = specdec::testing;
+using sd::testing::FakeFeatureHead;
+using sd::testing::HashedContextModel;
+
+namespace {
+
+constexpr std::int64_t kVocab = 8;
+constexpr std::int64_t kCells = kVocab * kVocab * kVocab;
+const std::vector<sd::TokenId> kHot = {0, 2, 3, 5};
+using Verifier = sd::ModelVerifier<HashedContextModel>;
+using Drafter = sd::ModelDrafter<HashedContextModel>;
+
+// Generations per check: a fifth of the harness's count (40,000 by default).
+std::int64_t generations() { return std::max<std::int64_t>(1000, st::outcomes() / 5); }
+
+std::vector<double> three_token_law(const HashedContextModel& target, std::vector<sd::TokenId> prompt,
+                                    const sd::SamplingParams& sampling) {
+  sd::Warper warp;
+  std::vector<double> law(static_cast<std::size_t>(kCells), 0.0);
+  std::vector<float> p1(kVocab), p2(kVocab), p3(kVocab);
+  warp(target.logits_after(prompt), sampling, p1);
+  for (sd::TokenId a = 0; a < kVocab; ++a) {
+    if (p1[static_cast<std::size_t>(a)] == 0.0f) continue;
+    prompt.push_back(a);
+    warp(target.logits_after(prompt), sampling, p2);
+    for (sd::TokenId b = 0; b < kVocab; ++b) {
+      if (p2[static_cast<std::size_t>(b)] == 0.0f) continue;
+      prompt.push_back(b);
+      warp(target.logits_after(prompt), sampling, p3);
+      for (sd::TokenId c = 0; c < kVocab; ++c)
+        law[static_cast<std::size_t>((a * kVocab + b) * kVocab + c)] =
+            double(p1[static_cast<std::size_t>(a)]) * p2[static_cast<std::size_t>(b)] * p3[static_cast<std::size_t>(c)];
+      prompt.pop_back();
+    }
+    prompt.pop_back();
+  }
+  return law;
+}
+
+std::size_t cell(std::span<const sd::TokenId> t) {
+  REQUIRE(t.size() >= 3);
+  return static_cast<std::size_t>((t[0] * kVocab + t[1]) * kVocab + t[2]);
+}
+
+// Counts of the first three tokens over `generations()` runs of `generate`
+// (called with the seed), tested against the target's law after `prompt`.
+sd::testing::ChiSquareResult fit_three_tokens(const HashedContextModel& target, const std::vector<sd::TokenId>& prompt,
+                                              const sd::SamplingParams& sampling,
+                                              const std::function<sd::GenerationResult(std::uint64_t)>& generate) {
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(kCells), 0);
+  for (std::int64_t i = 0; i < generations(); ++i) ++counts[cell(generate(static_cast<std::uint64_t>(i)).tokens)];
+  return sd::testing::chi_square_gof(counts, three_token_law(target, prompt, sampling));
+}
+
+sd::GenerationOptions three_tokens(std::uint64_t seed) {
+  sd::GenerationOptions g;
+  g.max_new_tokens = 3;
+  g.seed = seed;
+  return g;
+}
+
+struct Models {
+  HashedContextModel target{kVocab, 11}, draft{kVocab, 11, 2, 2.0f, /*noise=*/1.0f};
+};
+
+// A draft-model method: `builder` over a ModelDrafter warped like the target.
+template <class Builder, class Rule>
+sd::testing::ChiSquareResult draft_model_fit(Builder builder, Rule rule, sd::DraftBudget budget,
+                                             const sd::SamplingParams& sampling) {
+  Models m;
+  Verifier verifier(m.target, sampling);
+  Drafter drafter(m.draft, 0, sampling);
+  sd::SpeculativeDecoder decoder(drafter, std::move(builder), verifier, std::move(rule), sd::FixedLength(budget));
+  const std::vector<sd::TokenId> prompt = {3, 1, 4};
+  return fit_three_tokens(m.target, prompt, sampling, [&](std::uint64_t seed) {
+    return decoder.generate(prompt, three_tokens(seed));
+  });
+}
+
+sd::StaticTreeShape small_tree() { return sd::StaticTreeShape::from_choices({{0}, {1}, {0, 0}, {0, 1}, {1, 0}, {0, 0, 0}}); }
+
+}  // namespace
+
+TEST_CASE("Every lossless method keeps the target's joint law of three tokens", "[statistical][engine]") {
+  const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
+  const std::string method = GENERATE("chain, speculative sampling", "chain, recursive rejection",
+                                      "static tree, sampled without replacement", "static tree, top-k",
+                                      "dynamic tree", "sequoia", "n-gram", "eagle head", "lyanna, fusion",
+                                      "lyanna, separate re-sampled forward", "lyanna, no re-sampling");
+  INFO(method << ", " << st::describe(sampling));
+  sd::testing::ChiSquareResult fit;
+  const sd::DraftBudget tree_budget{3, 6, 6, 0.0f};
+  if (method == "chain, speculative sampling") {
+    fit = draft_model_fit(sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, sd::SpeculativeSampling{},
+                          sd::DraftBudget{3, 3, 3, 0.0f}, sampling);
+  } else if (method == "chain, recursive rejection") {
+    fit = draft_model_fit(sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, sd::RecursiveRejectionSampling{},
+                          sd::DraftBudget{3, 3, 3, 0.0f}, sampling);
+  } else if (method == "static tree, sampled without replacement") {
+    fit = draft_model_fit(sd::StaticTreeBuilder(small_tree(), sd::ChildMode::kSampledWithoutReplacement),
+                          sd::RecursiveRejectionSampling{}, tree_budget, sampling);
+  } else if (method == "static tree, top-k") {
+    fit = draft_model_fit(sd::StaticTreeBuilder(small_tree()), sd::RecursiveRejectionSampling{}, tree_budget, sampling);
+  } else if (method == "dynamic tree") {
+    fit = draft_model_fit(sd::DynamicTreeBuilder{2, 3, 6}, sd::RecursiveRejectionSampling{}, tree_budget, sampling);
+  } else if (method == "sequoia") {
+    const std::vector<double> p = {0.5, 0.2, 0.1};
+    fit = draft_model_fit(sd::StaticTreeBuilder(sd::sequoia_shape(p, 6, 3)), sd::RecursiveRejectionSampling{},
+                          tree_budget, sampling);
+  } else if (method == "n-gram") {
+    Models m;
+    Verifier verifier(m.target, sampling);
+    sd::NgramDrafter drafter(kVocab, 1, 2);
+    sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{sd::ChainBuilder::Pick::kTop1}, verifier,
+                                   sd::RecursiveRejectionSampling{}, sd::FixedLength::chain(3));
+    const std::vector<sd::TokenId> prompt = {3, 1, 4, 3, 1, 4, 3, 1};  // repeats: the lookup finds matches
+    fit = fit_three_tokens(m.target, prompt, sampling,
+                           [&](std::uint64_t seed) { return decoder.generate(prompt, three_tokens(seed)); });
+  } else if (method == "eagle head") {
+    Models m;
+    Verifier verifier(m.target, sampling);
+    FakeFeatureHead head(m.draft, kHot, 3);
+    sd::EagleHeadDrafter drafter(head, sampling);
+    sd::SpeculativeDecoder decoder(drafter, sd::DynamicTreeBuilder{2, 3, 6}, verifier, sd::RecursiveRejectionSampling{},
+                                   sd::FixedLength(tree_budget));
+    const std::vector<sd::TokenId> prompt = {3, 1, 4};
+    fit = fit_three_tokens(m.target, prompt, sampling,
+                           [&](std::uint64_t seed) { return decoder.generate(prompt, three_tokens(seed)); });
+  } else {  // Lyanna
+    Models m;
+    Verifier verifier(m.target, sampling);
+    FakeFeatureHead head(m.draft, kHot, 3);
+    sd::LyannaDrafter drafter(head);
+    sd::LyannaOptions o;
+    o.depth = 3;
+    o.branch = 2;
+    o.verify_budget = 3;  // narrow: re-sampled trees get accepted
+    o.fusion = method == "lyanna, fusion";
+    const std::vector<sd::TokenId> prompt = {3, 1, 4};
+    std::int64_t resampled = 0;
+    if (method == "lyanna, no re-sampling") {
+      auto decoder = sd::lyanna_decoder_without_resampling(drafter, verifier, sd::RecursiveRejectionSampling{}, o);
+      fit = fit_three_tokens(m.target, prompt, sampling,
+                             [&](std::uint64_t seed) { return decoder.generate(prompt, three_tokens(seed)); });
+    } else {
+      auto decoder = sd::lyanna_decoder(drafter, verifier, sd::RecursiveRejectionSampling{}, o);
+      fit = fit_three_tokens(m.target, prompt, sampling, [&](std::uint64_t seed) {
+        auto out = decoder.generate(prompt, three_tokens(seed));
+        resampled += out.stats.resampling.accepted;
+        return out;
+      });
+      CHECK(resampled > 0);  // re-sampled nodes were verified and accepted, so their law was tested
+    }
+  }
+  INFO(fit.describe());
+  CHECK_FALSE(fit.rejects(st::kAlpha));
+}
+
+TEST_CASE("Batched decoding (4 ragged requests per step) keeps each request's three-token law",
+          "[statistical][engine]") {
+  const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
+  INFO(st::describe(sampling));
+  using Engine = sd::SpeculativeEngine<Drafter, sd::DynamicTreeBuilder, Verifier, sd::RecursiveRejectionSampling,
+                                       sd::FixedLength>;
+  Models m;
+  Verifier verifier(m.target, sampling);
+  Engine engine(sd::DynamicTreeBuilder{2, 3, 6}, verifier, sd::RecursiveRejectionSampling{});
+  // Ragged: prompts of different lengths, and a request that joins one step
+  // after the others.
+  const std::vector<std::vector<sd::TokenId>> prompts = {{3, 1, 4}, {2}, {7, 7, 1, 0, 6}, {5, 2}};
+  std::vector<double> law;
+  for (const auto& p : prompts)
+    for (const double v : three_token_law(m.target, p, sampling)) law.push_back(v / double(prompts.size()));
+  std::vector<std::int64_t> counts(law.size(), 0);
+  sd::FixedLength policy(sd::DraftBudget{3, 6, 6, 0.0f});
+  const auto batches = std::max<std::int64_t>(250, generations() / 4);
+  for (std::int64_t i = 0; i < batches; ++i) {
+    std::deque<Drafter> drafters;
+    std::deque<Engine::Request> requests;
+    for (std::size_t r = 0; r < prompts.size(); ++r) {
+      drafters.emplace_back(m.draft, static_cast<std::int32_t>(r), sampling);
+      requests.emplace_back(static_cast<std::int32_t>(r), drafters.back(), policy,
+                            three_tokens(static_cast<std::uint64_t>(i) * 4 + r));
+    }
+    for (std::size_t r = 0; r + 1 < prompts.size(); ++r) engine.begin(requests[r], prompts[r]);
+    for (int step = 0;; ++step) {
+      if (step == 1) engine.begin(requests.back(), prompts.back());  // joins late
+      std::vector<Engine::Request*> batch;
+      for (auto& r : requests)
+        if (r.active()) batch.push_back(&r);
+      if (batch.empty() && step >= 1) break;
+      if (!batch.empty()) engine.step(batch);
+    }
+    for (std::size_t r = 0; r < prompts.size(); ++r)
+      ++counts[r * static_cast<std::size_t>(kCells) + cell(requests[r].result().tokens)];
+  }
+  const auto fit = sd::testing::chi_square_gof(counts, law);
+  INFO(fit.describe());
+  CHECK_FALSE(fit.rejects(st::kAlpha));
+}
+
+TEST_CASE("The three-token test rejects typical acceptance (power)", "[statistical][engine]") {
+  const auto fit = draft_model_fit(sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, sd::TypicalAcceptance{},
+                                   sd::DraftBudget{3, 3, 3, 0.0f}, sd::SamplingParams{1.0f, 0, 1.0f});
+  INFO(fit.describe());
+  CHECK(fit.rejects(st::kAlpha));
+}
