@@ -231,16 +231,31 @@ void LlamaModel::open(std::int32_t seq, const CachePolicy& policy) {
   if (policy.kind != CachePolicy::Kind::kDense)
     throw UnsupportedError(fmt::format(
         "LlamaModel::open: sequence {}: only dense caches are implemented (a sink + window cache was asked for)", seq));
-  const auto& c = config_;
+  const auto it = caches_.find(seq);
+  if (it != caches_.end()) {  // reopened: the same buffers, emptied
+    it->second.length = it->second.staged = 0;
+    return;
+  }
+  // A closed sequence's buffers are reused. They need no zeroing: attention
+  // reads only the slots a forward wrote.
   Cache cache;
-  cache.k = at::zeros({c.num_hidden_layers, c.num_key_value_heads, c.max_position_embeddings, c.head_dim});
-  cache.v = at::zeros_like(cache.k);
+  if (!spare_caches_.empty()) {
+    cache = std::move(spare_caches_.back());
+    spare_caches_.pop_back();
+  } else {
+    const auto& c = config_;
+    cache.k = at::empty({c.num_hidden_layers, c.num_key_value_heads, c.max_position_embeddings, c.head_dim});
+    cache.v = at::empty_like(cache.k);
+  }
+  cache.length = cache.staged = 0;
   caches_[seq] = std::move(cache);
 }
 
 void LlamaModel::close(std::int32_t seq) {
-  if (caches_.erase(seq) == 0)
-    throw InvalidArgumentError(fmt::format("LlamaModel::close: sequence {} is not open", seq));
+  const auto it = caches_.find(seq);
+  if (it == caches_.end()) throw InvalidArgumentError(fmt::format("LlamaModel::close: sequence {} is not open", seq));
+  spare_caches_.push_back(std::move(it->second));
+  caches_.erase(it);
 }
 
 const LlamaModel::Cache& LlamaModel::cache(std::int32_t seq) const {

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
 #include <span>
 #include <string_view>
-#include <vector>
 
 #include <fmt/format.h>
 
@@ -17,16 +19,27 @@
 namespace specdec {
 
 // A growable host float32 [rows, width] buffer, owned by whoever calls
-// forward (a verifier, a drafter), so no two callers share one.
+// forward (a verifier, a drafter), so no two callers share one. 64-byte
+// aligned, as GEMM libraries prefer their destination (oneDNN, MKL).
 class HostRows {
  public:
   TensorView view(std::int64_t rows, std::int64_t width) {
-    data_.resize(static_cast<std::size_t>(rows * width));
-    return TensorView(data_.data(), DType::kF32, {rows, width});
+    const auto n = static_cast<std::size_t>(rows * width);
+    if (n > capacity_) {
+      const std::size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+      data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+      if (!data_) throw std::bad_alloc();
+      capacity_ = bytes / sizeof(float);
+    }
+    return TensorView(data_.get(), DType::kF32, {rows, width});
   }
 
  private:
-  std::vector<float> data_;
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float[], Free> data_;
+  std::size_t capacity_ = 0;
 };
 
 // A host model's check of an output view before it writes `rows` x `width`

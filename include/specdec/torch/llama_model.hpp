@@ -75,8 +75,9 @@ class LlamaModel {
   at::Tensor forward_train(const at::Tensor& tokens, at::Tensor* hidden = nullptr) const;
 
   // ---- Model concept: per-sequence KV caches ------------------------------
-  // Opens (or reopens) sequence `seq` with an empty dense cache; a sink +
-  // window policy is refused (UnsupportedError) until this model implements it.
+  // Opens (or reopens) sequence `seq` with an empty dense cache (reusing a
+  // closed sequence's buffers); a sink + window policy is refused
+  // (UnsupportedError) until this model implements it.
   void open(std::int32_t seq, const CachePolicy& policy = {});
   void close(std::int32_t seq);
   std::int64_t cached_length(std::int32_t seq) const;
@@ -122,6 +123,7 @@ class LlamaModel {
   std::unique_ptr<PackedLinear> packed_lm_head_;
   at::Tensor rope_cos_, rope_sin_;  // [max_position_embeddings, head_dim]
   std::unordered_map<std::int32_t, Cache> caches_;
+  std::vector<Cache> spare_caches_;  // closed sequences' buffers, reused by open()
   std::unique_ptr<std::mutex> pack_mutex_ = std::make_unique<std::mutex>();  // the first forward packs the weights
 };
 
