@@ -1,0 +1,74 @@
+// The host engine's methods: chain, dynamic tree and n-gram speculative
+// decoding through specdec's one round engine over HostLlama, several
+// requests at once. Greedy (lossless at temperature 0: the output equals the
+// target's greedy decoding).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "host_llama.hpp"
+#include "scheduler.hpp"
+#include "specdec/specdec.hpp"
+
+namespace host_engine {
+
+struct Outputs {
+  std::map<std::int32_t, specdec::GenerationResult> results;  // by request id (submission order)
+  std::int64_t steps = 0;
+  std::size_t peak_batch = 0;
+};
+
+// `method`: chain | dynamic | ngram.
+inline Outputs generate(HostLlama& target, HostLlama& draft, const std::string& method,
+                        const std::vector<std::vector<specdec::TokenId>>& prompts, std::int64_t max_new_tokens,
+                        std::size_t max_batch) {
+  namespace sd = specdec;
+  sd::ModelVerifier<HostLlama> verifier(target, sd::SamplingParams{0.0f});
+  sd::GenerationOptions options;
+  options.max_new_tokens = max_new_tokens;
+  const auto run = [&](auto& scheduler) {
+    for (const auto& p : prompts) scheduler.submit(p, options);
+    Outputs out;
+    out.results = scheduler.run();
+    out.steps = scheduler.steps();
+    out.peak_batch = scheduler.peak_batch();
+    return out;
+  };
+  using ModelDrafter = sd::ModelDrafter<HostLlama>;
+  const auto model_drafter = [&](std::int32_t seq) {
+    return std::make_unique<ModelDrafter>(draft, seq, sd::SamplingParams{1.0f});  // ranks candidates
+  };
+  if (method == "chain") {
+    using Engine = sd::SpeculativeEngine<ModelDrafter, sd::ChainBuilder, sd::ModelVerifier<HostLlama>,
+                                         sd::GreedyAcceptance, sd::FixedLength>;
+    Engine engine(sd::ChainBuilder{sd::ChainBuilder::Pick::kTop1}, verifier, sd::GreedyAcceptance{});
+    Scheduler<Engine, ModelDrafter, sd::FixedLength> scheduler(engine, model_drafter, sd::FixedLength::chain(4),
+                                                               max_batch);
+    return run(scheduler);
+  }
+  if (method == "dynamic") {
+    using Engine = sd::SpeculativeEngine<ModelDrafter, sd::DynamicTreeBuilder, sd::ModelVerifier<HostLlama>,
+                                         sd::GreedyAcceptance, sd::FixedLength>;
+    Engine engine(sd::DynamicTreeBuilder{2, 4, 8}, verifier, sd::GreedyAcceptance{});
+    Scheduler<Engine, ModelDrafter, sd::FixedLength> scheduler(
+        engine, model_drafter, sd::FixedLength(sd::DraftBudget{4, 8, 8, 0.0f}), max_batch);
+    return run(scheduler);
+  }
+  if (method == "ngram") {
+    using Engine = sd::SpeculativeEngine<sd::NgramDrafter, sd::ChainBuilder, sd::ModelVerifier<HostLlama>,
+                                         sd::GreedyAcceptance, sd::FixedLength>;
+    Engine engine(sd::ChainBuilder{sd::ChainBuilder::Pick::kTop1}, verifier, sd::GreedyAcceptance{});
+    Scheduler<Engine, sd::NgramDrafter, sd::FixedLength> scheduler(
+        engine, [&](std::int32_t) { return std::make_unique<sd::NgramDrafter>(target.vocab_size(), 1, 3); },
+        sd::FixedLength::chain(4), max_batch);
+    return run(scheduler);
+  }
+  throw sd::InvalidArgumentError("host_engine: unknown method '" + method + "' (chain, dynamic, ngram)");
+}
+
+}  // namespace host_engine
