@@ -313,6 +313,16 @@ HeadTrainOutput DraftHead::forward_train(const at::Tensor& tokens, const at::Ten
 
 // ---- inference ----------------------------------------------------------------
 
+DraftHead DraftHead::fork() const {
+  DraftHead h = *this;  // tensors and packed weights shared
+  if (!h.packed_.qkv) h.pack();  // packed once here, shared by this fork's own forks
+  h.k_cache_ = at::Tensor();
+  h.v_cache_ = at::Tensor();
+  h.length_ = h.staged_ = 0;
+  h.layer_seconds_ = h.head_seconds_ = 0.0;
+  return h;
+}
+
 void DraftHead::reset() {
   const auto& c = config_.target;
   if (!k_cache_.defined()) {
@@ -325,12 +335,12 @@ void DraftHead::reset() {
 
 void DraftHead::pack() {
   at::NoGradGuard no_grad;
-  if (w_.fc.defined()) packed_.fc = std::make_unique<PackedLinear>(w_.fc);
-  packed_.qkv = std::make_unique<PackedLinear>(at::cat({w_.wq, w_.wk, w_.wv}, 0));
-  packed_.o = std::make_unique<PackedLinear>(w_.wo);
-  packed_.gate_up = std::make_unique<PackedLinear>(at::cat({w_.w_gate, w_.w_up}, 0));
-  packed_.down = std::make_unique<PackedLinear>(w_.w_down);
-  packed_.lm_head = std::make_unique<PackedLinear>(lm_head_);
+  if (w_.fc.defined()) packed_.fc = std::make_shared<const PackedLinear>(w_.fc);
+  packed_.qkv = std::make_shared<const PackedLinear>(at::cat({w_.wq, w_.wk, w_.wv}, 0));
+  packed_.o = std::make_shared<const PackedLinear>(w_.wo);
+  packed_.gate_up = std::make_shared<const PackedLinear>(at::cat({w_.w_gate, w_.w_up}, 0));
+  packed_.down = std::make_shared<const PackedLinear>(w_.w_down);
+  packed_.lm_head = std::make_shared<const PackedLinear>(lm_head_);
 }
 
 at::Tensor DraftHead::fuse_input(const float* features, std::span<const TokenId> tokens) const {

@@ -4,6 +4,7 @@
 // load and generate end to end.
 #include <ATen/ATen.h>
 
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -14,7 +15,11 @@
 #include "specdec/accept/greedy.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/engine/autoregressive_decoder.hpp"
+#include "specdec/draft/eagle_head_drafter.hpp"
+#include "specdec/engine/lyanna_decoder.hpp"
 #include "specdec/engine/speculative_decoder.hpp"
+#include "specdec/engine/speculative_engine.hpp"
+#include "specdec/tree/dynamic_tree_builder.hpp"
 #include "specdec/policy/fixed_length.hpp"
 #include "specdec/tokenizer/tokenizer.hpp"
 #include "specdec/torch/draft_head.hpp"
@@ -134,6 +139,66 @@ TEST_CASE("Lyanna and the EAGLE-style head decode greedily exactly like autoregr
   CHECK_THROWS_AS(tb::make_method(tb::parse_method("lyanna:head=" + (heads / "eagle").string()), target, nullptr, {}),
                   sd::InvalidArgumentError);
   CHECK_THROWS_AS(tb::parse_method("lyanna:fusion=2"), sd::InvalidArgumentError);
+}
+
+// Feature heads batch: each request drafts with its own fork of the head
+// (shared weights, its own cache) and its own TargetFeatures hand-off.
+template <class Drafter, class Builder, class Carry, class MakeDrafter>
+void check_batched_feature_heads(tb::LlamaModel& target, Builder builder, Carry carry, sd::DraftBudget budget,
+                                 MakeDrafter make_drafter) {
+  using Verifier = sd::ModelVerifier<tb::LlamaModel>;
+  using Engine = sd::SpeculativeEngine<Drafter, Builder, Verifier, sd::GreedyAcceptance, sd::FixedLength,
+                                       sd::SelectAll, Carry>;
+  Verifier verifier(target, sd::SamplingParams{0.0f});
+  Engine engine(std::move(builder), verifier, sd::GreedyAcceptance{}, sd::SelectAll{}, std::move(carry));
+  const std::vector<std::vector<sd::TokenId>> prompts = {{7, 3, 9, 3, 7, 3, 9}, {4}, {11, 12, 13, 5}};
+  std::deque<tb::DraftHead> heads;
+  std::deque<Drafter> drafters;
+  std::deque<sd::FixedLength> policies;
+  std::deque<typename Engine::Request> requests;
+  sd::GenerationOptions o;
+  o.max_new_tokens = 30;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    drafters.push_back(make_drafter(heads));
+    policies.emplace_back(budget);
+    requests.emplace_back(static_cast<std::int32_t>(i), drafters.back(), policies.back(), o);
+    engine.begin(requests.back(), prompts[i]);
+  }
+  for (;;) {
+    std::vector<typename Engine::Request*> batch;
+    for (auto& r : requests)
+      if (r.active()) batch.push_back(&r);
+    if (batch.empty()) break;
+    engine.step(batch);
+  }
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    INFO("request " << i);
+    CHECK(requests[i].result().tokens == greedy(target, prompts[i], 30));
+  }
+}
+
+TEST_CASE("Batched Lyanna and EAGLE-head decoding (a head fork per request) equal greedy decoding",
+          "[torch][engine][lyanna]") {
+  auto target = tb::LlamaModel::random(tiny(2, 32), 5);
+  const auto dir = write_random_heads(target, "specdec_batched_heads", sd::DType::kF32);
+  const auto lyanna = tb::DraftHead::load(dir / "lyanna", target);
+  const auto eagle = tb::DraftHead::load(dir / "eagle", target);
+  sd::LyannaOptions o;
+  o.depth = 3;
+  o.branch = 2;
+  o.verify_budget = 4;
+  check_batched_feature_heads<sd::LyannaDrafter<tb::DraftHead>>(
+      target, sd::TokenInfoTreeBuilder(o.branch, o.verify_budget), o.resampling(), o.policy().budget(),
+      [&](std::deque<tb::DraftHead>& heads) {
+        heads.push_back(lyanna.fork());
+        return sd::LyannaDrafter<tb::DraftHead>(heads.back());
+      });
+  check_batched_feature_heads<sd::EagleHeadDrafter<tb::DraftHead>>(
+      target, sd::DynamicTreeBuilder{2, 3, 6}, sd::NoCarryOver{}, sd::DraftBudget{3, 6, 6, 0.0f},
+      [&](std::deque<tb::DraftHead>& heads) {
+        heads.push_back(eagle.fork());
+        return sd::EagleHeadDrafter<tb::DraftHead>(heads.back(), sd::SamplingParams{1.0f});
+      });
 }
 
 TEST_CASE("Method specs with unknown names, keys or values are typed errors", "[torch][engine]") {

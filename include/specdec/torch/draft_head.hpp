@@ -98,6 +98,10 @@ class DraftHead {
                                 double beta) const;
 
   // ---- inference (one sequence) -------------------------------------------
+  // Another head over the same weights with a cache of its own: one per
+  // request when several sequences draft at once. Packed weights are shared
+  // once this head has packed them (its first inference call).
+  DraftHead fork() const;
   void reset();
   std::int64_t committed() const { return length_; }
   // Commits n entries: fuse(target_hidden[i], E(tokens[i])) (or the hidden
@@ -144,7 +148,7 @@ class DraftHead {
     at::Tensor ti_w1, ti_w2, ti_norm;  // [d, r], [r, H], [H]; undefined without token info
   };
   struct Packed {
-    std::unique_ptr<PackedLinear> fc, qkv, o, gate_up, down, lm_head;
+    std::shared_ptr<const PackedLinear> fc, qkv, o, gate_up, down, lm_head;  // shared by forks
   };
 
   DraftHead(DraftHeadConfig config, const LlamaModel& target);
