@@ -174,4 +174,19 @@ class HashedContextModel {
   std::int64_t max_context_ = std::numeric_limits<std::int64_t>::max();
 };
 
+// Greedy decoding straight from the model's definition, no decoder involved:
+// each of the `n` tokens is the argmax (lowest id on ties) of the logits after
+// its context. The reference every greedy engine test compares against.
+inline std::vector<TokenId> greedy_continuation(const HashedContextModel& model, std::span<const TokenId> prompt,
+                                                std::int64_t n) {
+  std::vector<TokenId> context(prompt.begin(), prompt.end()), out;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto logits = model.logits_after(context);
+    const auto best = static_cast<TokenId>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(best);
+    context.push_back(best);
+  }
+  return out;
+}
+
 }  // namespace specdec::testing

@@ -88,4 +88,14 @@ class ProbMatrix {
   std::int64_t vocab_ = 0;
 };
 
+// What a Drafter does with the rows a builder hands it before appending: an
+// empty matrix of any vocabulary is reset to [0, vocab]; rows of another
+// vocabulary are a ShapeError naming `who`.
+inline void expect_draft_vocab(ProbMatrix& rows, std::int64_t vocab, const char* who) {
+  if (rows.vocab() == vocab) return;
+  if (rows.num_rows() != 0)
+    throw ShapeError(fmt::format("{}: rows hold vocabulary {}, the drafter's is {}", who, rows.vocab(), vocab));
+  rows.resize(0, vocab);
+}
+
 }  // namespace specdec

@@ -51,11 +51,7 @@ class EagleHeadDrafter {
   void propose(const DraftRequest& request, ProbMatrix& rows) {
     if (request.tree == nullptr) throw InvalidArgumentError("EagleHeadDrafter: the request has no tree");
     const auto vocab = vocab_size(), d = head_->hidden_size();
-    if (rows.vocab() != vocab) {
-      if (rows.num_rows() != 0)
-        throw ShapeError(fmt::format("EagleHeadDrafter: rows hold vocabulary {}, the head has {}", rows.vocab(), vocab));
-      rows.resize(0, vocab);
-    }
+    expect_draft_vocab(rows, vocab, "EagleHeadDrafter");
     if (request.frontier.empty()) return;
     const DraftTree& tree = *request.tree;
     if (request.frontier[0] == DraftTree::kRoot) {

@@ -85,11 +85,7 @@ class LyannaDrafter {
   void propose(const DraftRequest& request, ProbMatrix& rows) {
     if (request.tree == nullptr) throw InvalidArgumentError("LyannaDrafter: the request has no tree");
     const auto vocab = vocab_size();
-    if (rows.vocab() != vocab) {
-      if (rows.num_rows() != 0)
-        throw ShapeError(fmt::format("LyannaDrafter: rows hold vocabulary {}, the head has {}", rows.vocab(), vocab));
-      rows.resize(0, vocab);
-    }
+    expect_draft_vocab(rows, vocab, "LyannaDrafter");
     const DraftTree& tree = *request.tree;
     for (const auto slot : request.frontier) {
       const std::int32_t depth = slot == DraftTree::kRoot ? 0 : tree.depth(slot);  // throws on a bad slot

@@ -61,11 +61,7 @@ class ModelDrafter {
   void propose(const DraftRequest& request, ProbMatrix& rows) {
     if (request.tree == nullptr) throw InvalidArgumentError("ModelDrafter: the request has no tree");
     const auto vocab = vocab_size();
-    if (rows.vocab() != vocab) {
-      if (rows.num_rows() != 0)
-        throw ShapeError(fmt::format("ModelDrafter: rows hold vocabulary {}, the draft model has {}", rows.vocab(), vocab));
-      rows.resize(0, vocab);
-    }
+    expect_draft_vocab(rows, vocab, "ModelDrafter");
     if (request.frontier.empty()) return;
     const DraftTree& tree = *request.tree;
     const bool at_root = request.frontier[0] == DraftTree::kRoot;

@@ -48,12 +48,9 @@ sd::AnyDecoder make_lyanna(sd::LyannaDrafter<FakeFeatureHead>& drafter, Verifier
 }
 const std::vector<sd::TokenId> kHot = {0, 3, 5, 7, 8, 11, 13, 17, 19, 23};
 
+// The target every test here decodes with (vocabulary kVocab, seed 1).
 std::vector<sd::TokenId> greedy_reference(std::span<const sd::TokenId> prompt, std::int64_t n) {
-  HashedContextModel target(kVocab, 1);
-  sd::AutoregressiveDecoder ar(target, sd::SamplingParams{0.0f});
-  sd::GenerationOptions o;
-  o.max_new_tokens = n;
-  return ar.generate(prompt, o).tokens;
+  return sd::testing::greedy_continuation(HashedContextModel(kVocab, 1), prompt, n);
 }
 
 struct Fixed {

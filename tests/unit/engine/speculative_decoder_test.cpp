@@ -41,23 +41,23 @@ std::vector<sd::TokenId> random_prompt(std::uint64_t seed, int length) {
   return p;
 }
 
+// The target every test here decodes with (vocabulary kVocab, seed 1).
 std::vector<sd::TokenId> greedy_reference(std::span<const sd::TokenId> prompt, std::int64_t n) {
-  HashedContextModel target(kVocab, 1);
-  sd::AutoregressiveDecoder ar(target, sd::SamplingParams{0.0f});
-  sd::GenerationOptions o;
-  o.max_new_tokens = n;
-  auto out = ar.generate(prompt, o).tokens;
-  // Independent of the decoder: each token is the argmax after its context.
-  std::vector<sd::TokenId> ctx(prompt.begin(), prompt.end());
-  for (const auto t : out) {
-    const auto l = target.logits_after(ctx);
-    REQUIRE(t == sd::argmax(l));
-    ctx.push_back(t);
-  }
-  return out;
+  return sd::testing::greedy_continuation(HashedContextModel(kVocab, 1), prompt, n);
 }
 
 }  // namespace
+
+TEST_CASE("Autoregressive decoding at temperature 0 is the model's greedy continuation", "[unit][engine]") {
+  HashedContextModel target(kVocab, 1);
+  sd::AutoregressiveDecoder ar(target, sd::SamplingParams{0.0f});
+  sd::GenerationOptions o;
+  o.max_new_tokens = 40;
+  for (std::uint64_t s = 0; s < 4; ++s) {
+    const auto prompt = random_prompt(s, 1 + static_cast<int>(s) * 3);
+    CHECK(ar.generate(prompt, o).tokens == greedy_reference(prompt, 40));
+  }
+}
 
 TEST_CASE("Greedy chain speculation equals greedy autoregressive decoding", "[unit][engine]") {
   const auto depth = GENERATE(1, 2, 4, 7);

@@ -37,12 +37,9 @@ std::vector<sd::TokenId> prompt_of(std::int32_t seq) {
   return p;
 }
 
+// The target every test here decodes with (vocabulary kVocab, seed 1).
 std::vector<sd::TokenId> greedy_reference(std::span<const sd::TokenId> prompt, std::int64_t n) {
-  HashedContextModel target(kVocab, 1);
-  sd::AutoregressiveDecoder ar(target, sd::SamplingParams{0.0f});
-  sd::GenerationOptions o;
-  o.max_new_tokens = n;
-  return ar.generate(prompt, o).tokens;
+  return sd::testing::greedy_continuation(HashedContextModel(kVocab, 1), prompt, n);
 }
 
 // A host scheduler's view of one request: its drafter, its policy and the
