@@ -121,7 +121,6 @@ class SpeculativeEngine {
     std::int32_t fresh_nodes_ = 0;  // nodes of drafted_ drafted this round (the rest were carried over)
     const DraftTree* verified_ = &drafted_;  // drafted_, or selected_ when the selector kept less
     ProbMatrix rows_;
-    ProbRows target_;
     VerifyResult result_;
     std::vector<TokenId> emitted_;
     std::int32_t num_drafted_ = 0;
