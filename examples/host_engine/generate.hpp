@@ -1,10 +1,11 @@
-// The host engine's methods: chain, dynamic tree and n-gram speculative
-// decoding through specdec's one round engine over HostLlama, several
-// requests at once. Greedy (lossless at temperature 0: the output equals the
+// The host engine's methods: chain, dynamic tree, n-gram and Lyanna
+// speculative decoding through specdec's one round engine over HostLlama,
+// several requests at once. Greedy (lossless at temperature 0: the output equals the
 // target's greedy decoding).
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "host_llama.hpp"
+#include "host_lyanna_head.hpp"
 #include "scheduler.hpp"
 #include "specdec/specdec.hpp"
 
@@ -23,8 +25,8 @@ struct Outputs {
   std::size_t peak_batch = 0;
 };
 
-// `method`: chain | dynamic | ngram.
-inline Outputs generate(HostLlama& target, HostLlama& draft, const std::string& method,
+// `method`: chain | dynamic | ngram | lyanna (with `head`, the Lyanna head).
+inline Outputs generate(HostLlama& target, HostLlama& draft, const HostLyannaHead* head, const std::string& method,
                         const std::vector<std::vector<specdec::TokenId>>& prompts, std::int64_t max_new_tokens,
                         std::size_t max_batch) {
   namespace sd = specdec;
@@ -68,7 +70,25 @@ inline Outputs generate(HostLlama& target, HostLlama& draft, const std::string& 
         sd::FixedLength::chain(4), max_batch);
     return run(scheduler);
   }
-  throw sd::InvalidArgumentError("host_engine: unknown method '" + method + "' (chain, dynamic, ngram)");
+  if (method == "lyanna") {
+    if (head == nullptr) throw sd::InvalidArgumentError("host_engine: lyanna needs a Lyanna head");
+    using Drafter = sd::LyannaDrafter<HostLyannaHead>;
+    using Engine = sd::SpeculativeEngine<Drafter, sd::TokenInfoTreeBuilder, sd::ModelVerifier<HostLlama>,
+                                         sd::GreedyAcceptance, sd::FixedLength, sd::SelectAll, sd::LyannaResampling>;
+    sd::LyannaOptions o;  // the paper's setting: N 3, k 4, B 12, re-sampling with fusion
+    Engine engine(sd::TokenInfoTreeBuilder(o.branch, o.verify_budget), verifier, sd::GreedyAcceptance{},
+                  sd::SelectAll{}, o.resampling());
+    std::deque<HostLyannaHead> heads;  // one per request: the weights are shared, the caches are not
+    Scheduler<Engine, Drafter, sd::FixedLength> scheduler(
+        engine,
+        [&](std::int32_t) {
+          heads.push_back(head->fork());
+          return std::make_unique<Drafter>(heads.back());
+        },
+        o.policy(), max_batch);
+    return run(scheduler);
+  }
+  throw sd::InvalidArgumentError("host_engine: unknown method '" + method + "' (chain, dynamic, ngram, lyanna)");
 }
 
 }  // namespace host_engine

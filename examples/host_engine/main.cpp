@@ -3,11 +3,12 @@
 // libtorch), its own KV cache and its own request scheduler, calling
 // SpeculativeEngine::step for several concurrent requests.
 //
-//   host_engine [--models DIR] [--method chain|dynamic|ngram] [--max-batch N]
+//   host_engine [--models DIR] [--method chain|dynamic|ngram|lyanna] [--max-batch N]
 //               [--max-new-tokens N] PROMPT...
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,11 +38,13 @@ int main(int argc, char** argv) {
   if (texts.empty()) texts = {"And God said unto Moses", "In the beginning", "The quick brown fox"};
   try {
     host_engine::HostLlama target(models + "/target"), draft(models + "/draft");
+    std::optional<host_engine::HostLyannaHead> head;
+    if (method == "lyanna") head.emplace(models + "/lyanna", target);
     const auto tokenizer = specdec::tokenizer::Tokenizer::load(models + "/tokenizer.model");
     std::vector<std::vector<specdec::TokenId>> prompts;
     for (const auto& t : texts) prompts.push_back(tokenizer.encode(t, /*add_bos=*/true));
     const auto start = std::chrono::steady_clock::now();
-    const auto out = host_engine::generate(target, draft, method, prompts, max_new_tokens, max_batch);
+    const auto out = host_engine::generate(target, draft, head ? &*head : nullptr, method, prompts, max_new_tokens, max_batch);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::int64_t tokens = 0;
     for (const auto& [id, r] : out.results) {

@@ -443,6 +443,7 @@ at::Tensor DraftHead::chain(const at::Tensor& h1, std::int64_t steps, std::int64
   at::NoGradGuard no_grad;
   if (config_.kind != HeadKind::kLyanna) throw UnsupportedError("DraftHead::chain: an EAGLE head drafts with extend()");
   if (steps < 1) throw InvalidArgumentError(fmt::format("DraftHead::chain: {} steps", steps));
+  staged_ = 0;  // a chain starts again from h_1: what an earlier chain staged is dropped
   std::vector<at::Tensor> rows{h1};
   at::Tensor x = h1;
   for (std::int64_t i = 1; i < steps; ++i) {

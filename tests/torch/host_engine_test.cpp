@@ -2,7 +2,9 @@
 // libtorch, its own cache and scheduler), driving specdec's engine for
 // several concurrent requests: on the default models its greedy output
 // equals the libtorch reference model's greedy decoding, for every method it
-// offers, with requests joining as others finish.
+// offers (Lyanna with its own plain C++ head too), with requests joining as
+// others finish.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -13,6 +15,7 @@
 #include "../../examples/host_engine/generate.hpp"
 #include "specdec/engine/autoregressive_decoder.hpp"
 #include "specdec/tokenizer/tokenizer.hpp"
+#include "specdec/torch/draft_head.hpp"
 #include "specdec/torch/llama_model.hpp"
 #include "support/catch.hpp"
 
@@ -45,11 +48,55 @@ TEST_CASE("The host engine's own Llama model matches the libtorch model's logits
   CHECK(worst / scale < 1e-4);
 }
 
+TEST_CASE("The host engine's own Lyanna head drafts what the libtorch head drafts", "[torch][host_engine]") {
+  const std::filesystem::path models = SPECDEC_SOURCE_DIR "/models";
+  const host_engine::HostLlama host_target(models / "target");
+  host_engine::HostLyannaHead host(models / "lyanna", host_target);
+  auto target = tb::LlamaModel::load(models / "target");
+  auto head = tb::DraftHead::load(models / "lyanna", target);
+  const auto d = head.hidden_size(), v = head.vocab_size();
+  // The same committed entries (arbitrary states, real tokens), then a chain.
+  const std::vector<sd::TokenId> tokens = {300, 41, 7, 2048, 13};
+  std::vector<float> states(tokens.size() * static_cast<std::size_t>(d));
+  for (std::size_t i = 0; i < states.size(); ++i) states[i] = static_cast<float>(std::sin(0.37 * double(i)));
+  std::vector<float> h1_host(static_cast<std::size_t>(d)), h1_torch(h1_host.size());
+  host.reset();
+  head.reset();
+  host.advance(states, tokens, 1, h1_host);
+  head.advance(states, tokens, 1, h1_torch);
+  constexpr std::int64_t kSteps = 3;
+  std::vector<float> chain_host(static_cast<std::size_t>(kSteps * d)), chain_torch(chain_host.size());
+  host.chain(h1_host, kSteps, 5, chain_host);
+  head.chain(h1_torch, kSteps, 5, chain_torch);
+  // A second chain from the same h_1 (a builder asking for a level again)
+  // starts afresh: it does not see what the first one staged.
+  std::vector<float> again(chain_torch.size());
+  head.chain(h1_torch, kSteps, 5, again);
+  CHECK(again == chain_torch);
+  std::vector<float> logits_host(static_cast<std::size_t>(kSteps * v)), logits_torch(logits_host.size());
+  host.logits(chain_host, logits_host);
+  head.logits(chain_torch, logits_torch);
+  double worst = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < logits_host.size(); ++i) {
+    worst = std::max(worst, std::abs(double(logits_host[i]) - double(logits_torch[i])));
+    scale = std::max(scale, std::abs(double(logits_torch[i])));
+  }
+  CHECK(worst / scale < 1e-4);
+  // The collapsed token-info tables agree too.
+  REQUIRE(host.token_info().num_hot() == head.token_info().num_hot());
+  for (const sd::TokenId parent : {sd::TokenId{13}, sd::TokenId{270}}) {
+    const auto a = host.token_info().bias(parent), b = head.token_info().bias(parent);
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) < 1e-4f * (1.0f + std::abs(b[i])));
+  }
+}
+
 TEST_CASE("The host engine decodes concurrent requests exactly like greedy decoding on the libtorch model",
           "[torch][host_engine]") {
   const std::filesystem::path models = SPECDEC_SOURCE_DIR "/models";
   const auto tok = sd::tokenizer::Tokenizer::load(models / "tokenizer.model");
   host_engine::HostLlama target(models / "target"), draft(models / "draft");
+  const host_engine::HostLyannaHead head(models / "lyanna", target);
   auto reference_model = tb::LlamaModel::load(models / "target");
   std::vector<std::vector<sd::TokenId>> prompts;
   for (const char* set : {"prose", "code", "definitions"}) {
@@ -67,10 +114,10 @@ TEST_CASE("The host engine decodes concurrent requests exactly like greedy decod
     o.max_new_tokens = kTokens;
     reference.push_back(ar.generate(p, o).tokens);
   }
-  for (const char* method : {"chain", "dynamic", "ngram"}) {
+  for (const char* method : {"chain", "dynamic", "ngram", "lyanna"}) {
     INFO(method);
     // Three at once: the other three join as the first ones finish.
-    const auto out = host_engine::generate(target, draft, method, prompts, kTokens, 3);
+    const auto out = host_engine::generate(target, draft, &head, method, prompts, kTokens, 3);
     REQUIRE(out.results.size() == prompts.size());
     CHECK(out.peak_batch == 3);
     std::int64_t rounds = 0;
@@ -81,5 +128,8 @@ TEST_CASE("The host engine decodes concurrent requests exactly like greedy decod
       rounds += r.stats.rounds();
     }
     CHECK(out.steps < rounds);  // requests shared target forwards
+    std::int64_t tokens = 0;
+    for (const auto& [id, r] : out.results) tokens += static_cast<std::int64_t>(r.tokens.size());
+    CHECK(rounds < tokens);  // and drafts were accepted (a broken drafter would still be exact, but slow)
   }
 }
