@@ -97,10 +97,10 @@ std::string MethodConfig::spec() const {
     const auto& param = info.params[i];
     if (!given_[i] && !param.always_in_spec) continue;
     if (values_[i].second.empty() && !given_[i]) continue;
-    if (param.key == "p") {  // sequoia's vector, at 3 significant digits
-      std::string p;
-      for (const auto v : reals("p")) p += fmt::format("{}{:.3g}", p.empty() ? "" : ",", v);
-      s += ":p=" + p;
+    if (param.type == ParamType::kReals) {  // a vector (sequoia's p), at 3 significant digits
+      std::string v;
+      for (const auto x : reals(param.key)) v += fmt::format("{}{:.3g}", v.empty() ? "" : ",", x);
+      s += ":" + param.key + "=" + v;
       continue;
     }
     s += ":" + values_[i].first + "=" + values_[i].second;
@@ -135,14 +135,16 @@ MethodConfig parse_method(std::string_view spec) {
     c.given_[i] = true;
     at = next;
   }
-  // Typed keys are checked now, so a bad value fails before any model loads.
-  for (const auto& [key, value] : c.values_) {
-    if (key == "resample" || key == "fusion") (void)c.flag(key);
-    else if (key == "threshold") (void)c.real(key);
-    else if (key == "p") (void)c.reals(key);
-    else if (key == "k" || key == "top_k" || key == "depth" || key == "total" || key == "min" || key == "max" ||
-             key == "budget" || key == "r" || key == "rbudget")
-      (void)c.int32(key);
+  // Every value is read as its type now, so a bad one fails before any model loads.
+  for (std::size_t i = 0; i < info.params.size(); ++i) {
+    const auto& key = info.params[i].key;
+    switch (info.params[i].type) {
+      case ParamType::kInt: (void)c.int32(key); break;
+      case ParamType::kReal: (void)c.real(key); break;
+      case ParamType::kFlag: (void)c.flag(key); break;
+      case ParamType::kReals: (void)c.reals(key); break;
+      case ParamType::kText: break;
+    }
   }
   return c;
 }
@@ -152,7 +154,7 @@ MethodConfig parse_method(std::string_view spec) {
 namespace methods {
 
 MethodParam rule_param() {
-  return {"rule", "auto",
+  return {"rule", ParamType::kText, "auto",
           "auto (greedy at temperature 0, else rrs) | greedy | rrs (recursive rejection sampling) | speculative "
           "(chains with a draft model) | typical (Medusa, LOSSY)"};
 }

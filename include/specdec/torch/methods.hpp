@@ -37,8 +37,12 @@ namespace specdec::torch_backend {
 enum class MethodModels : std::uint8_t { kTargetOnly, kDraftModel, kLyannaHead, kEagleHead };
 const char* describe(MethodModels m);
 
+// How a parameter's text is read (and checked when the spec is parsed).
+enum class ParamType : std::uint8_t { kText, kInt, kReal, kFlag, kReals };
+
 struct MethodParam {
   std::string key;
+  ParamType type = ParamType::kText;
   std::string default_value;
   std::string help;
   bool always_in_spec = false;  // shown in spec() even at its default (the knobs a table compares)

@@ -8,9 +8,9 @@ namespace specdec::torch_backend::methods {
 MethodInfo dynamic_method() {
   return {"dynamic", "draft model, EAGLE-2 dynamic tree (expand the best, rerank)", "2406.16858",
           MethodModels::kDraftModel, false,
-          {{"top_k", "4", "children per expanded node, nodes expanded per level", true},
-           {"depth", "4", "levels", true},
-           {"total", "16", "nodes sent to the target", true},
+          {{"top_k", ParamType::kInt, "4", "children per expanded node, nodes expanded per level", true},
+           {"depth", ParamType::kInt, "4", "levels", true},
+           {"total", ParamType::kInt, "16", "nodes sent to the target", true},
            rule_param()},
           [](const MethodContext& c) {
             const auto top_k = c.config.int32("top_k"), depth = c.config.int32("depth"),

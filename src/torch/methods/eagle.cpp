@@ -35,10 +35,10 @@ struct WithEagleHead {
 MethodInfo eagle_method() {
   return {"eagle", "EAGLE-style feature head, EAGLE-2 dynamic tree", "2401.15077, 2406.16858",
           MethodModels::kEagleHead, false,
-          {{"top_k", "4", "children per expanded node, nodes expanded per level", true},
-           {"depth", "3", "levels", true},
-           {"total", "12", "nodes sent to the target", true},
-           {"head", "", "head directory (default: eagle/ beside the target)"},
+          {{"top_k", ParamType::kInt, "4", "children per expanded node, nodes expanded per level", true},
+           {"depth", ParamType::kInt, "3", "levels", true},
+           {"total", ParamType::kInt, "12", "nodes sent to the target", true},
+           {"head", ParamType::kText, "", "head directory (default: eagle/ beside the target)"},
            rule_param()},
           [](const MethodContext& c) {
             auto head = load_head(c, HeadKind::kEagle);

@@ -37,14 +37,14 @@ struct WithLyanna {
 MethodInfo lyanna_method() {
   return {"lyanna", "Lyanna: hidden-state chain head, token-info sampling, re-sampling, verification fusion",
           "2602.21224", MethodModels::kLyannaHead, false,
-          {{"k", "4", "branches: children per expanded node, nodes kept per level", true},
-           {"depth", "3", "N, chain steps per round", true},
-           {"budget", "12", "B, nodes of the fresh tree", true},
-           {"resample", "1", "re-sample after a rejection (Algorithm 2): 0 or 1", true},
-           {"fusion", "1", "verify a re-sampled tree with the next round's (§6.2): 0 or 1", true},
-           {"r", "0", "re-sample only if more than r rows remain", true},
-           {"rbudget", "4", "B', nodes of a re-sampled tree", true},
-           {"head", "", "head directory (default: lyanna/ beside the target)"},
+          {{"k", ParamType::kInt, "4", "branches: children per expanded node, nodes kept per level", true},
+           {"depth", ParamType::kInt, "3", "N, chain steps per round", true},
+           {"budget", ParamType::kInt, "12", "B, nodes of the fresh tree", true},
+           {"resample", ParamType::kFlag, "1", "re-sample after a rejection (Algorithm 2): 0 or 1", true},
+           {"fusion", ParamType::kFlag, "1", "verify a re-sampled tree with the next round's (§6.2): 0 or 1", true},
+           {"r", ParamType::kInt, "0", "re-sample only if more than r rows remain", true},
+           {"rbudget", ParamType::kInt, "4", "B', nodes of a re-sampled tree", true},
+           {"head", ParamType::kText, "", "head directory (default: lyanna/ beside the target)"},
            rule_param()},
           [](const MethodContext& c) {
             LyannaOptions o;

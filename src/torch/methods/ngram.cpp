@@ -29,9 +29,9 @@ struct WithNgram {
 }  // namespace
 
 MethodInfo ngram_method() {
-  std::vector<MethodParam> params = {{"k", "4", "drafted tokens per round", true},
-                                     {"min", "1", "shortest n-gram matched", true},
-                                     {"max", "3", "longest n-gram matched", true}};
+  std::vector<MethodParam> params = {{"k", ParamType::kInt, "4", "drafted tokens per round", true},
+                                     {"min", ParamType::kInt, "1", "shortest n-gram matched", true},
+                                     {"max", ParamType::kInt, "3", "longest n-gram matched", true}};
   for (auto& p : chain_policy_params()) params.push_back(std::move(p));
   params.push_back(rule_param());
   // One-hot guesses, not probabilities: rule=speculative does not fit.

@@ -59,8 +59,8 @@ inline RuntimePolicy chain_policy(const MethodConfig& c) {
                                          policy));
 }
 inline std::vector<MethodParam> chain_policy_params() {
-  return {{"policy", "fixed", "fixed | heuristic (+2 after full acceptance, -1 otherwise) | confidence"},
-          {"threshold", "0.4", "confidence policy: stop drafting below this draft probability"}};
+  return {{"policy", ParamType::kText, "fixed", "fixed | heuristic (+2 after full acceptance, -1 otherwise) | confidence"},
+          {"threshold", ParamType::kReal, "0.4", "confidence policy: stop drafting below this draft probability"}};
 }
 
 // A tree method's budget: the builder's own parameters decide the tree.

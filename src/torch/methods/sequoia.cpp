@@ -10,9 +10,9 @@ namespace specdec::torch_backend::methods {
 MethodInfo sequoia_method() {
   return {"sequoia", "draft model, Sequoia's optimal static tree for measured acceptance", "2402.12374",
           MethodModels::kDraftModel, false,
-          {{"p", "", "positional acceptance p_1,p_2,... (`specdec sequoia` measures it)", true},
-           {"total", "16", "nodes of the tree", true},
-           {"depth", "4", "deepest level", true},
+          {{"p", ParamType::kReals, "", "positional acceptance p_1,p_2,... (`specdec sequoia` measures it)", true},
+           {"total", ParamType::kInt, "16", "nodes of the tree", true},
+           {"depth", ParamType::kInt, "4", "deepest level", true},
            rule_param()},
           [](const MethodContext& c) {
             const auto p = c.config.reals("p");
