@@ -61,8 +61,9 @@ concept FeatureDrafter = Drafter<D> && requires(D& d) {
 
 // A drafter whose N rows of a round do not depend on the drafted tokens
 // (Lyanna's hidden-state chain, arXiv 2602.21224 §4.2): one_pass_logits(N)
-// returns them all at once, last_logits() the same rows again until the next
-// commit, and token_info() the per-parent bias the token-info builder adds.
+// returns them all at once, last_logits() the same rows again (still after
+// the round's commit, for re-sampling, until the next one_pass_logits), and
+// token_info() the per-parent bias the token-info builder adds.
 template <class D>
 concept OnePassDrafter = Drafter<D> && requires(D& d, const D& cd, std::int32_t steps) {
   { d.one_pass_logits(steps) } -> std::same_as<ProbRows>;
