@@ -76,7 +76,7 @@ inline Outputs generate(HostLlama& target, HostLlama& draft, const HostLyannaHea
     using Engine = sd::SpeculativeEngine<Drafter, sd::TokenInfoTreeBuilder, sd::ModelVerifier<HostLlama>,
                                          sd::GreedyAcceptance, sd::FixedLength, sd::SelectAll, sd::LyannaResampling>;
     sd::LyannaOptions o;  // the paper's setting: N 3, k 4, B 12, re-sampling with fusion
-    Engine engine(sd::TokenInfoTreeBuilder(o.branch, o.verify_budget), verifier, sd::GreedyAcceptance{},
+    Engine engine(o.builder(), verifier, sd::GreedyAcceptance{},
                   sd::SelectAll{}, o.resampling());
     std::deque<HostLyannaHead> heads;  // one per request: the weights are shared, the caches are not
     Scheduler<Engine, Drafter, sd::FixedLength> scheduler(

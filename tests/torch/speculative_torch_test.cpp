@@ -188,7 +188,7 @@ TEST_CASE("Batched Lyanna and EAGLE-head decoding (a head fork per request) equa
   o.branch = 2;
   o.verify_budget = 4;
   check_batched_feature_heads<sd::LyannaDrafter<tb::DraftHead>>(
-      target, sd::TokenInfoTreeBuilder(o.branch, o.verify_budget), o.resampling(), o.policy().budget(),
+      target, o.builder(), o.resampling(), o.policy().budget(),
       [&](std::deque<tb::DraftHead>& heads) {
         heads.push_back(lyanna.fork());
         return sd::LyannaDrafter<tb::DraftHead>(heads.back());

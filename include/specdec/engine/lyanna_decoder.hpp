@@ -41,6 +41,7 @@ struct LyannaOptions {
           "LyannaOptions: depth ({}), branch ({}), budgets ({}, {}) must be > 0 and the threshold ({}) >= 0", depth,
           branch, verify_budget, resample_budget, resample_threshold));
   }
+  TokenInfoTreeBuilder builder() const { return TokenInfoTreeBuilder(branch, verify_budget); }
   FixedLength policy() const { return FixedLength(DraftBudget{depth, verify_budget, verify_budget, 0.0f, branch}); }
   LyannaResampling resampling() const {
     return LyannaResampling(LyannaResamplingOptions{fusion, resample_threshold, resample_budget, branch});
@@ -62,7 +63,7 @@ LyannaDecoder<H, V, R> lyanna_decoder(LyannaDrafter<H>& drafter, V& verifier, R 
   o.validate();
   if (!o.resample)
     throw InvalidArgumentError("lyanna_decoder: options.resample is false; use lyanna_decoder_without_resampling");
-  return LyannaDecoder<H, V, R>(drafter, TokenInfoTreeBuilder(o.branch, o.verify_budget), verifier, std::move(rule),
+  return LyannaDecoder<H, V, R>(drafter, o.builder(), verifier, std::move(rule),
                                 o.policy(), seq, SelectAll{}, o.resampling());
 }
 
@@ -71,7 +72,7 @@ LyannaDecoderWithoutResampling<H, V, R> lyanna_decoder_without_resampling(Lyanna
                                                                           R rule, const LyannaOptions& o,
                                                                           std::int32_t seq = 0) {
   o.validate();
-  return LyannaDecoderWithoutResampling<H, V, R>(drafter, TokenInfoTreeBuilder(o.branch, o.verify_budget), verifier,
+  return LyannaDecoderWithoutResampling<H, V, R>(drafter, o.builder(), verifier,
                                                  std::move(rule), o.policy(), seq);
 }
 

@@ -58,7 +58,7 @@ class TokenInfoTreeBuilder {
           fmt::format("TokenInfoTreeBuilder: branch and budget must be > 0, got {} and {}", branch, budget));
   }
 
-  std::int32_t branch() const { return branch_; }
+  std::int32_t branch() const { return default_branch_; }
   std::int32_t budget() const { return budget_; }
 
   // The round's TreeBuilder step: the drafter's N = budget.max_depth one-pass
@@ -69,9 +69,8 @@ class TokenInfoTreeBuilder {
     if (budget.branch < 0) throw InvalidArgumentError(fmt::format("TokenInfoTreeBuilder: branch {} < 0", budget.branch));
     rows.resize(0, drafter.vocab_size());
     const ProbRows logits = drafter.one_pass_logits(budget.max_depth);
-    branch_ = budget.branch > 0 ? budget.branch : default_branch_;
-    build(logits, drafter.token_info(), root, std::min(budget.verify_nodes, budget.max_nodes), tree);
-    branch_ = default_branch_;
+    grow(logits, drafter.token_info(), root, std::min(budget.verify_nodes, budget.max_nodes),
+         budget.branch > 0 ? budget.branch : default_branch_, tree);
   }
 
   // Algorithm 1 over `logits` (row i: depth i + 1), pruned to `budget`
@@ -82,6 +81,35 @@ class TokenInfoTreeBuilder {
 
   void build(const ProbRows& logits, const TokenInfoTable& table, TokenId root, std::int32_t budget,
              DraftTree& tree) {
+    grow(logits, table, root, budget, default_branch_, tree);
+  }
+
+  // Algorithm 2: the re-sampled tree under the bonus token `bonus` at depth
+  // a + 1 of a round whose chain logits were `logits` (N rows), `accepted` =
+  // a drafts accepted. Returns false (tree = just the root) unless more than
+  // `threshold` (r) rows remain.
+  bool resample(const ProbRows& logits, const TokenInfoTable& table, std::int32_t accepted, TokenId bonus,
+                std::int32_t threshold, std::int32_t budget, DraftTree& tree) {
+    if (accepted < 0 || threshold < 0)
+      throw InvalidArgumentError(fmt::format("TokenInfoTreeBuilder::resample: accepted {} and threshold {} must be >= 0",
+                                             accepted, threshold));
+    tree.clear(bonus);
+    const std::int64_t first = static_cast<std::int64_t>(accepted) + 1;  // row l_{a+2}
+    const std::int64_t remaining = logits.num_rows() - first;
+    if (remaining <= threshold || remaining <= 0) return false;
+    const ProbRows rest(logits.row(first).data(), remaining, logits.vocab(), logits.row_stride());
+    build(rest, table, bonus, budget, tree);
+    return tree.size() > 0;
+  }
+
+  // Every candidate of the last build (before pruning).
+  const DraftTree& pool() const { return pool_; }
+
+ private:
+  // Algorithm 1 with k = `branch` children per expanded node.
+  void grow(const ProbRows& logits, const TokenInfoTable& table, TokenId root, std::int32_t budget,
+            std::int32_t branch, DraftTree& tree) {
+    branch_ = branch;  // read by the per-depth helpers below
     if (budget < 0) throw InvalidArgumentError(fmt::format("TokenInfoTreeBuilder: budget {} < 0", budget));
     if (!table.empty() && table.vocab() != logits.vocab() && logits.num_rows() > 0)
       throw ShapeError(fmt::format("TokenInfoTreeBuilder: logits of vocabulary {}, token-info table of {}",
@@ -113,28 +141,6 @@ class TokenInfoTreeBuilder {
     tree = prune_to_budget(pool_, budget).tree;
   }
 
-  // Algorithm 2: the re-sampled tree under the bonus token `bonus` at depth
-  // a + 1 of a round whose chain logits were `logits` (N rows), `accepted` =
-  // a drafts accepted. Returns false (tree = just the root) unless more than
-  // `threshold` (r) rows remain.
-  bool resample(const ProbRows& logits, const TokenInfoTable& table, std::int32_t accepted, TokenId bonus,
-                std::int32_t threshold, std::int32_t budget, DraftTree& tree) {
-    if (accepted < 0 || threshold < 0)
-      throw InvalidArgumentError(fmt::format("TokenInfoTreeBuilder::resample: accepted {} and threshold {} must be >= 0",
-                                             accepted, threshold));
-    tree.clear(bonus);
-    const std::int64_t first = static_cast<std::int64_t>(accepted) + 1;  // row l_{a+2}
-    const std::int64_t remaining = logits.num_rows() - first;
-    if (remaining <= threshold || remaining <= 0) return false;
-    const ProbRows rest(logits.row(first).data(), remaining, logits.vocab(), logits.row_stride());
-    build(rest, table, bonus, budget, tree);
-    return tree.size() > 0;
-  }
-
-  // Every candidate of the last build (before pruning).
-  const DraftTree& pool() const { return pool_; }
-
- private:
   struct Child {
     TokenId token;
     float value;  // biased logit
@@ -231,7 +237,7 @@ class TokenInfoTreeBuilder {
     return std::min(1.0f, static_cast<float>(std::exp(static_cast<double>(value) - lse)));
   }
 
-  std::int32_t default_branch_, branch_, budget_;
+  std::int32_t default_branch_, branch_, budget_;  // branch_: the k of the build in progress
   DraftTree pool_;
   std::vector<std::int32_t> frontier_, candidates_;
   std::vector<Child> cold_top_, all_top_, merged_, children_;

@@ -23,7 +23,7 @@ struct WithLyanna {
         head(std::move(h)),
         verifier(target, c.sampling),
         drafter(head),
-        decoder(drafter, TokenInfoTreeBuilder(o.branch, o.verify_budget), verifier, std::move(rule), o.policy(), 0,
+        decoder(drafter, o.builder(), verifier, std::move(rule), o.policy(), 0,
                 SelectAll{}, std::move(carry)) {
     decoder.set_model_clocks(&target.clock(), nullptr);
   }

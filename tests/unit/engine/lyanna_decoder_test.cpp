@@ -39,7 +39,7 @@ template <class Rule>
 sd::AnyDecoder make_lyanna(sd::LyannaDrafter<FakeFeatureHead>& drafter, Verifier& verifier, Rule rule,
                            const sd::LyannaOptions& o) {
   o.validate();
-  const sd::TokenInfoTreeBuilder builder(o.branch, o.verify_budget);
+  const auto builder = o.builder();
   if (!o.resample)
     return sd::AnyDecoder::make<sd::LyannaDecoderWithoutResampling<FakeFeatureHead, Verifier, Rule>>(
         "lyanna", drafter, builder, verifier, rule, o.policy());
