@@ -146,21 +146,50 @@ template <class S>
 concept Selector = requires(S& s, std::span<Selection> batch) { s.select(batch); };
 
 // What one round hands to the next (docs/design.md §1, carry-over): Lyanna's
-// re-sampled tree (arXiv 2602.21224 §5.3, §6.2), later DuoDecoding's tail.
-// State is per request. Before drafting, plan() says whether a carried tree
-// is fused with the fresh one (trie union, one forward) or verified instead
-// of drafting; after the commit, after() builds what the next round gets.
-enum class CarryMode : std::uint8_t { kNone, kFuse, kInstead };
+// re-sampled tree (arXiv 2602.21224, §5.3, §6.2), DuoDecoding's lagged tail
+// (arXiv 2503.00784, §3.1). State is per request. Before drafting, plan()
+// says what the round does with a carried tree:
+//   kFuse     trie-union it with the fresh tree, one forward (Lyanna fusion)
+//   kInstead  verify it in a forward of its own instead of drafting
+//   kLagged   verify it (a chain, the tail drafted last round) while the
+//             drafter drafts below its tip, concurrently (C::kLags; the
+//             engine's DraftWorker runs those drafts)
+// After the commit, after() builds what the next round gets from the round's
+// trees (CarryRound).
+enum class CarryMode : std::uint8_t { kNone, kFuse, kInstead, kLagged };
 struct CarryPlan {
   CarryMode mode = CarryMode::kNone;
-  const DraftTree* tree = nullptr;  // rooted at this round's root; deterministic child modes
+  const DraftTree* tree = nullptr;  // rooted at this round's root
+  ProbRows rows{};                  // the draft rows tree's sampled slots refer to (kLagged)
+};
+struct CarryRound {
+  const DraftTree* verified = nullptr;  // what the target verified
+  std::int32_t fresh_nodes = 0;         // verified's first fresh_nodes were drafted this round
+  const DraftTree* drafted = nullptr;   // verified, or for a lagged round its tail and what grew below it
+  ProbRows draft_rows{};                // the rows drafted's slots refer to
+  const VerifyResult* result = nullptr;
+  TokenId next_root = kNoToken;
+  std::int32_t room = 0;  // tree nodes the context has room for next round (0: the request is done)
 };
 template <class C, class D>
 concept CarryOver = requires(C& c, typename C::State& state, D& drafter, TokenId root, std::int32_t room,
-                             const DraftTree& tree, std::int32_t fresh_nodes, const VerifyResult& result,
-                             Stats& stats) {
+                             const CarryRound& round, Stats& stats) {
   { c.plan(state, root, room) } -> std::same_as<CarryPlan>;
-  c.after(state, drafter, tree, fresh_nodes, result, root, room, stats);
+  c.after(state, drafter, round, stats);
+};
+// A carry-over whose plan may be kLagged declares kLags; the engine then needs
+// a builder that grows a carried tail (GrowsTail).
+template <class C>
+inline constexpr bool kCarryLags = requires { requires C::kLags; };
+
+// A builder that extends a carried tail: `tree` holds the tail (a chain
+// rooted at the round's root, possibly empty) and `rows` its draft rows;
+// grow() drafts below the tail's last node within the budget, as if the tail
+// were already committed (DuoDecoding, arXiv 2503.00784, §3.1).
+template <class B, class D>
+concept GrowsTail = requires(B& b, D& drafter, const DraftBudget& budget, RandomStream& rng, DraftTree& tree,
+                             ProbMatrix& rows) {
+  b.grow(drafter, budget, rng, tree, rows);
 };
 
 // Sets each round's budget and learns from each round's outcome.

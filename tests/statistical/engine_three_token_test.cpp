@@ -15,6 +15,7 @@
 #include "specdec/accept/recursive_rejection_sampling.hpp"
 #include "specdec/accept/speculative_sampling.hpp"
 #include "specdec/accept/typical_acceptance.hpp"
+#include "specdec/carry/lagged_tail.hpp"
 #include "specdec/draft/eagle_head_drafter.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/draft/ngram_drafter.hpp"
@@ -22,8 +23,10 @@
 #include "specdec/engine/speculative_decoder.hpp"
 #include "specdec/engine/speculative_engine.hpp"
 #include "specdec/policy/fixed_length.hpp"
+#include "specdec/policy/hardware_budget.hpp"
 #include "specdec/tree/chain_builder.hpp"
 #include "specdec/tree/dynamic_tree_builder.hpp"
+#include "specdec/tree/multi_sequence_builder.hpp"
 #include "specdec/tree/sequoia.hpp"
 #include "specdec/tree/static_tree_builder.hpp"
 #include "specdec/verify/model_verifier.hpp"
@@ -109,6 +112,36 @@ sd::testing::ChiSquareResult draft_model_fit(Builder builder, Rule rule, sd::Dra
   const std::vector<sd::TokenId> prompt = {3, 1, 4};
   return fit_three_tokens(m.target, prompt, sampling, [&](std::uint64_t seed) {
     return decoder.generate(prompt, three_tokens(seed));
+  });
+}
+
+// DuoDecoding (arXiv 2503.00784): the lagged tail, multi-sequence drafting
+// with deterministic first tokens, the drafts grown on `worker` if given.
+// Three tokens span the first round (no tail: the root's target-only pick
+// among the sequences' first tokens) and the tail verified in the second.
+template <class Rule>
+sd::testing::ChiSquareResult duo_fit(std::int32_t gamma, std::int32_t sequences, const sd::SamplingParams& sampling,
+                                     sd::DraftWorker* worker, sd::Stats* totals = nullptr) {
+  using Engine = sd::SpeculativeEngine<Drafter, sd::MultiSequenceBuilder, Verifier, Rule, sd::HardwareBudget,
+                                       sd::SelectAll, sd::LaggedTail>;
+  Models m;
+  Verifier verifier(m.target, sampling);
+  Drafter drafter(m.draft, 0, sampling);
+  sd::HardwareBudget policy(gamma);
+  Engine engine(sd::MultiSequenceBuilder(sd::MultiSequenceOptions{8, sequences, true}), verifier, Rule{});
+  engine.set_draft_worker(worker);
+  const std::vector<sd::TokenId> prompt = {3, 1, 4};
+  return fit_three_tokens(m.target, prompt, sampling, [&](std::uint64_t seed) {
+    typename Engine::Request r(0, drafter, policy, three_tokens(seed));
+    engine.begin(r, prompt);
+    while (r.active()) engine.step(r);
+    if (totals != nullptr) {
+      totals->lag.tail_accepted += r.result().stats.lag.tail_accepted;
+      totals->lag.chosen += r.result().stats.lag.chosen;
+      totals->lag.sequences_drafted += r.result().stats.lag.sequences_drafted;
+      totals->lag.tips += r.result().stats.lag.tips;
+    }
+    return r.take_result();
   });
 }
 
@@ -232,6 +265,40 @@ TEST_CASE("Batched decoding (4 ragged requests per step) keeps each request's th
   const auto fit = sd::testing::chi_square_gof(counts, law);
   INFO(fit.describe());
   CHECK_FALSE(fit.rejects(st::kAlpha));
+}
+
+TEST_CASE("DuoDecoding keeps the target's joint law of three tokens", "[statistical][engine][duo]") {
+  const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
+  const std::string variant = GENERATE("dynamic, gamma 4", "two sequences, gamma 4", "one sequence, gamma 3",
+                                       "dynamic, gamma 6, drafts on a worker");
+  INFO(variant << ", " << st::describe(sampling));
+  sd::Stats totals;
+  sd::testing::ChiSquareResult fit;
+  if (variant == "dynamic, gamma 4") {
+    fit = duo_fit<sd::RecursiveRejectionSampling>(4, 0, sampling, nullptr, &totals);
+  } else if (variant == "two sequences, gamma 4") {
+    fit = duo_fit<sd::RecursiveRejectionSampling>(4, 2, sampling, nullptr, &totals);
+  } else if (variant == "one sequence, gamma 3") {
+    fit = duo_fit<sd::RecursiveRejectionSampling>(3, 1, sampling, nullptr, &totals);
+  } else {
+    sd::DraftWorker worker;
+    fit = duo_fit<sd::RecursiveRejectionSampling>(6, 0, sampling, &worker, &totals);
+  }
+  INFO(fit.describe());
+  CHECK_FALSE(fit.rejects(st::kAlpha));
+  // The law was tested where the lag acts: tails were verified and accepted,
+  // and sequences other than the top one were drafted and chosen.
+  CHECK(totals.lag.tail_accepted > generations() / 10);
+  CHECK(totals.lag.chosen > generations() / 10);
+  if (variant == "two sequences, gamma 4") CHECK(totals.lag.sequences_drafted == 2 * totals.lag.tips);
+  if (variant.starts_with("dynamic") && sampling.temperature == 1.0f)  // warped rows are too sharp for k > 1
+    CHECK(totals.lag.sequences_drafted > totals.lag.tips);
+}
+
+TEST_CASE("The three-token test rejects typical acceptance in DuoDecoding too (power)", "[statistical][engine][duo]") {
+  const auto fit = duo_fit<sd::TypicalAcceptance>(4, 0, sd::SamplingParams{1.0f, 0, 1.0f}, nullptr);
+  INFO(fit.describe());
+  CHECK(fit.rejects(st::kAlpha));
 }
 
 TEST_CASE("The three-token test rejects typical acceptance (power)", "[statistical][engine]") {

@@ -69,22 +69,23 @@ class LyannaResampling {
     return {CarryMode::kInstead, &s.pending};
   }
 
-  // `tree`: what the target verified this round; its first `fresh_nodes`
-  // nodes were drafted afresh, the rest carried.
+  // round.verified: what the target verified this round; its first
+  // round.fresh_nodes nodes were drafted afresh, the rest carried.
   template <OnePassDrafter D>
-  void after(State& s, D& drafter, const DraftTree& tree, std::int32_t fresh_nodes, const VerifyResult& result,
-             TokenId next_root, std::int32_t room, Stats& stats) {
-    stats.resampling.nodes += tree.size() - fresh_nodes;
-    for (const auto node : result.accepted_nodes) stats.resampling.accepted += node >= fresh_nodes;
+  void after(State& s, D& drafter, const CarryRound& round, Stats& stats) {
+    const DraftTree& tree = *round.verified;
+    const VerifyResult& result = *round.result;
+    stats.resampling.nodes += tree.size() - round.fresh_nodes;
+    for (const auto node : result.accepted_nodes) stats.resampling.accepted += node >= round.fresh_nodes;
     if (s.mode == CarryMode::kInstead) ++stats.resampling.separate_forwards;
     const bool fresh_round = s.mode != CarryMode::kInstead;
-    s.pending.clear(next_root);
+    s.pending.clear(round.next_root);
     s.mode = CarryMode::kNone;
     // Algorithm 2 from the rows of a fresh round (a separately verified T'
     // has no rows of its own).
-    if (!fresh_round || room <= 0) return;
+    if (!fresh_round || round.room <= 0) return;
     const ProbRows logits = drafter.last_logits();
-    if (builder_.resample(logits, drafter.token_info(), result.num_accepted(), next_root, options_.threshold,
+    if (builder_.resample(logits, drafter.token_info(), result.num_accepted(), round.next_root, options_.threshold,
                           options_.budget, s.pending))
       ++stats.resampling.trees;
   }

@@ -12,7 +12,7 @@ struct NoCarryOver {
   struct State {};
   CarryPlan plan(State&, TokenId, std::int32_t) { return {}; }
   template <class D>
-  void after(State&, D&, const DraftTree&, std::int32_t, const VerifyResult&, TokenId, std::int32_t, Stats&) {}
+  void after(State&, D&, const CarryRound&, Stats&) {}
 };
 
 }  // namespace specdec

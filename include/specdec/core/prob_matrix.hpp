@@ -73,6 +73,16 @@ class ProbMatrix {
     num_rows_ = 0;
     data_.clear();
   }
+  // Copies `rows` (row-contiguous here whatever their stride).
+  void assign(const ProbRows& rows) {
+    resize(0, rows.vocab());
+    data_.reserve(static_cast<std::size_t>(rows.num_rows() * rows.vocab()));
+    for (std::int64_t r = 0; r < rows.num_rows(); ++r) {
+      const auto from = rows.row(r);
+      data_.insert(data_.end(), from.begin(), from.end());
+    }
+    num_rows_ = rows.num_rows();
+  }
 
   std::int64_t num_rows() const { return num_rows_; }
   std::int64_t vocab() const { return vocab_; }

@@ -6,7 +6,10 @@
 // committed tokens (those not cached yet, ending with the tree's root) and
 // then every tree node whose next-token distribution a builder asked for, one
 // forward per propose() call (a whole tree level at once, under the ancestor
-// mask, with Model's extend_staged). commit() keeps, after the pending tokens,
+// mask, with Model's extend_staged). A request that starts at the root may
+// also name nodes below it (a tail carried from the last round, DuoDecoding):
+// the pending tokens, the root and those nodes then go in one forward.
+// commit() keeps, after the pending tokens,
 // the staged nodes that spell the committed tokens — their keys and values
 // are exact, since they depend only on the token and its ancestors — and drops
 // the rest. The last committed token (the next root) is never kept: it is
@@ -65,20 +68,29 @@ class ModelDrafter {
     if (request.frontier.empty()) return;
     const DraftTree& tree = *request.tree;
     const bool at_root = request.frontier[0] == DraftTree::kRoot;
-    if (at_root)
-      stage_root(tree, request.frontier);
-    else
-      stage_nodes(tree, request.frontier);
+    tokens_.clear();
+    positions_.clear();
+    std::int32_t first_new = 0;  // staged index of this forward's first token
+    if (at_root) {
+      stage_root(tree);
+    } else {
+      if (root_staged_ < 0)
+        throw InvalidArgumentError("ModelDrafter: a node was proposed before the root of the round");
+      first_new = static_cast<std::int32_t>(staged_.size());
+    }
+    const auto nodes = at_root ? request.frontier.subspan(1) : request.frontier;
+    stage_nodes(tree, nodes);
+    const bool causal = at_root && nodes.empty();  // the pending chain alone needs no mask
+    if (!causal) build_mask(at_root ? 0 : first_new);
+    input_ = SequenceInput{seq_, tokens_, positions_, causal ? PackedMask{} : PackedMask::of(mask_), !at_root};
     const auto n = static_cast<std::int64_t>(input_.tokens.size());
     ForwardRequest forward{std::span(&input_, 1)};
     forward.logits = logits_.view(n, vocab);
     model_->forward(forward);
     const auto logits = logit_rows(forward.logits, n, vocab, "ModelDrafter");
-    if (at_root) {
-      warp_(logits.row(n - 1), sampling_, rows.append_row());
-    } else {
-      for (std::int64_t i = 0; i < n; ++i) warp_(logits.row(i), sampling_, rows.append_row());
-    }
+    // Rows follow the frontier: the root's (the last pending token's), then one per node.
+    const auto first_row = at_root ? std::int64_t{root_staged_} : std::int64_t{0};
+    for (std::int64_t i = first_row; i < n; ++i) warp_(logits.row(i), sampling_, rows.append_row());
   }
 
   void commit(std::span<const TokenId> tokens) {
@@ -108,10 +120,8 @@ class ModelDrafter {
     std::int32_t parent;  // staged index, -1 for the first pending token
   };
 
-  // Feeds the pending tokens (ending with the root) as a causal chain.
-  void stage_root(const DraftTree& tree, std::span<const std::int32_t> frontier) {
-    if (frontier.size() != 1)
-      throw InvalidArgumentError("ModelDrafter: the root must be proposed alone (its ancestors are not staged yet)");
+  // Stages the pending tokens (ending with the root) as a causal chain.
+  void stage_root(const DraftTree& tree) {
     if (root_staged_ >= 0) throw InvalidArgumentError("ModelDrafter: the root was already proposed this round");
     if (tree.root_token() != context_.back())
       throw InvalidArgumentError(fmt::format(
@@ -125,38 +135,36 @@ class ModelDrafter {
       staged_.push_back({tokens_[i], static_cast<std::int32_t>(i) - 1});
     root_staged_ = static_cast<std::int32_t>(staged_.size()) - 1;
     node_staged_.assign(static_cast<std::size_t>(tree.size()), -1);
-    input_ = SequenceInput{seq_, tokens_, positions_, PackedMask{}, false};
   }
 
-  // Feeds the frontier nodes after everything staged, each seeing its staged
-  // ancestors (pending tokens, root, tree ancestors) and itself.
-  void stage_nodes(const DraftTree& tree, std::span<const std::int32_t> frontier) {
-    if (root_staged_ < 0)
-      throw InvalidArgumentError("ModelDrafter: a node was proposed before the root of the round");
+  // Stages tree nodes after everything staged; each node's parent is the root
+  // or a node staged before it (in an earlier forward or earlier in this one).
+  void stage_nodes(const DraftTree& tree, std::span<const std::int32_t> nodes) {
     node_staged_.resize(static_cast<std::size_t>(tree.size()), -1);
-    const auto before = static_cast<std::int32_t>(staged_.size());
-    const auto n = static_cast<std::int32_t>(frontier.size());
     const auto root_position = static_cast<std::int64_t>(context_.size()) - 1;
-    tokens_.clear();
-    positions_.clear();
-    mask_ = BitMatrix(before + n);
-    for (std::int32_t i = 0; i < n; ++i) {
-      const auto node = frontier[static_cast<std::size_t>(i)];
+    for (const auto node : nodes) {
+      if (node == DraftTree::kRoot)
+        throw InvalidArgumentError("ModelDrafter: the root can only be the first slot of a request");
       const auto parent = tree.parent(node);  // throws on a bad index
       const auto parent_staged = parent == DraftTree::kRoot ? root_staged_ : node_staged_[static_cast<std::size_t>(parent)];
       if (parent_staged < 0)
         throw InvalidArgumentError(fmt::format("ModelDrafter: node {} was proposed before its parent {}", node, parent));
       if (node_staged_[static_cast<std::size_t>(node)] >= 0)
         throw InvalidArgumentError(fmt::format("ModelDrafter: node {} was already proposed this round", node));
-      const auto self = before + i;
-      mask_.set(self, self);
-      for (auto a = parent_staged; a >= 0; a = staged_[static_cast<std::size_t>(a)].parent) mask_.set(self, a);
       tokens_.push_back(tree.token(node));
       positions_.push_back(root_position + tree.depth(node));
+      node_staged_[static_cast<std::size_t>(node)] = static_cast<std::int32_t>(staged_.size());
       staged_.push_back({tree.token(node), parent_staged});
-      node_staged_[static_cast<std::size_t>(node)] = self;
     }
-    input_ = SequenceInput{seq_, tokens_, positions_, PackedMask::of(mask_), true};
+  }
+
+  // The ancestor mask over staged entries [0, size): entries from `first_new`
+  // on (this forward's tokens) see themselves and their staged ancestors.
+  void build_mask(std::int32_t first_new) {
+    const auto size = static_cast<std::int32_t>(staged_.size());
+    mask_ = BitMatrix(size);
+    for (auto self = first_new; self < size; ++self)
+      for (auto a = self; a >= 0; a = staged_[static_cast<std::size_t>(a)].parent) mask_.set(self, a);
   }
 
   std::int32_t staged_child(std::int32_t parent, TokenId token) const {

@@ -26,6 +26,7 @@
 // request is open.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -37,6 +38,7 @@
 #include "specdec/carry/no_carry_over.hpp"
 #include "specdec/concepts.hpp"
 #include "specdec/core/draft_tree_ops.hpp"
+#include "specdec/engine/draft_worker.hpp"
 #include "specdec/engine/generation.hpp"
 #include "specdec/engine/round_outcome.hpp"
 #include "specdec/engine/timed_model.hpp"
@@ -61,6 +63,13 @@ class SpeculativeEngine {
                 "SpeculativeEngine: the AcceptanceRule reads every drafted token's probability (R::kNeedsDraftProbs) "
                 "but the Drafter provides none (D::kProvidesProbs is false); verify with RecursiveRejectionSampling "
                 "or GreedyAcceptance");
+  static_assert(!kCarryLags<C> || GrowsTail<B, D>,
+                "SpeculativeEngine: the carry-over lags (C::kLags, DuoDecoding's LaggedTail) but the TreeBuilder "
+                "cannot grow a carried tail (it needs grow(drafter, budget, rng, tree, rows); MultiSequenceBuilder "
+                "has it)");
+  static_assert(!kCarryLags<C> || !FeatureDrafter<D>,
+                "SpeculativeEngine: a lagged carry-over drafts while the target runs, but a feature-level Drafter "
+                "needs the target's hidden states of the tokens it drafts after");
   static_assert(!FeatureDrafter<D> || FeatureVerifier<V>,
                 "SpeculativeEngine: the Drafter reads the target's hidden states (target_features()) but the "
                 "Verifier cannot write them (it has no begin(seq, prompt, TargetFeatures*))");
@@ -118,6 +127,9 @@ class SpeculativeEngine {
     // This round's.
     DraftBudget budget_;
     DraftTree drafted_, selected_;
+    DraftTree scored_;     // a lagged round's carried tail: what the target verifies
+    bool lagged_ = false;  // this round verifies a tail while drafting below it
+    ModelClock draft0_;    // the draft clock when the round began
     std::int32_t fresh_nodes_ = 0;  // nodes of drafted_ drafted this round (the rest were carried over)
     const DraftTree* verified_ = &drafted_;  // drafted_, or selected_ when the selector kept less
     ProbMatrix rows_;
@@ -144,6 +156,12 @@ class SpeculativeEngine {
   // The clock of a TimedModel-wrapped target: outcomes and Stats then carry
   // target-model time and forwards.
   void set_target_clock(const ModelClock* clock) { target_clock_ = clock; }
+
+  // Where lagged drafts run (DuoDecoding's concurrent drafting): a worker
+  // thread of the host's, alive while the engine steps; nullptr (the
+  // default) drafts them on the calling thread, before the target's forward.
+  void set_draft_worker(DraftWorker* worker) { worker_ = worker; }
+  DraftWorker* draft_worker() const { return worker_; }
 
   // Called after every request's round with its verified tree and result
   // (profiling tools, e.g. Sequoia's positional acceptance measurement).
@@ -181,18 +199,29 @@ class SpeculativeEngine {
   // drafts and selects, one target forward scores them all, then each
   // accepts, commits and is observed. A request that finishes is closed in
   // the target and its drafter, and done() turns true.
+  //
+  // A request whose carry-over lags (LaggedTail, DuoDecoding) verifies the
+  // tail drafted last round while its drafter drafts below the tail: on the
+  // draft worker, concurrently with the target's forward, when one is set;
+  // before the forward on this thread otherwise (same tokens, same law).
   void step(std::span<Request* const> batch) {
     for (const Request* r : batch)
       if (!r->active())
         throw InvalidArgumentError(fmt::format("SpeculativeEngine::step: request {} is {}", r->seq_,
                                                r->begun_ ? "done" : "not begun"));
     // budget, draft (with what the last round carried over)
+    lagged_.clear();
     for (Request* r : batch) {
-      const auto draft0 = detail::reading(r->draft_clock_);
+      r->draft0_ = detail::reading(r->draft_clock_);
       const auto t0 = DecodeClock::now();
       r->budget_ = r->sink_.fit(r->policy_->budget());  // the tree fits the context left
       const auto room = r->sink_.tree_room();
       const CarryPlan plan = carry_.plan(r->carry_, r->root_, room);
+      r->lagged_ = plan.mode == CarryMode::kLagged;
+      if (r->lagged_) {
+        plan_lagged(*r, plan, room);
+        continue;
+      }
       if (plan.mode == CarryMode::kInstead) {  // verify the carried tree in a forward of its own
         r->drafted_ = *plan.tree;
         r->rows_.resize(0, r->rows_.vocab());
@@ -205,28 +234,50 @@ class SpeculativeEngine {
           r->drafted_ = trie_union(r->drafted_, *plan.tree).tree;  // fresh nodes keep their indices
       }
       r->draft_seconds_ = seconds_between(t0, DecodeClock::now());
-      r->draft_model_ = detail::since(r->draft_clock_, draft0);
+      r->draft_model_ = detail::since(r->draft_clock_, r->draft0_);
     }
-    // select
-    const auto t1 = DecodeClock::now();
-    selections_.clear();
-    for (Request* r : batch)
-      selections_.push_back(Selection{r->seq_, &r->drafted_, r->budget_, &r->selected_, false});
-    selector_.select(selections_);
-    items_.clear();
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      Request& r = *batch[i];
-      r.verified_ = selections_[i].use_selected ? &r.selected_ : &r.drafted_;
-      items_.push_back(ScoreItem{r.seq_, r.verified_});
+    // lagged drafts: on the worker while the target scores, or here
+    const bool concurrent = worker_ != nullptr && !lagged_.empty();
+    double lagged_seconds = 0.0;
+    if (concurrent)
+      worker_->submit([this, &lagged_seconds] { lagged_seconds = draft_lagged(); });
+    else if (!lagged_.empty())
+      lagged_seconds = draft_lagged();
+    double score_seconds = 0.0, select_seconds = 0.0, wait_seconds = 0.0;
+    ModelClock score_model;
+    try {
+      // select: a lagged tail is verified whole (its drafts hang below its tip)
+      const auto t1 = DecodeClock::now();
+      selections_.clear();
+      for (Request* r : batch) {
+        r->verified_ = r->lagged_ ? &r->scored_ : &r->drafted_;
+        if (!r->lagged_) selections_.push_back(Selection{r->seq_, &r->drafted_, r->budget_, &r->selected_, false});
+      }
+      if (!selections_.empty()) selector_.select(selections_);
+      items_.clear();
+      std::size_t next_selection = 0;
+      for (Request* r : batch) {
+        if (!r->lagged_ && selections_[next_selection++].use_selected) r->verified_ = &r->selected_;
+        items_.push_back(ScoreItem{r->seq_, r->verified_});
+      }
+      select_seconds = seconds_between(t1, DecodeClock::now()) / static_cast<double>(batch.size());
+      // score: one target forward for the whole batch
+      const auto target0 = detail::reading(target_clock_);
+      const auto t2 = DecodeClock::now();
+      target_rows_.resize(batch.size());
+      verifier_->score(items_, target_rows_);
+      score_seconds = seconds_between(t2, DecodeClock::now());
+      score_model = detail::since(target_clock_, target0);
+    } catch (...) {
+      if (concurrent) wait_quietly();  // the worker still writes into these requests
+      throw;
     }
-    const double select_seconds = seconds_between(t1, DecodeClock::now()) / static_cast<double>(batch.size());
-    // score: one target forward for the whole batch
-    const auto target0 = detail::reading(target_clock_);
-    const auto t2 = DecodeClock::now();
-    target_rows_.resize(batch.size());
-    verifier_->score(items_, target_rows_);
-    const double score_seconds = seconds_between(t2, DecodeClock::now());
-    const auto score_model = detail::since(target_clock_, target0);
+    if (concurrent) {
+      const auto t = DecodeClock::now();
+      worker_->wait();
+      wait_seconds = seconds_between(t, DecodeClock::now());
+    }
+    for (Request* r : lagged_) r->draft_model_ = detail::since(r->draft_clock_, r->draft0_);
     // accept, commit, observe
     for (std::size_t i = 0; i < batch.size(); ++i) {
       Request& r = *batch[i];
@@ -254,6 +305,12 @@ class SpeculativeEngine {
       stats.draft_model_seconds += draft_model.seconds;
       stats.draft_forwards += draft_model.forwards;
       stats.acceptance.record(r.result_, R::kLossless);
+      if (r.lagged_) {
+        stats.lag.score_seconds += score_seconds;
+        stats.lag.draft_seconds += r.draft_seconds_;
+        stats.lag.target_wait_seconds += wait_seconds;
+        if (concurrent) stats.lag.draft_idle_seconds += std::max(0.0, score_seconds - lagged_seconds);
+      }
       r.policy_->observe(detail::round_outcome(r.num_drafted_, tree, r.result_, r.draft_seconds_ + select_seconds,
                                                score_seconds + accept_seconds, target_model, draft_model));
       if (round_observer_) round_observer_(tree, r.result_);
@@ -266,8 +323,9 @@ class SpeculativeEngine {
       // carry-over: what the next round inherits (drafting work); a finished
       // request has no room for it, but its counts are still recorded
       const auto t5 = DecodeClock::now();
-      carry_.after(r.carry_, *r.drafter_, tree, r.fresh_nodes_, r.result_, r.root_, done ? 0 : r.sink_.tree_room(),
-                   stats);
+      const CarryRound round{&tree,    r.fresh_nodes_,   &r.drafted_, r.rows_.view(),
+                             &r.result_, r.root_, done ? 0 : r.sink_.tree_room()};
+      carry_.after(r.carry_, *r.drafter_, round, stats);
       stats.draft_seconds += seconds_between(t5, DecodeClock::now());
       if (done) finish(r);
     }
@@ -282,6 +340,49 @@ class SpeculativeEngine {
   }
 
  private:
+  // A lagged round: the target scores the carried tail (trimmed to the room
+  // by the plan) and the builder grows below it within what room is left.
+  void plan_lagged(Request& r, const CarryPlan& plan, std::int32_t room) {
+    if constexpr (kCarryLags<C>) {
+      r.scored_ = *plan.tree;
+      r.drafted_ = *plan.tree;
+      r.rows_.assign(plan.rows);
+      const auto left = std::max(0, room - r.scored_.size());
+      r.budget_.max_nodes = std::min(r.budget_.max_nodes, left);
+      r.budget_.max_depth = std::min(r.budget_.max_depth, left);
+      r.budget_.verify_nodes = std::min(r.budget_.verify_nodes, left);
+      r.fresh_nodes_ = 0;  // the target verifies carried nodes only
+      lagged_.push_back(&r);
+    } else {
+      (void)r, (void)plan, (void)room;
+      throw InvalidArgumentError("SpeculativeEngine: the carry-over planned a lagged round but does not declare kLags");
+    }
+  }
+
+  // Grows every lagged request's drafts below its tail (on the worker, or on
+  // the calling thread); returns the seconds it took.
+  double draft_lagged() {
+    const auto start = DecodeClock::now();
+    if constexpr (kCarryLags<C>) {
+      for (Request* r : lagged_) {
+        const auto t0 = DecodeClock::now();
+        const auto carried = r->drafted_.size();
+        builder_.grow(*r->drafter_, r->budget_, r->draft_rng_, r->drafted_, r->rows_);
+        r->num_drafted_ = r->drafted_.size() - carried;
+        r->draft_seconds_ = seconds_between(t0, DecodeClock::now());
+      }
+    }
+    return seconds_between(start, DecodeClock::now());
+  }
+
+  // After a failed score: lets the worker finish; the score's error wins.
+  void wait_quietly() {
+    try {
+      worker_->wait();
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the score's exception is the one reported
+    }
+  }
+
   void finish(Request& r) {
     auto& stats = r.out_.stats;
     stats.total_seconds = seconds_between(r.start_, DecodeClock::now());
@@ -298,6 +399,8 @@ class SpeculativeEngine {
   C carry_;
   const ModelClock* target_clock_ = nullptr;
   std::function<void(const DraftTree&, const VerifyResult&)> round_observer_;
+  DraftWorker* worker_ = nullptr;
+  std::vector<Request*> lagged_;
   std::vector<Selection> selections_;
   std::vector<ScoreItem> items_;
   std::vector<ProbRows> target_rows_;

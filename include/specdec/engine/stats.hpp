@@ -62,6 +62,26 @@ struct Stats {
   struct Resampling {
     std::int64_t trees = 0, nodes = 0, accepted = 0, separate_forwards = 0;
   } resampling;
+  // DuoDecoding (arXiv 2503.00784): the lagged tail and the concurrent draft.
+  //  rounds: rounds that verified a (possibly empty) tail while drafting below it
+  //  tail_nodes / tail_accepted: tail tokens verified / accepted
+  //  tips: rounds whose whole tail was accepted, so the target's token after it
+  //        met the sequences drafted below (sequences_drafted of them in all);
+  //        chosen: that token was a sequence's first token (its continuation
+  //        becomes the next tail); stale: drafts dropped because the tail was
+  //        rejected before its tip
+  //  top1_confusion[actual][predicted] (paper Table 4), over tips: actual 0 =
+  //        the top-1 sequence's first token was the target's, 1 = it was not;
+  //        predicted 0 = one sequence was drafted, 1 = more than one
+  //  overlap: seconds the target forward and the concurrent draft each took,
+  //        how long the target's thread then waited for the draft, and how
+  //        long the draft's thread sat idle while the target still ran
+  struct Lag {
+    std::int64_t rounds = 0, tail_nodes = 0, tail_accepted = 0, tips = 0, sequences_drafted = 0, chosen = 0,
+                 stale = 0;
+    std::int64_t top1_confusion[2][2] = {{0, 0}, {0, 0}};
+    double score_seconds = 0.0, draft_seconds = 0.0, target_wait_seconds = 0.0, draft_idle_seconds = 0.0;
+  } lag;
 
   std::int64_t rounds() const { return acceptance.num_rounds; }
   double decode_seconds() const { return total_seconds - prefill_seconds; }
