@@ -290,7 +290,7 @@ TEST_CASE("DuoDecoding keeps the target's joint law of three tokens", "[statisti
   // and sequences other than the top one were drafted and chosen.
   CHECK(totals.lag.tail_accepted > generations() / 10);
   CHECK(totals.lag.chosen > generations() / 10);
-  if (variant == "two sequences, gamma 4") CHECK(totals.lag.sequences_drafted == 2 * totals.lag.tips);
+  if (variant == "two sequences, gamma 4") CHECK(totals.lag.sequences_drafted > totals.lag.tips);  // fewer where the warp leaves one token
   if (variant.starts_with("dynamic") && sampling.temperature == 1.0f)  // warped rows are too sharp for k > 1
     CHECK(totals.lag.sequences_drafted > totals.lag.tips);
 }
