@@ -88,10 +88,45 @@ struct Tally {
     total.resampling.nodes += s.resampling.nodes;
     total.resampling.accepted += s.resampling.accepted;
     total.resampling.separate_forwards += s.resampling.separate_forwards;
+    auto& l = total.lag;
+    l.rounds += s.lag.rounds;
+    l.tail_nodes += s.lag.tail_nodes;
+    l.tail_accepted += s.lag.tail_accepted;
+    l.tips += s.lag.tips;
+    l.sequences_drafted += s.lag.sequences_drafted;
+    l.chosen += s.lag.chosen;
+    l.stale += s.lag.stale;
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j) l.top1_confusion[i][j] += s.lag.top1_confusion[i][j];
+    l.score_seconds += s.lag.score_seconds;
+    l.draft_seconds += s.lag.draft_seconds;
+    l.target_wait_seconds += s.lag.target_wait_seconds;
+    l.draft_idle_seconds += s.lag.draft_idle_seconds;
+    l.worker_model_seconds += s.lag.worker_model_seconds;
     ttft_ms.push_back(1e3 * s.time_to_first_token_seconds);
     ++stop_reasons[to_string(s.stop_reason)];
   }
 };
+
+// DuoDecoding's lag counters and per-round profile (Stats::Lag); null for
+// methods without a lagged carry-over.
+nlohmann::json lag_json(const Stats::Lag& l) {
+  if (l.rounds == 0) return nullptr;
+  const double r = static_cast<double>(l.rounds);
+  return {{"rounds", l.rounds},
+          {"tail_nodes", l.tail_nodes},
+          {"tail_accepted", l.tail_accepted},
+          {"tips", l.tips},
+          {"sequences_drafted", l.sequences_drafted},
+          {"chosen", l.chosen},
+          {"stale", l.stale},
+          {"top1_confusion", {{l.top1_confusion[0][0], l.top1_confusion[0][1]},
+                              {l.top1_confusion[1][0], l.top1_confusion[1][1]}}},
+          {"target_forward_ms_per_round", 1e3 * l.score_seconds / r},
+          {"draft_ms_per_round", 1e3 * l.draft_seconds / r},
+          {"target_wait_ms_per_round", 1e3 * l.target_wait_seconds / r},
+          {"draft_idle_ms_per_round", 1e3 * l.draft_idle_seconds / r}};
+}
 
 void progress(std::size_t done, std::size_t total, const std::string& what) {
   const int width = 30;
@@ -211,6 +246,7 @@ int run_bench(const BenchCommand& b) {
                          {"resampled_accepted", st.resampling.accepted},
                          {"resampling_separate_forwards", st.resampling.separate_forwards},
                          {"stop_reasons", t.stop_reasons},
+                         {"lag", lag_json(st.lag)},
                          {"outputs_differing_from_autoregressive", t.differ}});
     };
     record("autoregressive", base, true);

@@ -61,6 +61,18 @@ void print_stats(const std::string& label, const Stats& st) {
     std::printf("  draft head per round: layer %.3f ms | LM head %.3f ms | sampling / tree building %.3f ms\n",
                 1e3 * st.draft_layer_seconds / r, 1e3 * st.draft_head_seconds / r, 1e3 * st.draft_other_seconds() / r);
   }
+  if (st.lag.rounds > 0) {
+    const auto& l = st.lag;
+    const double r = static_cast<double>(l.rounds);
+    std::printf("  lag: tails %lld nodes, %lld accepted | whole tails %lld, a drafted sequence chosen %lld, stale %lld "
+                "| %.2f sequences per tip\n",
+                static_cast<long long>(l.tail_nodes), static_cast<long long>(l.tail_accepted),
+                static_cast<long long>(l.tips), static_cast<long long>(l.chosen), static_cast<long long>(l.stale),
+                l.tips > 0 ? double(l.sequences_drafted) / double(l.tips) : 0.0);
+    std::printf("  per round: target forward %.3f ms | draft %.3f ms | target waited %.3f ms | draft idle %.3f ms\n",
+                1e3 * l.score_seconds / r, 1e3 * l.draft_seconds / r, 1e3 * l.target_wait_seconds / r,
+                1e3 * l.draft_idle_seconds / r);
+  }
   if (st.resampling.trees > 0)
     std::printf("  re-sampling: %lld trees, %lld nodes verified, %lld tokens accepted from them, %lld separate "
                 "target forwards\n",

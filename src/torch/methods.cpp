@@ -28,7 +28,7 @@ std::span<const MethodInfo> registered_methods() {
   static const std::vector<MethodInfo> methods = {
       methods::autoregressive_method(), methods::chain_method(),  methods::tree_method(),
       methods::dynamic_method(),        methods::sequoia_method(), methods::ngram_method(),
-      methods::lyanna_method(),         methods::eagle_method(),
+      methods::lyanna_method(),         methods::eagle_method(),   methods::duo_method(),
   };
   return methods;
 }

@@ -309,7 +309,10 @@ class SpeculativeEngine {
         stats.lag.score_seconds += score_seconds;
         stats.lag.draft_seconds += r.draft_seconds_;
         stats.lag.target_wait_seconds += wait_seconds;
-        if (concurrent) stats.lag.draft_idle_seconds += std::max(0.0, score_seconds - lagged_seconds);
+        if (concurrent) {
+          stats.lag.draft_idle_seconds += std::max(0.0, score_seconds - lagged_seconds);
+          stats.lag.worker_model_seconds += r.draft_model_.seconds;
+        }
       }
       r.policy_->observe(detail::round_outcome(r.num_drafted_, tree, r.result_, r.draft_seconds_ + select_seconds,
                                                score_seconds + accept_seconds, target_model, draft_model));

@@ -81,6 +81,7 @@ struct Stats {
                  stale = 0;
     std::int64_t top1_confusion[2][2] = {{0, 0}, {0, 0}};
     double score_seconds = 0.0, draft_seconds = 0.0, target_wait_seconds = 0.0, draft_idle_seconds = 0.0;
+    double worker_model_seconds = 0.0;  // draft-model time spent on the worker (overlapping the target's)
   } lag;
 
   std::int64_t rounds() const { return acceptance.num_rounds; }
@@ -88,9 +89,12 @@ struct Stats {
   // New tokens per second over the whole generation (prefill included), the
   // figure a user waits for.
   double tokens_per_second() const { return total_seconds > 0 ? double(new_tokens) / total_seconds : 0.0; }
-  // Everything in the rounds that is not a model call.
+  // Everything in the rounds that is not a model call (on the calling
+  // thread: draft-model time on a worker overlaps it, and the wait for the
+  // worker is not the library's).
   double overhead_seconds() const {
-    return decode_seconds() - target_model_seconds - draft_model_seconds;
+    return decode_seconds() - target_model_seconds - (draft_model_seconds - lag.worker_model_seconds) -
+           lag.target_wait_seconds;
   }
   double overhead_per_round_seconds() const { return rounds() ? overhead_seconds() / double(rounds()) : 0.0; }
   // Drafting time outside the head's layer and LM head: token-info sampling /

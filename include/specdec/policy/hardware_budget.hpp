@@ -7,10 +7,10 @@
 // target on the calling thread, the draft on the DraftWorker, at the same
 // time (on a CPU the two share one memory bus, and the contention is part of
 // what they cost). Each figure is the median of timed forwards at a fixed
-// context length. The target's forward in a DuoDecoding round verifies the
-// root and the tail, about gamma tokens, so the measure is taken twice: with
-// one target token, then with the budget that gave. Call it again to
-// re-measure (another load on the machine, another context length).
+// context length, of one token each as in the paper (its GPU target verifies
+// a tail at the cost of one step; a CPU target does not, which
+// docs/RESULTS.md measures). Call it again to re-measure (another load on the
+// machine, another context length).
 //
 // snap_budget() turns c into gamma: round(c), or a neighbour (round(c) +- 1,
 // within 1 of c) with more divisors up to 8, which lets the multi-sequence builder split the
@@ -67,11 +67,13 @@ struct CostMeasureOptions {
   std::int32_t target_seq = 1 << 30;  // scratch sequence ids (opened, then closed)
   std::int32_t draft_seq = (1 << 30) + 1;
   std::int64_t context = 128;  // tokens cached before the timed forwards
-  std::int32_t forwards = 21;  // timed forwards per model (after 2 untimed)
+  std::int32_t forwards = 21;      // timed forwards per model (after 2 untimed)
+  std::int32_t target_tokens = 1;  // tokens per target forward (the paper: one forward pass of each model)
   void validate() const {
-    if (context < 1 || forwards < 1)
-      throw InvalidArgumentError(
-          fmt::format("CostMeasureOptions: context ({}) and forwards ({}) must be >= 1", context, forwards));
+    if (context < 1 || forwards < 1 || target_tokens < 1)
+      throw InvalidArgumentError(fmt::format(
+          "CostMeasureOptions: context ({}), forwards ({}) and target_tokens ({}) must be >= 1", context, forwards,
+          target_tokens));
   }
 };
 
@@ -154,9 +156,7 @@ CostCoefficient time_both(T& target, D& draft, DraftWorker* worker, std::int32_t
 template <Model T, Model D>
 CostCoefficient measure_cost_coefficient(T& target, D& draft, DraftWorker* worker, const CostMeasureOptions& o = {}) {
   o.validate();
-  const auto first = detail::time_both(target, draft, worker, 1, o);
-  const auto tokens = first.gamma();
-  return tokens == 1 ? first : detail::time_both(target, draft, worker, tokens, o);
+  return detail::time_both(target, draft, worker, o.target_tokens, o);
 }
 
 // A fixed budget of gamma drafted tokens a round, from the cost coefficient

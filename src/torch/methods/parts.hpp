@@ -80,6 +80,7 @@ MethodInfo sequoia_method();
 MethodInfo ngram_method();
 MethodInfo lyanna_method();
 MethodInfo eagle_method();
+MethodInfo duo_method();
 
 // The acceptance rule of rule= (see methods.hpp), checked against the
 // sampling and the method: `speculative_fits` says whether the method builds

@@ -1,0 +1,153 @@
+// duo: DuoDecoding (Lv et al., arXiv 2503.00784): the draft model drafts on a
+// thread and cores of its own while the target verifies the previous round's
+// tail (LaggedTail), with the hardware-aware budget gamma (HardwareBudget,
+// measured at start-up unless given) and dynamic multi-sequence drafting
+// (MultiSequenceBuilder).
+//
+// The paper puts the target on a GPU and the draft on the CPU. Here both run
+// on this CPU: the target on target_threads cores (the calling thread and its
+// OpenMP team), the draft on the next draft_threads cores (a DraftWorker with
+// an OpenMP team of its own), each pinned there.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include <ATen/Parallel.h>
+
+#include "specdec/carry/lagged_tail.hpp"
+#include "specdec/engine/draft_worker.hpp"
+#include "specdec/policy/hardware_budget.hpp"
+#include "specdec/tree/multi_sequence_builder.hpp"
+
+#include "parts.hpp"
+
+namespace specdec::torch_backend::methods {
+namespace {
+
+// The calling thread's intra-op threads and CPUs for the scope of a
+// generation (the target's side), restored afterwards.
+class ThreadScope {
+ public:
+  ThreadScope(int threads, const std::vector<int>& cpus) : threads_(at::get_num_threads()), cpus_(allowed_cpus()) {
+    at::set_num_threads(threads);
+    pin_this_thread(cpus);
+  }
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+  ~ThreadScope() {
+    at::set_num_threads(threads_);
+    try {
+      pin_this_thread(cpus_);
+    } catch (const Error&) {  // NOLINT(bugprone-empty-catch): the CPUs it had before are still allowed
+    }
+  }
+
+ private:
+  int threads_;
+  std::vector<int> cpus_;
+};
+
+struct Split {
+  int target_threads = 1, draft_threads = 1;
+  std::vector<int> target_cpus, draft_cpus;  // empty: not pinned
+};
+
+Split split_of(const MethodConfig& c) {
+  Split s;
+  s.target_threads = c.int32("target_threads");
+  s.draft_threads = c.int32("draft_threads");
+  if (s.target_threads < 1 || s.draft_threads < 1)
+    throw InvalidArgumentError(fmt::format("method duo: target_threads ({}) and draft_threads ({}) must be >= 1",
+                                           s.target_threads, s.draft_threads));
+  if (!c.flag("pin")) return s;
+  const auto cpus = allowed_cpus();
+  const auto need = static_cast<std::size_t>(s.target_threads + s.draft_threads);
+  if (cpus.size() < need)
+    throw InvalidArgumentError(fmt::format(
+        "method duo: target_threads + draft_threads = {} cores, but this process may use {} ({}); lower them or "
+        "pass pin=0",
+        need, cpus.size(), fmt::join(cpus, ",")));
+  s.target_cpus.assign(cpus.begin(), cpus.begin() + s.target_threads);
+  s.draft_cpus.assign(cpus.begin() + s.target_threads, cpus.begin() + static_cast<std::ptrdiff_t>(need));
+  return s;
+}
+
+template <class Rule>
+struct WithDuo {
+  using Decoder = SpeculativeDecoder<ModelDrafter<Timed>, MultiSequenceBuilder, ModelVerifier<Timed>, Rule,
+                                     HardwareBudget, SelectAll, LaggedTail>;
+  Split split;
+  std::unique_ptr<DraftWorker> worker;  // null: drafts on the calling thread (concurrent=0)
+  Timed target, draft;
+  ModelVerifier<Timed> verifier;
+  ModelDrafter<Timed> drafter;
+  Decoder decoder;
+
+  WithDuo(const MethodContext& c, Split s, Rule rule)
+      : split(std::move(s)),
+        worker(c.config.flag("concurrent") ? make_worker(split) : nullptr),
+        target(c.target),
+        draft(*c.draft),
+        verifier(target, c.sampling),
+        drafter(draft, 0, c.draft_sampling),
+        decoder(drafter,
+                MultiSequenceBuilder(MultiSequenceOptions{c.config.int32("max_seqs"), c.config.int32("seqs"),
+                                                          !c.sampling.is_greedy()}),
+                verifier, std::move(rule), HardwareBudget(budget_of(c))) {
+    decoder.set_model_clocks(&target.clock(), &draft.clock());
+    decoder.engine().set_draft_worker(worker.get());
+  }
+
+  GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
+    ThreadScope scope(split.target_threads, split.target_cpus);
+    return decoder.generate(p, o, cb);
+  }
+
+ private:
+  static std::unique_ptr<DraftWorker> make_worker(const Split& s) {
+    const int threads = s.draft_threads;
+    return std::make_unique<DraftWorker>(DraftWorker::Options{s.draft_cpus, [threads] { at::set_num_threads(threads); }});
+  }
+
+  // gamma= or the cost coefficient measured now, on the split it will run on.
+  std::int32_t budget_of(const MethodContext& c) {
+    if (const auto gamma = c.config.int32("gamma"); gamma > 0) return gamma;
+    ThreadScope scope(split.target_threads, split.target_cpus);
+    const auto cost = measure_cost_coefficient(c.target, *c.draft, worker.get());
+    fmt::print(stderr,
+               "duo: cost coefficient c = target forward {:.3f} ms ({} tokens, {} thread{}) / draft forward {:.3f} ms "
+               "({} thread{}{}) = {:.2f} -> gamma {}\n",
+               1e3 * cost.target_seconds, cost.target_tokens, split.target_threads,
+               split.target_threads == 1 ? "" : "s", 1e3 * cost.draft_seconds, split.draft_threads,
+               split.draft_threads == 1 ? "" : "s", cost.concurrent ? ", timed concurrently" : "", cost.c(),
+               cost.gamma());
+    return cost.gamma();
+  }
+};
+
+}  // namespace
+
+MethodInfo duo_method() {
+  return {"duo", "DuoDecoding: the draft model drafts on its own cores while the target verifies the last tail",
+          "2503.00784", MethodModels::kDraftModel, false,
+          {{"gamma", ParamType::kInt, "0",
+            "draft budget per round; 0: the cost coefficient (target forward / draft forward), measured at start-up",
+            true},
+           {"seqs", ParamType::kInt, "0", "sequences per round; 0: dynamic (theta = q1(c1) * max q2)", true},
+           {"max_seqs", ParamType::kInt, "8", "the most sequences dynamic drafting may choose"},
+           {"target_threads", ParamType::kInt, "1", "cores (OpenMP threads) of the target"},
+           {"draft_threads", ParamType::kInt, "1", "cores (OpenMP threads) of the draft worker"},
+           {"pin", ParamType::kFlag, "1", "pin target and draft to cores of their own: 0 or 1"},
+           {"concurrent", ParamType::kFlag, "1", "draft on the worker while the target runs (0: one after the other)"},
+           rule_param()},
+          [](const MethodContext& c) {
+            if (c.draft == nullptr) throw InvalidArgumentError("method duo needs a draft model (--draft)");
+            auto split = split_of(c.config);
+            return with_rule<false>(c, [&]<class Rule>(Rule rule) {
+              return AnyDecoder::make<WithDuo<Rule>>(c.config.spec(), c, std::move(split), std::move(rule));
+            });
+          }};
+}
+
+}  // namespace specdec::torch_backend::methods
