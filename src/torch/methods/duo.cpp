@@ -75,14 +75,15 @@ Split split_of(const MethodConfig& c) {
 
 template <class Rule>
 struct WithDuo {
-  using Decoder = SpeculativeDecoder<ModelDrafter<Timed>, MultiSequenceBuilder, ModelVerifier<Timed>, Rule,
-                                     HardwareBudget, SelectAll, LaggedTail>;
+  using Engine = SpeculativeEngine<ModelDrafter<Timed>, MultiSequenceBuilder, ModelVerifier<Timed>, Rule,
+                                   HardwareBudget, SelectAll, LaggedTail>;
   Split split;
   std::unique_ptr<DraftWorker> worker;  // null: drafts on the calling thread (concurrent=0)
   Timed target, draft;
   ModelVerifier<Timed> verifier;
   ModelDrafter<Timed> drafter;
-  Decoder decoder;
+  HardwareBudget policy;
+  Engine engine;
 
   WithDuo(const MethodContext& c, Split s, Rule rule)
       : split(std::move(s)),
@@ -91,17 +92,24 @@ struct WithDuo {
         draft(*c.draft),
         verifier(target, c.sampling),
         drafter(draft, 0, c.draft_sampling),
-        decoder(drafter,
-                MultiSequenceBuilder(MultiSequenceOptions{c.config.int32("max_seqs"), c.config.int32("seqs"),
-                                                          !c.sampling.is_greedy()}),
-                verifier, std::move(rule), HardwareBudget(budget_of(c))) {
-    decoder.set_model_clocks(&target.clock(), &draft.clock());
-    decoder.engine().set_draft_worker(worker.get());
+        policy(budget_of(c)),
+        engine(MultiSequenceBuilder(MultiSequenceOptions{c.config.int32("max_seqs"), c.config.int32("seqs"),
+                                                         !c.sampling.is_greedy()}),
+               verifier, std::move(rule)) {
+    engine.set_target_clock(&target.clock());
+    engine.set_draft_worker(worker.get());
   }
 
+  // The target runs on its own cores throughout, the prompt's prefill too:
+  // growing its OpenMP team for the prefill leaves the extra thread spinning
+  // on the draft's core once the rounds begin (libgomp's active wait).
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
-    ThreadScope scope(split.target_threads, split.target_cpus);
-    return decoder.generate(p, o, cb);
+    typename Engine::Request request(0, drafter, policy, o, cb);
+    request.set_draft_clock(&draft.clock());
+    ThreadScope own(split.target_threads, split.target_cpus);
+    engine.begin(request, p);
+    while (!request.done()) engine.step(request);
+    return request.take_result();
   }
 
  private:
