@@ -16,6 +16,7 @@
 #include "specdec/carry/lagged_tail.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/engine/speculative_engine.hpp"
+#include "specdec/engine/timed_model.hpp"
 #include "specdec/policy/hardware_budget.hpp"
 #include "specdec/tree/multi_sequence_builder.hpp"
 #include "specdec/verify/model_verifier.hpp"
@@ -150,6 +151,36 @@ TEST_CASE("Drafting on the worker gives the same tokens as drafting on the calli
     CHECK(stats.lag.tail_nodes == inline_run.stats.at(seq).lag.tail_nodes);
     CHECK(stats.lag.chosen == inline_run.stats.at(seq).lag.chosen);
   }
+}
+
+TEST_CASE("With timed models the lag's profile is filled in, and the draft worker's model time is its own",
+          "[engine][duo]") {
+  using Timed = sd::TimedModel<HashedContextModel>;
+  using Engine = sd::SpeculativeEngine<sd::ModelDrafter<Timed>, sd::MultiSequenceBuilder, sd::ModelVerifier<Timed>,
+                                       sd::RecursiveRejectionSampling, sd::HardwareBudget, sd::SelectAll,
+                                       sd::LaggedTail>;
+  HashedContextModel target_model(kVocab, 1), draft_model(kVocab, 1, 2, 2.0f, 0.7f);
+  Timed target(target_model), draft(draft_model);
+  sd::ModelVerifier<Timed> verifier(target, sd::SamplingParams{1.0f});
+  sd::ModelDrafter<Timed> drafter(draft, 0, sd::SamplingParams{1.0f});
+  sd::HardwareBudget policy(4);
+  sd::DraftWorker worker;
+  Engine engine(sd::MultiSequenceBuilder{}, verifier, sd::RecursiveRejectionSampling{});
+  engine.set_target_clock(&target.clock());
+  engine.set_draft_worker(&worker);
+  sd::GenerationOptions o;
+  o.max_new_tokens = 40;
+  Engine::Request r(0, drafter, policy, o);
+  r.set_draft_clock(&draft.clock());
+  engine.begin(r, prompt_of(3));
+  while (r.active()) engine.step(r);
+  const auto& st = r.result().stats;
+  CHECK(st.target_forwards == st.rounds());
+  CHECK(st.draft_forwards >= st.rounds());
+  CHECK(st.lag.worker_model_seconds > 0.0);
+  CHECK(st.lag.worker_model_seconds <= st.draft_model_seconds);
+  CHECK(st.lag.score_seconds > 0.0);
+  CHECK(st.lag.draft_seconds >= st.lag.worker_model_seconds);
 }
 
 TEST_CASE("A draft worker reports what its job threw, and the engine waits for it before rethrowing",
