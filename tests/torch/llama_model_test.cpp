@@ -273,7 +273,7 @@ TEST_CASE("Growing a tree one level per forward (extend_staged) equals one tree 
   CHECK_THROWS_AS(forward_logits(m, std::span(&bad, 1)), sd::ShapeError);
 }
 
-TEST_CASE("Sequences open and close; forwards write only into the caller's buffers", "[torch][model]") {
+TEST_CASE("Sequences open and close, and forwards write only into the caller's buffers", "[torch][model]") {
   auto m = tb::LlamaModel::random(tiny_config(true, 2), 17);
   CHECK_THROWS_AS(m.open(0, sd::CachePolicy::sink_window(4, 16)), sd::UnsupportedError);
   CHECK_THROWS_AS(m.close(3), sd::InvalidArgumentError);

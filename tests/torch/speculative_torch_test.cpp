@@ -222,7 +222,7 @@ TEST_CASE("Method specs with unknown names, keys or values are typed errors", "[
   CHECK_THROWS_AS(tb::make_method(tb::parse_method("chain:rule=maybe"), target, &target, {}), sd::InvalidArgumentError);
 }
 
-TEST_CASE("The registry lists every method; specs round-trip; lossy rules say so", "[torch][engine]") {
+TEST_CASE("The registry lists every method, specs round-trip, and lossy rules say so", "[torch][engine]") {
   std::vector<std::string> names;
   for (const auto& m : tb::registered_methods()) {
     names.push_back(m.name);
@@ -232,7 +232,7 @@ TEST_CASE("The registry lists every method; specs round-trip; lossy rules say so
     if (m.name != "sequoia") CHECK(tb::parse_method(m.name).spec() == tb::parse_method(tb::parse_method(m.name).spec()).spec());
   }
   CHECK(names == std::vector<std::string>{"autoregressive", "chain", "tree", "dynamic", "sequoia", "ngram", "lyanna",
-                                          "eagle"});
+                                          "eagle", "duo"});
   CHECK_THROWS_WITH(tb::find_method("beam"), Catch::Contains("beam") && Catch::Contains("lyanna"));
   CHECK_THROWS_WITH(tb::parse_method("chain:colour=red"), Catch::Contains("k, policy, threshold, rule"));
   const sd::SamplingParams greedy{0.0f}, sampled{0.8f};

@@ -93,6 +93,25 @@ class ModelDrafter {
     for (std::int64_t i = first_row; i < n; ++i) warp_(logits.row(i), sampling_, rows.append_row());
   }
 
+  // Caches the committed context but its last token now, so the round's
+  // first propose() feeds the root alone: a host can overlap the draft's
+  // prefill with the target's (SpeculativeEngine does, with a draft worker).
+  void prefill() {
+    if (!open_) throw InvalidArgumentError("ModelDrafter::prefill: the sequence was not begun");
+    if (root_staged_ >= 0) throw InvalidArgumentError("ModelDrafter::prefill: a round is in progress");
+    const auto n = static_cast<std::int64_t>(context_.size()) - 1 - cached_;
+    if (n <= 0) return;
+    tokens_.assign(context_.begin() + cached_, context_.end() - 1);
+    positions_.resize(tokens_.size());
+    std::iota(positions_.begin(), positions_.end(), cached_);
+    input_ = SequenceInput{seq_, tokens_, positions_, PackedMask{}, false};
+    model_->forward(ForwardRequest{std::span(&input_, 1)});
+    keep_.resize(static_cast<std::size_t>(n));
+    std::iota(keep_.begin(), keep_.end(), 0);
+    model_->accept(seq_, keep_);
+    cached_ += n;
+  }
+
   void commit(std::span<const TokenId> tokens) {
     if (tokens.empty()) return;
     context_.insert(context_.end(), tokens.begin(), tokens.end());

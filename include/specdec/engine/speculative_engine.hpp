@@ -179,11 +179,33 @@ class SpeculativeEngine {
     stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
     r.sink_.limit_context(context_limit(*verifier_, *r.drafter_), stats.prompt_tokens, "SpeculativeEngine");
     r.start_ = DecodeClock::now();
-    if constexpr (FeatureDrafter<D>)
-      verifier_->begin(r.seq_, prompt, &r.drafter_->target_features());
-    else
-      verifier_->begin(r.seq_, prompt);
-    r.drafter_->begin(prompt);
+    // With a draft worker, a drafter that can prefill does so there while the
+    // target prefills here (DuoDecoding's parallel first iteration).
+    constexpr bool kOverlap = !FeatureDrafter<D> && requires(D& d) { d.prefill(); };
+    const bool overlap = kOverlap && worker_ != nullptr;
+    if constexpr (kOverlap)
+      if (overlap) worker_->submit([&r, prompt] {
+          r.drafter_->begin(prompt);
+          r.drafter_->prefill();
+        });
+    try {
+      if constexpr (FeatureDrafter<D>)
+        verifier_->begin(r.seq_, prompt, &r.drafter_->target_features());
+      else
+        verifier_->begin(r.seq_, prompt);
+    } catch (...) {
+      if (overlap) wait_quietly();
+      throw;
+    }
+    try {
+      if (overlap)
+        worker_->wait();
+      else
+        r.drafter_->begin(prompt);
+    } catch (...) {
+      verifier_->end(r.seq_);  // the request never began: its target sequence is closed again
+      throw;
+    }
     r.begun_ = true;
     stats.prefill_seconds = seconds_between(r.start_, DecodeClock::now());
     r.root_ = prompt.back();

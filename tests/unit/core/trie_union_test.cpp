@@ -356,7 +356,7 @@ TEST_CASE("trie_union with duplicates in a merges b's nodes into a's first match
 }
 
 TEST_CASE("trie_union of a tree with itself keeps its nodes and makes every filled slot "
-          "deterministic; with an empty tree it is the tree",
+          "deterministic, and with an empty tree it is the tree",
           "[unit][tree][property]") {
   std::mt19937 rng(0x0a11);
   int sampled_slots = 0;

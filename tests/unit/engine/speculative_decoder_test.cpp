@@ -86,7 +86,7 @@ TEST_CASE("Greedy chain speculation equals greedy autoregressive decoding", "[un
   }
 }
 
-TEST_CASE("A correlated draft is accepted often; the drafter's cache tracks the text", "[unit][engine]") {
+TEST_CASE("A correlated draft is accepted often, and the drafter's cache tracks the text", "[unit][engine]") {
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.5f);
   sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
   sd::ModelDrafter drafter(draft, 0, sd::SamplingParams{1.0f});

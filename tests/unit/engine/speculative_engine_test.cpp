@@ -119,6 +119,18 @@ struct RecordingPolicy {
   void observe(const sd::RoundOutcome& o) { seen.emplace_back(o.num_drafted, o.num_verified); }
 };
 
+// Drafts all max_nodes of its shape and leaves the verify budget to the
+// selector (the builders in include/specdec/tree/ keep verify_nodes themselves).
+struct DraftAllBuilder {
+  sd::StaticTreeBuilder inner;
+  template <class D>
+  void build(D& drafter, sd::DraftBudget budget, sd::TokenId root, sd::RandomStream& rng, sd::DraftTree& tree,
+             sd::ProbMatrix& rows) {
+    budget.verify_nodes = budget.max_nodes;
+    inner.build(drafter, budget, root, rng, tree, rows);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("Batched chain speculation equals per-sequence greedy decoding", "[unit][engine]") {
@@ -139,13 +151,14 @@ TEST_CASE("A selection phase that prunes every tree keeps greedy output exact", 
       [] { return sd::FixedLength(sd::DraftBudget{3, 12, 5, 0.0f}); });
 }
 
-TEST_CASE("The selector decides what the target sees; the outcome says how much was drafted", "[unit][engine]") {
-  using Engine = sd::SpeculativeEngine<Drafter, sd::StaticTreeBuilder, Verifier, sd::GreedyAcceptance,
-                                       RecordingPolicy, sd::TopNodesSelector>;
+TEST_CASE("The selector decides what the target sees, and the outcome says how much was drafted", "[unit][engine]") {
+  using Engine = sd::SpeculativeEngine<Drafter, DraftAllBuilder, Verifier, sd::GreedyAcceptance, RecordingPolicy,
+                                       sd::TopNodesSelector>;
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, 0.7f);
   Verifier verifier(target, sd::SamplingParams{0.0f});
-  Engine engine(sd::StaticTreeBuilder(sd::StaticTreeShape::from_choices({{0}, {1}, {2}, {0, 0}, {0, 1}, {1, 0}})),
-                verifier, sd::GreedyAcceptance{});
+  Engine engine(
+      DraftAllBuilder{sd::StaticTreeBuilder(sd::StaticTreeShape::from_choices({{0}, {1}, {2}, {0, 0}, {0, 1}, {1, 0}}))},
+      verifier, sd::GreedyAcceptance{});
   Drafter drafter(draft, 0, sd::SamplingParams{1.0f});
   RecordingPolicy policy{sd::DraftBudget{2, 6, 4, 0.0f}, {}};
   sd::GenerationOptions o;
@@ -185,7 +198,7 @@ TEST_CASE("The engine rejects bad requests with typed errors", "[unit][engine]")
   CHECK_THROWS_AS(Engine::Request(1, drafter, policy, o), sd::InvalidArgumentError);
 }
 
-TEST_CASE("A batched request that fills the context ends there; the others go on", "[unit][engine]") {
+TEST_CASE("A batched request that fills the context ends there, and the others go on", "[unit][engine]") {
   using Engine = sd::SpeculativeEngine<Drafter, sd::DynamicTreeBuilder, Verifier, sd::GreedyAcceptance,
                                        sd::FixedLength>;
   constexpr std::int64_t kContext = 30;
