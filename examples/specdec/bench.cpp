@@ -51,7 +51,7 @@ double median(std::vector<double> v) {
 
 struct Tally {
   Stats total;  // summed over prompts (acceptance merged)
-  std::vector<double> speedups, ttft_ms;
+  std::vector<double> speedups, ttft_ms, prefill_ms;
   std::int64_t differ = 0;
   std::map<std::string, std::int64_t> stop_reasons;  // why each generation ended
 
@@ -104,6 +104,7 @@ struct Tally {
     l.draft_idle_seconds += s.lag.draft_idle_seconds;
     l.worker_model_seconds += s.lag.worker_model_seconds;
     ttft_ms.push_back(1e3 * s.time_to_first_token_seconds);
+    prefill_ms.push_back(1e3 * s.prefill_seconds);
     ++stop_reasons[to_string(s.stop_reason)];
   }
 };
@@ -232,6 +233,7 @@ int run_bench(const BenchCommand& b) {
                          {"zero_accept_rounds", st.acceptance.num_zero_accept},
                          {"rounds", st.acceptance.num_rounds},
                          {"median_time_to_first_token_ms", median(t.ttft_ms)},
+                         {"median_prefill_ms", median(t.prefill_ms)},
                          {"target_forward_ms", 1e3 * st.target_forward_seconds()},
                          {"overhead_per_round_us", 1e6 * st.overhead_per_round_seconds()},
                          {"overhead_percent_of_target_forward", ovh},

@@ -39,6 +39,7 @@
 // for the largest entry) and only their data handles change.
 #include "specdec/torch/packed_linear.hpp"
 
+#include <ATen/Parallel.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <fmt/format.h>
@@ -99,7 +100,12 @@ struct PackedLinear::Impl {
   std::int64_t out = 0;
   memory::desc weights_md;  // the packed layout shared by every m
   memory weights;           // packed weights (owned by oneDNN)
-  std::vector<std::optional<Entry>> entries = std::vector<std::optional<Entry>>(kMaxRows);  // [m - 1]
+  // [threads - 1][m - 1]: oneDNN fixes a primitive's thread count when it is
+  // created (brgemm matmul partitions its work for the calling thread's
+  // OpenMP thread count then, at::get_num_threads(), and runs that many
+  // threads whatever the caller's setting later is). A model called with different thread counts (DuoDecoding's
+  // target on one core, other methods on two) keeps a primitive per count.
+  std::vector<std::vector<std::optional<Entry>>> entries;
   memory scratchpad_buffer;  // shared by all entries, sized for the largest
   std::size_t scratchpad_bytes = 0;
   std::mutex mutex;  // serializes forward (entries and handles are shared state)
@@ -126,7 +132,11 @@ struct PackedLinear::Impl {
   }
 
   Entry& entry(std::int64_t m) {
-    std::optional<Entry>& slot = entries[static_cast<std::size_t>(m - 1)];
+    const auto threads = static_cast<std::size_t>(std::max(1, at::get_num_threads()));
+    if (entries.size() < threads) entries.resize(threads);
+    auto& by_m = entries[threads - 1];
+    if (by_m.empty()) by_m.resize(static_cast<std::size_t>(kMaxRows));
+    std::optional<Entry>& slot = by_m[static_cast<std::size_t>(m - 1)];
     if (!slot) {
       dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(rows_md(m, in), weights_md, rows_md(m, out)),
                                       user_scratchpad_attr(), cpu_engine());
@@ -185,7 +195,7 @@ PackedLinear::PackedLinear(const at::Tensor& weight) {
                 const_cast<float*>(w.data_ptr<float>()));
     dnnl::reorder(user, impl->weights).execute(stream, user, impl->weights);
     stream.wait();
-    impl->entries[0] = impl->make_entry(pd, 1);
+    (void)pd;  // the m = 1 primitive is made (per thread count) on first use, with this layout
   } catch (const dnnl::error& e) {
     throw UnsupportedError(fmt::format("PackedLinear: oneDNN cannot set up a [{}, {}] f32 matmul: {}", impl->out,
                                        impl->in, e.what()));

@@ -11,8 +11,11 @@
 //   commit   verifier.commit, drafter.commit, the sink gets the tokens
 //   observe  request.policy.observe(outcome)
 //   carry    carry.after(...): what the next round inherits (Lyanna's
-//            re-sampled tree); before the next draft, carry.plan() fuses it
-//            with the fresh tree or verifies it instead of drafting
+//            re-sampled tree, DuoDecoding's tail); before the next draft,
+//            carry.plan() fuses it with the fresh tree, verifies it instead
+//            of drafting, or verifies it while the builder grows drafts
+//            below it (a lagged round: drafting runs during the score, on the
+//            DraftWorker when one is set)
 //
 // A request is one sequence in flight: its drafter and policy (the host's,
 // borrowed), its random streams, tree, stop conditions and result. Requests

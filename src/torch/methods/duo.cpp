@@ -25,29 +25,6 @@
 namespace specdec::torch_backend::methods {
 namespace {
 
-// The calling thread's intra-op threads and CPUs for the scope of a
-// generation (the target's side), restored afterwards.
-class ThreadScope {
- public:
-  ThreadScope(int threads, const std::vector<int>& cpus) : threads_(at::get_num_threads()), cpus_(allowed_cpus()) {
-    at::set_num_threads(threads);
-    pin_this_thread(cpus);
-  }
-  ThreadScope(const ThreadScope&) = delete;
-  ThreadScope& operator=(const ThreadScope&) = delete;
-  ~ThreadScope() {
-    at::set_num_threads(threads_);
-    try {
-      pin_this_thread(cpus_);
-    } catch (const Error&) {  // NOLINT(bugprone-empty-catch): the CPUs it had before are still allowed
-    }
-  }
-
- private:
-  int threads_;
-  std::vector<int> cpus_;
-};
-
 struct Split {
   int target_threads = 1, draft_threads = 1;
   std::vector<int> target_cpus, draft_cpus;  // empty: not pinned
@@ -60,25 +37,38 @@ Split split_of(const MethodConfig& c) {
   if (s.target_threads < 1 || s.draft_threads < 1)
     throw InvalidArgumentError(fmt::format("method duo: target_threads ({}) and draft_threads ({}) must be >= 1",
                                            s.target_threads, s.draft_threads));
-  if (!c.flag("pin")) return s;
   const auto cpus = allowed_cpus();
-  const auto need = static_cast<std::size_t>(s.target_threads + s.draft_threads);
-  if (cpus.size() < need)
+  const auto need = static_cast<std::size_t>(s.target_threads + (c.flag("concurrent") ? s.draft_threads : 0));
+  // Oversubscribed (more busy threads than cores), the two sides would
+  // preempt each other's OpenMP threads mid-GEMM.
+  if (!cpus.empty() && cpus.size() < need)
     throw InvalidArgumentError(fmt::format(
-        "method duo: target_threads + draft_threads = {} cores, but this process may use {} ({}); lower them or "
-        "pass pin=0",
-        need, cpus.size(), fmt::join(cpus, ",")));
+        "method duo: target_threads{} = {} cores, but this process may use {} ({}); lower them{}",
+        c.flag("concurrent") ? " + draft_threads" : "", need, cpus.size(), fmt::join(cpus, ","),
+        c.flag("concurrent") ? " or pass concurrent=0" : ""));
+  if (!c.flag("pin")) return s;
   s.target_cpus.assign(cpus.begin(), cpus.begin() + s.target_threads);
   s.draft_cpus.assign(cpus.begin() + s.target_threads, cpus.begin() + static_cast<std::ptrdiff_t>(need));
   return s;
 }
 
+// The target side runs on a thread of its own too (a DraftWorker used as the
+// target's thread), pinned to the target's cores, so neither side ever
+// changes the caller's threading: each thread calls at::set_num_threads once,
+// first thing. OpenMP's thread count is per thread, but ATen resets a
+// thread's count to the process-wide one on its first parallel region unless
+// at::set_num_threads set it there. (With omp_set_num_threads instead, both
+// threads ran teams of two, and every method run after duo in the process
+// was 1.5-2x slower; switching the caller's count around each generation
+// slowed the next prefill 3x.) The token callback runs on the target's
+// thread while the caller waits.
 template <class Rule>
 struct WithDuo {
   using Engine = SpeculativeEngine<ModelDrafter<Timed>, MultiSequenceBuilder, ModelVerifier<Timed>, Rule,
                                    HardwareBudget, SelectAll, LaggedTail>;
   Split split;
-  std::unique_ptr<DraftWorker> worker;  // null: drafts on the calling thread (concurrent=0)
+  std::unique_ptr<DraftWorker> target_thread;
+  std::unique_ptr<DraftWorker> worker;  // null: drafts on the target's thread (concurrent=0)
   Timed target, draft;
   ModelVerifier<Timed> verifier;
   ModelDrafter<Timed> drafter;
@@ -87,7 +77,8 @@ struct WithDuo {
 
   WithDuo(const MethodContext& c, Split s, Rule rule)
       : split(std::move(s)),
-        worker(c.config.flag("concurrent") ? make_worker(split) : nullptr),
+        target_thread(thread_on(split.target_cpus, split.target_threads)),
+        worker(c.config.flag("concurrent") ? thread_on(split.draft_cpus, split.draft_threads) : nullptr),
         target(c.target),
         draft(*c.draft),
         verifier(target, c.sampling),
@@ -100,29 +91,30 @@ struct WithDuo {
     engine.set_draft_worker(worker.get());
   }
 
-  // The target runs on its own cores throughout, the prompt's prefill too:
-  // growing its OpenMP team for the prefill leaves the extra thread spinning
-  // on the draft's core once the rounds begin (libgomp's active wait).
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
-    typename Engine::Request request(0, drafter, policy, o, cb);
-    request.set_draft_clock(&draft.clock());
-    ThreadScope own(split.target_threads, split.target_cpus);
-    engine.begin(request, p);
-    while (!request.done()) engine.step(request);
-    return request.take_result();
+    GenerationResult out;
+    target_thread->submit([&] {
+      typename Engine::Request request(0, drafter, policy, o, cb);
+      request.set_draft_clock(&draft.clock());
+      engine.begin(request, p);
+      while (!request.done()) engine.step(request);
+      out = request.take_result();
+    });
+    target_thread->wait();
+    return out;
   }
 
  private:
-  static std::unique_ptr<DraftWorker> make_worker(const Split& s) {
-    const int threads = s.draft_threads;
-    return std::make_unique<DraftWorker>(DraftWorker::Options{s.draft_cpus, [threads] { at::set_num_threads(threads); }});
+  static std::unique_ptr<DraftWorker> thread_on(const std::vector<int>& cpus, int threads) {
+    return std::make_unique<DraftWorker>(DraftWorker::Options{cpus, [threads] { at::set_num_threads(threads); }});
   }
 
   // gamma= or the cost coefficient measured now, on the split it will run on.
   std::int32_t budget_of(const MethodContext& c) {
     if (const auto gamma = c.config.int32("gamma"); gamma > 0) return gamma;
-    ThreadScope scope(split.target_threads, split.target_cpus);
-    const auto cost = measure_cost_coefficient(c.target, *c.draft, worker.get());
+    CostCoefficient cost;
+    target_thread->submit([&] { cost = measure_cost_coefficient(c.target, *c.draft, worker.get()); });
+    target_thread->wait();
     fmt::print(stderr,
                "duo: cost coefficient c = target forward {:.3f} ms ({} tokens, {} thread{}) / draft forward {:.3f} ms "
                "({} thread{}{}) = {:.2f} -> gamma {}\n",
