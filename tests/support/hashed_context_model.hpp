@@ -174,6 +174,13 @@ class HashedContextModel {
   std::int64_t max_context_ = std::numeric_limits<std::int64_t>::max();
 };
 
+// A prompt of 2..6 tokens that differs from request to request (`seq`).
+inline std::vector<TokenId> request_prompt(std::int32_t seq, std::int64_t vocab) {
+  std::vector<TokenId> p;
+  for (std::int32_t i = 0; i < 2 + seq % 5; ++i) p.push_back(static_cast<TokenId>((seq * 7 + i * 3) % vocab));
+  return p;
+}
+
 // Greedy decoding straight from the model's definition, no decoder involved:
 // each of the `n` tokens is the argmax (lowest id on ties) of the logits after
 // its context. The reference every greedy engine test compares against.

@@ -35,11 +35,7 @@ template <class Rule>
 using DuoEngine = sd::SpeculativeEngine<Drafter, sd::MultiSequenceBuilder, Verifier, Rule, sd::HardwareBudget,
                                         sd::SelectAll, sd::LaggedTail>;
 
-std::vector<sd::TokenId> prompt_of(std::int32_t seq) {
-  std::vector<sd::TokenId> p;
-  for (std::int32_t i = 0; i < 2 + seq % 5; ++i) p.push_back(static_cast<sd::TokenId>((seq * 7 + i * 3) % kVocab));
-  return p;
-}
+std::vector<sd::TokenId> prompt_of(std::int32_t seq) { return sd::testing::request_prompt(seq, kVocab); }
 
 template <class Engine>
 struct Slot {

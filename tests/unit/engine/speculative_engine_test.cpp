@@ -31,11 +31,7 @@ constexpr std::int64_t kVocab = 20;
 using Drafter = sd::ModelDrafter<HashedContextModel>;
 using Verifier = sd::ModelVerifier<HashedContextModel>;
 
-std::vector<sd::TokenId> prompt_of(std::int32_t seq) {
-  std::vector<sd::TokenId> p;
-  for (std::int32_t i = 0; i < 2 + seq % 5; ++i) p.push_back(static_cast<sd::TokenId>((seq * 7 + i * 3) % kVocab));
-  return p;
-}
+std::vector<sd::TokenId> prompt_of(std::int32_t seq) { return sd::testing::request_prompt(seq, kVocab); }
 
 // The target every test here decodes with (vocabulary kVocab, seed 1).
 std::vector<sd::TokenId> greedy_reference(std::span<const sd::TokenId> prompt, std::int64_t n) {
