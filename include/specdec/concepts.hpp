@@ -165,7 +165,7 @@ struct CarryPlan {
 struct CarryRound {
   const DraftTree* verified = nullptr;  // what the target verified
   std::int32_t fresh_nodes = 0;         // verified's first fresh_nodes were drafted this round
-  const DraftTree* drafted = nullptr;   // verified, or for a lagged round its tail and what grew below it
+  const DraftTree* drafted = nullptr;   // all drafted this round (a lagged round: its tail and what grew below it)
   ProbRows draft_rows{};                // the rows drafted's slots refer to
   const VerifyResult* result = nullptr;
   TokenId next_root = kNoToken;

@@ -206,7 +206,9 @@ class SpeculativeEngine {
       else
         r.drafter_->begin(prompt);
     } catch (...) {
-      verifier_->end(r.seq_);  // the request never began: its target sequence is closed again
+      // The request never began: its sequences are closed again.
+      verifier_->end(r.seq_);
+      if (overlap) r.drafter_->end();
       throw;
     }
     r.begun_ = true;

@@ -217,3 +217,37 @@ TEST_CASE("The hardware-aware budget snaps the cost coefficient and measures bot
   CHECK_FALSE(target.is_open(o.target_seq));
   CHECK_FALSE(draft.is_open(o.draft_seq));
 }
+
+TEST_CASE("ModelDrafter: the root and a carried tail in one forward give the rows of one forward each",
+          "[engine][duo]") {
+  HashedContextModel draft_a(kVocab, 3, 2, 2.0f, 0.5f), draft_b(kVocab, 3, 2, 2.0f, 0.5f);
+  Drafter one_forward(draft_a, 0, sd::SamplingParams{1.0f}), level_by_level(draft_b, 0, sd::SamplingParams{1.0f});
+  const auto prompt = prompt_of(4);
+  one_forward.begin(prompt);
+  level_by_level.begin(prompt);
+  one_forward.prefill();  // caches all but the root: the first forward feeds the root and the tail only
+  sd::DraftTree tree(prompt.back());
+  tree.add_node(sd::DraftTree::kRoot, 5, 0.5f);
+  tree.add_node(0, 7, 0.5f);
+  tree.add_node(1, 2, 0.5f);
+  sd::ProbMatrix a, b;
+  const std::int32_t all[] = {sd::DraftTree::kRoot, 0, 1, 2};
+  one_forward.propose(sd::DraftRequest{&tree, all}, a);
+  for (const std::int32_t slot : all) level_by_level.propose(sd::DraftRequest{&tree, std::span(&slot, 1)}, b);
+  REQUIRE(a.num_rows() == 4);
+  REQUIRE(b.num_rows() == 4);
+  for (std::int64_t r = 0; r < 4; ++r)
+    for (std::int64_t v = 0; v < kVocab; ++v) CHECK(a.row(r)[v] == Approx(b.row(r)[v]).margin(1e-6));
+  CHECK(draft_a.forwards() == 2);  // the prefill, then one for the root and the tail
+  // Both keep the same committed text: the next round's root rows agree.
+  const sd::TokenId accepted[] = {5, 7, 4};
+  one_forward.commit(accepted);
+  level_by_level.commit(accepted);
+  sd::DraftTree next(4);
+  const std::int32_t root[] = {sd::DraftTree::kRoot};
+  sd::ProbMatrix c, d;
+  one_forward.propose(sd::DraftRequest{&next, root}, c);
+  level_by_level.propose(sd::DraftRequest{&next, root}, d);
+  for (std::int64_t v = 0; v < kVocab; ++v) CHECK(c.row(0)[v] == Approx(d.row(0)[v]).margin(1e-6));
+  CHECK_THROWS_AS(one_forward.propose(sd::DraftRequest{&next, root}, c), sd::InvalidArgumentError);  // root twice
+}
