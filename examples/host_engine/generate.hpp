@@ -1,6 +1,6 @@
-// The host engine's methods: chain, dynamic tree, n-gram and Lyanna
-// speculative decoding through specdec's one round engine over HostLlama,
-// several requests at once. Greedy (lossless at temperature 0: the output equals the
+// The host engine's methods: chain, dynamic tree, n-gram, Lyanna and
+// DuoDecoding speculative decoding through specdec's one round engine over
+// HostLlama, several requests at once. Greedy (lossless at temperature 0: the output equals the
 // target's greedy decoding).
 #pragma once
 
@@ -25,7 +25,7 @@ struct Outputs {
   std::size_t peak_batch = 0;
 };
 
-// `method`: chain | dynamic | ngram | lyanna (with `head`, the Lyanna head).
+// `method`: chain | dynamic | ngram | lyanna (with `head`, the Lyanna head) | duo.
 inline Outputs generate(HostLlama& target, HostLlama& draft, const HostLyannaHead* head, const std::string& method,
                         const std::vector<std::vector<specdec::TokenId>>& prompts, std::int64_t max_new_tokens,
                         std::size_t max_batch) {
@@ -88,7 +88,22 @@ inline Outputs generate(HostLlama& target, HostLlama& draft, const HostLyannaHea
         o.policy(), max_batch);
     return run(scheduler);
   }
-  throw sd::InvalidArgumentError("host_engine: unknown method '" + method + "' (chain, dynamic, ngram, lyanna)");
+  if (method == "duo") {
+    // DuoDecoding: every request's draft model drafts on the worker thread
+    // while this thread runs the target's forward (with a GPU target, the
+    // forward would go to the GPU from here and the drafts stay on the CPU).
+    using Engine = sd::SpeculativeEngine<ModelDrafter, sd::MultiSequenceBuilder, sd::ModelVerifier<HostLlama>,
+                                         sd::GreedyAcceptance, sd::HardwareBudget, sd::SelectAll, sd::LaggedTail>;
+    Engine engine(sd::MultiSequenceBuilder(sd::MultiSequenceOptions{8, 0, /*sample=*/false}), verifier,
+                  sd::GreedyAcceptance{});
+    sd::DraftWorker worker;
+    engine.set_draft_worker(&worker);
+    const auto cost = sd::measure_cost_coefficient(target, draft, &worker);  // gamma = target / draft forward
+    Scheduler<Engine, ModelDrafter, sd::HardwareBudget> scheduler(engine, model_drafter, sd::HardwareBudget(cost),
+                                                                  max_batch);
+    return run(scheduler);
+  }
+  throw sd::InvalidArgumentError("host_engine: unknown method '" + method + "' (chain, dynamic, ngram, lyanna, duo)");
 }
 
 }  // namespace host_engine

@@ -3,7 +3,7 @@
 // libtorch), its own KV cache and its own request scheduler, calling
 // SpeculativeEngine::step for several concurrent requests.
 //
-//   host_engine [--models DIR] [--method chain|dynamic|ngram|lyanna] [--max-batch N]
+//   host_engine [--models DIR] [--method chain|dynamic|ngram|lyanna|duo] [--max-batch N]
 //               [--max-new-tokens N] PROMPT...
 #include <chrono>
 #include <cstdio>

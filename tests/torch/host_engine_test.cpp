@@ -114,7 +114,7 @@ TEST_CASE("The host engine decodes concurrent requests exactly like greedy decod
     o.max_new_tokens = kTokens;
     reference.push_back(ar.generate(p, o).tokens);
   }
-  for (const char* method : {"chain", "dynamic", "ngram", "lyanna"}) {
+  for (const char* method : {"chain", "dynamic", "ngram", "lyanna", "duo"}) {
     INFO(method);
     // Three at once: the other three join as the first ones finish.
     const auto out = host_engine::generate(target, draft, &head, method, prompts, kTokens, 3);
