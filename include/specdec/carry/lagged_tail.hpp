@@ -18,7 +18,9 @@
 // ordinary draft verified by the ordinary rule.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include <fmt/format.h>
 
