@@ -88,21 +88,7 @@ struct Tally {
     total.resampling.nodes += s.resampling.nodes;
     total.resampling.accepted += s.resampling.accepted;
     total.resampling.separate_forwards += s.resampling.separate_forwards;
-    auto& l = total.lag;
-    l.rounds += s.lag.rounds;
-    l.tail_nodes += s.lag.tail_nodes;
-    l.tail_accepted += s.lag.tail_accepted;
-    l.tips += s.lag.tips;
-    l.sequences_drafted += s.lag.sequences_drafted;
-    l.chosen += s.lag.chosen;
-    l.stale += s.lag.stale;
-    for (int i = 0; i < 2; ++i)
-      for (int j = 0; j < 2; ++j) l.top1_confusion[i][j] += s.lag.top1_confusion[i][j];
-    l.score_seconds += s.lag.score_seconds;
-    l.draft_seconds += s.lag.draft_seconds;
-    l.target_wait_seconds += s.lag.target_wait_seconds;
-    l.draft_idle_seconds += s.lag.draft_idle_seconds;
-    l.worker_model_seconds += s.lag.worker_model_seconds;
+    total.lag += s.lag;
     ttft_ms.push_back(1e3 * s.time_to_first_token_seconds);
     prefill_ms.push_back(1e3 * s.prefill_seconds);
     ++stop_reasons[to_string(s.stop_reason)];

@@ -184,7 +184,8 @@ PackedLinear::PackedLinear(const at::Tensor& weight) {
   try {
     dnnl::engine& engine = cpu_engine();
     dnnl::stream& stream = cpu_stream();
-    // Let the m = 1 primitive (decoding, the hot path) choose the layout.
+    // Let the m = 1 primitive (decoding, the hot path) choose the layout; the
+    // primitives themselves are made on first use, per thread count (entry()).
     const memory::desc any_weights({impl->in, impl->out}, DataType::f32, Tag::any);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(rows_md(1, impl->in), any_weights, rows_md(1, impl->out)),
                                     user_scratchpad_attr(), engine);
@@ -195,7 +196,6 @@ PackedLinear::PackedLinear(const at::Tensor& weight) {
                 const_cast<float*>(w.data_ptr<float>()));
     dnnl::reorder(user, impl->weights).execute(stream, user, impl->weights);
     stream.wait();
-    (void)pd;  // the m = 1 primitive is made (per thread count) on first use, with this layout
   } catch (const dnnl::error& e) {
     throw UnsupportedError(fmt::format("PackedLinear: oneDNN cannot set up a [{}, {}] f32 matmul: {}", impl->out,
                                        impl->in, e.what()));

@@ -135,12 +135,7 @@ sd::testing::ChiSquareResult duo_fit(std::int32_t gamma, std::int32_t sequences,
     typename Engine::Request r(0, drafter, policy, three_tokens(seed));
     engine.begin(r, prompt);
     while (r.active()) engine.step(r);
-    if (totals != nullptr) {
-      totals->lag.tail_accepted += r.result().stats.lag.tail_accepted;
-      totals->lag.chosen += r.result().stats.lag.chosen;
-      totals->lag.sequences_drafted += r.result().stats.lag.sequences_drafted;
-      totals->lag.tips += r.result().stats.lag.tips;
-    }
+    if (totals != nullptr) totals->lag += r.result().stats.lag;
     return r.take_result();
   });
 }

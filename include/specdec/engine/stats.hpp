@@ -82,6 +82,25 @@ struct Stats {
     std::int64_t top1_confusion[2][2] = {{0, 0}, {0, 0}};
     double score_seconds = 0.0, draft_seconds = 0.0, target_wait_seconds = 0.0, draft_idle_seconds = 0.0;
     double worker_model_seconds = 0.0;  // draft-model time spent on the worker (overlapping the target's)
+
+    // Sums the counters and times of another generation (a bench's totals).
+    Lag& operator+=(const Lag& o) {
+      rounds += o.rounds;
+      tail_nodes += o.tail_nodes;
+      tail_accepted += o.tail_accepted;
+      tips += o.tips;
+      sequences_drafted += o.sequences_drafted;
+      chosen += o.chosen;
+      stale += o.stale;
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j) top1_confusion[i][j] += o.top1_confusion[i][j];
+      score_seconds += o.score_seconds;
+      draft_seconds += o.draft_seconds;
+      target_wait_seconds += o.target_wait_seconds;
+      draft_idle_seconds += o.draft_idle_seconds;
+      worker_model_seconds += o.worker_model_seconds;
+      return *this;
+    }
   } lag;
 
   std::int64_t rounds() const { return acceptance.num_rounds; }
