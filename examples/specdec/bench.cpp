@@ -25,23 +25,6 @@
 namespace specdec::cli {
 namespace {
 
-std::vector<std::string> read_prompts(const std::filesystem::path& path, std::int64_t limit) {
-  std::ifstream in(path);
-  if (!in) throw IoError(fmt::format("{}: cannot open the prompt set", path.string()));
-  std::vector<std::string> out;
-  std::string line;
-  for (int n = 1; std::getline(in, line) && std::int64_t(out.size()) < limit; ++n) {
-    if (line.empty()) continue;
-    try {
-      out.push_back(nlohmann::json::parse(line).at("prompt").get<std::string>());
-    } catch (const nlohmann::json::exception& e) {
-      throw IoError(fmt::format("{}:{}: not a JSON object with a \"prompt\" string ({})", path.string(), n, e.what()));
-    }
-  }
-  if (out.empty()) throw IoError(fmt::format("{}: no prompts", path.string()));
-  return out;
-}
-
 double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
@@ -89,6 +72,7 @@ struct Tally {
     total.resampling.accepted += s.resampling.accepted;
     total.resampling.separate_forwards += s.resampling.separate_forwards;
     total.lag += s.lag;
+    total.verified += s.verified;
     ttft_ms.push_back(1e3 * s.time_to_first_token_seconds);
     prefill_ms.push_back(1e3 * s.prefill_seconds);
     ++stop_reasons[to_string(s.stop_reason)];
@@ -123,6 +107,137 @@ void progress(std::size_t done, std::size_t total, const std::string& what) {
   std::fflush(stderr);
 }
 
+
+// Fractions of rounds that verified 0, 1, ... drafted tokens.
+std::vector<double> fractions(const std::vector<std::int64_t>& counts) {
+  std::int64_t total = 0;
+  for (const auto c : counts) total += c;
+  std::vector<double> out;
+  for (const auto c : counts) out.push_back(total ? double(c) / double(total) : 0.0);
+  return out;
+}
+
+double verified_per_round(const Stats& s) {
+  return s.rounds() ? double(s.verified.verified_nodes) / double(s.rounds()) : 0.0;
+}
+
+// The batched bench: one workload, every method at every batch size, AR first.
+int run_batched_bench(const BenchCommand& b) {
+  auto s = load_session(b.target, b.draft, b.tokenizer, b.threads);
+  auto* draft = s.draft ? &*s.draft : nullptr;
+  std::vector<AnyDecoder> methods;
+  methods.push_back(torch_backend::make_method(torch_backend::parse_method("autoregressive"), s.target, nullptr,
+                                               b.sampling));
+  for (const auto& spec : b.methods)
+    methods.push_back(torch_backend::make_method(torch_backend::parse_method(spec), s.target, draft, b.sampling,
+                                                 b.target.parent_path()));
+  std::vector<std::vector<TokenId>> prompts;
+  std::vector<std::string> set_names;
+  for (const auto& path : b.prompt_sets) {
+    for (const auto& text : read_prompts(path, b.num_prompts)) prompts.push_back(s.tokenizer.encode(text, true));
+    set_names.push_back(path.stem().string());
+  }
+  std::vector<GenerationOptions> options(prompts.size());
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    options[i].max_new_tokens = b.max_new_tokens;
+    options[i].seed = b.sampling.seed + i;
+  }
+  const auto largest = static_cast<std::size_t>(*std::max_element(b.batches.begin(), b.batches.end()));
+  if (b.warmup > 0) {  // page in weights, create oneDNN primitives for the row counts a batch sees
+    std::vector<GenerationOptions> short_options(options);
+    for (auto& o : short_options) o.max_new_tokens = std::min<std::int64_t>(8, b.max_new_tokens);
+    const auto n = std::min(prompts.size(), largest);
+    for (std::size_t m = 0; m < methods.size(); ++m) {
+      progress(m, methods.size(), "warm-up " + methods[m].name());
+      methods[m].generate_batch(std::span(prompts).first(n), std::span(short_options).first(n), largest);
+    }
+    std::fprintf(stderr, "\n");
+  }
+  const std::string workload = fmt::format("{}", fmt::join(set_names, "+"));
+  nlohmann::json records = nlohmann::json::array();
+  std::printf("%-44s %5s %9s %9s %8s %6s %7s %8s %8s %9s\n", "method", "batch", "tok/s", "AR tok/s", "speedup",
+              "tau", "occup.", "drafted", "verified", "worst-5");
+  std::size_t done = 0;
+  const std::size_t total_runs = b.batches.size() * methods.size();
+  for (const auto batch : b.batches) {
+    double ar_tps = 0.0;
+    std::vector<std::vector<TokenId>> ar_tokens;
+    for (std::size_t m = 0; m < methods.size(); ++m) {
+      progress(done++, total_runs, fmt::format("batch {} {}", batch, methods[m].name()));
+      const auto run = methods[m].generate_batch(prompts, options, static_cast<std::size_t>(batch));
+      Tally t;
+      std::vector<std::pair<double, std::size_t>> per_request;  // (verified per round, request)
+      std::int64_t differ = 0;
+      for (std::size_t i = 0; i < run.results.size(); ++i) {
+        const auto& r = run.results[i];
+        t.add(r.stats);
+        per_request.emplace_back(verified_per_round(r.stats), i);
+        if (m == 0) ar_tokens.push_back(r.tokens);
+        else if (b.sampling.is_greedy() && r.tokens != ar_tokens[i]) ++differ;
+      }
+      std::sort(per_request.begin(), per_request.end());
+      Stats::Verified worst;
+      std::int64_t worst_rounds = 0;
+      const auto five = std::min<std::size_t>(5, per_request.size());
+      for (std::size_t w = 0; w < five; ++w) {
+        const auto& st = run.results[per_request[w].second].stats;
+        worst += st.verified;
+        worst_rounds += st.rounds();
+      }
+      const double tps = run.tokens_per_second();
+      if (m == 0) ar_tps = tps;
+      const auto& st = t.total;
+      const double drafted = st.rounds() ? double(st.verified.drafted_nodes) / double(st.rounds()) : 0.0;
+      const double verified = verified_per_round(st);
+      const double worst_verified = worst_rounds ? double(worst.verified_nodes) / double(worst_rounds) : 0.0;
+      std::printf("\r%-44s %5d %9.1f %9.1f %7.2fx %6.2f %7.1f %8.2f %8.2f %9.2f%s\n", methods[m].name().c_str(),
+                  batch, tps, ar_tps, tps / ar_tps, st.acceptance.mean_emitted(), run.mean_batch, drafted, verified,
+                  worst_verified, differ ? fmt::format("  ({} outputs differ)", differ).c_str() : "");
+      records.push_back({{"method", methods[m].name()},
+                         {"batch", batch},
+                         {"workload", workload},
+                         {"requests", prompts.size()},
+                         {"max_new_tokens", b.max_new_tokens},
+                         {"temperature", b.sampling.temperature},
+                         {"lossless", st.acceptance.lossless},
+                         {"tokens_per_second", tps},
+                         {"autoregressive_tokens_per_second", ar_tps},
+                         {"speedup", tps / ar_tps},
+                         {"seconds", run.seconds},
+                         {"steps", run.steps},
+                         {"mean_batch", run.mean_batch},
+                         {"peak_batch", run.peak_batch},
+                         {"tau", st.acceptance.mean_emitted()},
+                         {"acceptance_rate", st.acceptance.acceptance_rate()},
+                         {"rounds", st.rounds()},
+                         {"drafted_per_round", drafted},
+                         {"verified_per_round", verified},
+                         {"verified_length_fractions", fractions(st.verified.rounds_by_nodes)},
+                         {"worst5_verified_per_round", worst_verified},
+                         {"worst5_verified_length_fractions", fractions(worst.rounds_by_nodes)},
+                         {"median_verified_per_round_per_request", median([&] {
+                            std::vector<double> v;
+                            for (const auto& [x, i] : per_request) v.push_back(x);
+                            return v;
+                          }())},
+                         {"target_forward_ms", 1e3 * st.target_forward_seconds()},
+                         {"draft_seconds", st.draft_seconds},
+                         {"verify_seconds", st.verify_seconds},
+                         {"stop_reasons", t.stop_reasons},
+                         {"outputs_differing_from_autoregressive", differ}});
+    }
+  }
+  progress(total_runs, total_runs, "");
+  std::fprintf(stderr, "\n");
+  if (!b.json.empty()) {
+    std::ofstream out(b.json);
+    if (!out) throw IoError(fmt::format("{}: cannot write", b.json.string()));
+    out << records.dump(2) << "\n";
+    std::printf("wrote %s\n", b.json.string().c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_bench_options(CLI::App& cmd, BenchCommand& b) {
@@ -140,9 +255,12 @@ void add_bench_options(CLI::App& cmd, BenchCommand& b) {
   cmd.add_option("--json", b.json, "write the results as JSON here");
   cmd.add_option("--warmup", b.warmup, "untimed generations before measuring");
   cmd.add_option("--threads", b.threads, "CPU threads (0 = all cores)");
+  cmd.add_option("--batch", b.batches,
+                 "run the pooled prompt sets as concurrent requests, up to N at once (repeat for several N)");
 }
 
 int run_bench(const BenchCommand& b) {
+  if (!b.batches.empty()) return run_batched_bench(b);
   auto s = load_session(b.target, b.draft, b.tokenizer, b.threads);
   auto* draft = s.draft ? &*s.draft : nullptr;
   std::vector<AnyDecoder> methods;

@@ -22,6 +22,10 @@ struct BenchCommand {
   std::filesystem::path json;  // one record per (method, prompt set)
   int warmup = 1;              // untimed generations before measuring
   int threads = 0;
+  // Batched mode (--batch N, repeatable): the prompt sets pooled into one
+  // workload of requests, run through each method with up to N at once
+  // (continuous batching), for each N.
+  std::vector<std::int32_t> batches;
 };
 
 void add_bench_options(CLI::App& cmd, BenchCommand& b);

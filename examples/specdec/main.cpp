@@ -7,6 +7,7 @@
 //   specdec methods          the registered methods, their parameters and models (libtorch builds)
 //   specdec bench ...        prompt sets x methods, table + JSON (libtorch builds)
 //   specdec sequoia ...      measure positional acceptance, print the Sequoia tree (libtorch builds)
+//   specdec profile-sv ...   Speculative Verification's acceptance profile (libtorch builds)
 //   specdec train-lyanna ... train a Lyanna draft head, an ablation or the EAGLE-style head
 //   specdec eval-head ...    held-out per-step agreement of a draft head with its target
 //   specdec hot-tokens ...   token frequencies of a corpus, hot-token coverage
@@ -21,6 +22,7 @@
 #include "bench.hpp"
 #include "convert.hpp"
 #include "generate.hpp"
+#include "profile_sv.hpp"
 #include "sequoia.hpp"
 #include "train.hpp"
 #include "train_head.hpp"
@@ -58,6 +60,10 @@ int main(int argc, char** argv) {
   auto* sequoia_cmd = app.add_subcommand(
       "sequoia", "Measure the positional acceptance vector and print the Sequoia-optimal tree");
   specdec::cli::add_sequoia_options(*sequoia_cmd, sequoia);
+  specdec::cli::ProfileSvCommand profile_sv;
+  auto* profile_sv_cmd = app.add_subcommand(
+      "profile-sv", "Profile Speculative Verification's acceptance table and report its information gain");
+  specdec::cli::add_profile_sv_options(*profile_sv_cmd, profile_sv);
   specdec::cli::TrainHeadCommand train_head;
   auto* train_head_cmd = app.add_subcommand(
       "train-lyanna", "Train a Lyanna draft head (or an ablation, or the EAGLE-style head) on a frozen target");
@@ -83,6 +89,7 @@ int main(int argc, char** argv) {
     if (generate_cmd->parsed()) return specdec::cli::run_generate(generate);
     if (bench_cmd->parsed()) return specdec::cli::run_bench(bench);
     if (sequoia_cmd->parsed()) return specdec::cli::run_sequoia(sequoia);
+    if (profile_sv_cmd->parsed()) return specdec::cli::run_profile_sv(profile_sv);
     if (train_head_cmd->parsed()) return specdec::cli::run_train_head(train_head);
     if (eval_head_cmd->parsed()) return specdec::cli::run_eval_head(eval_head);
     if (hot_tokens_cmd->parsed()) return specdec::cli::run_hot_tokens(hot_tokens);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "specdec/engine/stats.hpp"
 #include "specdec/tokenizer/tokenizer.hpp"
@@ -24,6 +25,10 @@ struct Session {
 // every vocabulary agrees.
 Session load_session(const std::filesystem::path& target, const std::filesystem::path& draft,
                      const std::filesystem::path& tokenizer, int threads);
+
+// The "prompt" field of each JSON line of `path`, the first `limit` of them;
+// IoError naming the file and line otherwise.
+std::vector<std::string> read_prompts(const std::filesystem::path& path, std::int64_t limit);
 
 // A few lines: tokens/s, tau, per-depth acceptance, time split, overhead.
 void print_stats(const std::string& label, const Stats& stats);

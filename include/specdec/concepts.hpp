@@ -97,6 +97,33 @@ concept BuilderFor = requires(B& b, D& drafter, const DraftBudget& budget, Token
 template <class B>
 concept TreeBuilder = BuilderFor<B, archetypes::Drafter>;
 
+// A drafter that proposes for several sequences in one model forward
+// (ModelDrafter: every drafter of the batch shares its model). Row order per
+// drafter is propose()'s; the result equals calling each one's propose().
+template <class D>
+concept BatchDrafter = Drafter<D> && requires(std::span<D* const> drafters, std::span<const DraftRequest> requests,
+                                              std::span<ProbMatrix* const> rows) {
+  D::propose_batch(drafters, requests, rows);
+};
+
+// One request's part in a batched build: what build() takes, per request.
+template <class D>
+struct BuildItem {
+  D* drafter = nullptr;
+  DraftBudget budget;
+  TokenId root = kNoToken;
+  RandomStream* rng = nullptr;
+  DraftTree* tree = nullptr;
+  ProbMatrix* rows = nullptr;
+};
+// A builder that drafts several requests' trees in lockstep, one batched
+// propose per level (ChainBuilder). Each tree, row and random draw equals
+// what build() would give that request alone.
+template <class B, class D>
+concept BatchBuilderFor = BuilderFor<B, D> && requires(B& b, std::span<const BuildItem<D>> items) {
+  b.build_batch(items);
+};
+
 // Runs the target once over [root, tree nodes] of every item (one sequence
 // each) and writes one warped distribution per input (root first) to out[i];
 // commit keeps the root and the accepted path in the sequence's target cache
@@ -144,6 +171,18 @@ concept RuleFitsDrafter = !R::kNeedsDraftProbs || D::kProvidesProbs;
 // beyond what the rule's modes account for.
 template <class S>
 concept Selector = requires(S& s, std::span<Selection> batch) { s.select(batch); };
+
+// A selector that follows each request's committed context (SV's companion
+// model keeps a cache per sequence): the engine calls begin when a request
+// begins, commit after the target's commit with the verified tree, and end
+// when the request finishes.
+template <class S>
+concept TrackingSelector = Selector<S> && requires(S& s, std::int32_t seq, std::span<const TokenId> prompt,
+                                                   const DraftTree& tree, const VerifyResult& result) {
+  s.begin(seq, prompt);
+  s.commit(seq, tree, result);
+  s.end(seq);
+};
 
 // What one round hands to the next (docs/design.md §1, carry-over): Lyanna's
 // re-sampled tree (arXiv 2602.21224, §5.3, §6.2), DuoDecoding's lagged tail

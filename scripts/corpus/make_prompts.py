@@ -3,6 +3,7 @@
 
   python3 scripts/corpus/make_prompts.py [--heldout build/corpus/heldout.txt]
       [--train build/corpus/train.txt] [--out data/prompts] [--n 40]
+      [--tag profile --exclude data/prompts]   (another selection, sharing no source with the bench's)
 
 data/prompts/{prose,code,definitions}.jsonl, one {"id", "task", "prompt", "source"}
 per line, 100-400 characters each, cut where a writer would pause:
@@ -130,7 +131,16 @@ def main():
     ap.add_argument("--train", default=str(ROOT / "build/corpus/train.txt"))
     ap.add_argument("--out", default=str(ROOT / "data/prompts"))
     ap.add_argument("--n", type=int, default=40, help="prompts per task")
+    ap.add_argument("--tag", default="", help="another selection (a different seed), e.g. 'profile'")
+    ap.add_argument("--exclude", default="",
+                    help="a directory of prompt sets whose sources this selection must not reuse")
     a = ap.parse_args()
+    excluded = set()
+    if a.exclude:
+        for f in sorted(Path(a.exclude).glob("*.jsonl")):
+            for line in f.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    excluded.add(json.loads(line)["source"])
     docs = read_docs(a.heldout)
     # held-out documents can still quote training text (a Bible verse in a
     # fortune, boilerplate code): such candidates are skipped
@@ -138,7 +148,7 @@ def main():
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     for task, makers in TASKS.items():
-        rng = random.Random(f"{SEED}:{task}")
+        rng = random.Random(f"{SEED}:{task}" + (f":{a.tag}" if a.tag else ""))
         picked = []
         for k, (source, make) in enumerate(makers):
             want = a.n // len(makers) + (k < a.n % len(makers))
@@ -149,7 +159,7 @@ def main():
                 if got == want:
                     break
                 r = make(rng, title, text)
-                if r and norm(r[0])[:80] not in train:
+                if r and norm(r[0])[:80] not in train and r[1] not in excluded:
                     picked.append(r)
                     got += 1
             if got < want:

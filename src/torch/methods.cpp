@@ -29,6 +29,7 @@ std::span<const MethodInfo> registered_methods() {
       methods::autoregressive_method(), methods::chain_method(),  methods::tree_method(),
       methods::dynamic_method(),        methods::sequoia_method(), methods::ngram_method(),
       methods::lyanna_method(),         methods::eagle_method(),   methods::duo_method(),
+      methods::sv_method(),
   };
   return methods;
 }
@@ -196,6 +197,11 @@ DraftHead load_head(const MethodContext& c, HeadKind kind) {
 
 }  // namespace methods
 
+SamplingParams draft_sampling_for(const SamplingParams& sampling) {
+  if (sampling.is_greedy()) return SamplingParams{1.0f, 0, 1.0f, sampling.seed};
+  return sampling;
+}
+
 std::string describe_rule(const MethodConfig& config, const SamplingParams& sampling) {
   if (config.name == "autoregressive") return "no acceptance rule";
   const auto& info = find_method(config.name);
@@ -218,9 +224,7 @@ AnyDecoder make_method(const MethodConfig& config, LlamaModel& target, LlamaMode
                                  draft->vocab_size(), target.vocab_size()));
   // Greedy decoding ranks draft candidates at temperature 1; sampling warps
   // the draft exactly like the target (the lossless rules compare the two).
-  SamplingParams draft_sampling = sampling;
-  if (sampling.is_greedy()) draft_sampling = SamplingParams{1.0f, 0, 1.0f, sampling.seed};
-  return info.make(MethodContext{config, target, draft, sampling, draft_sampling, heads_dir});
+  return info.make(MethodContext{config, target, draft, sampling, draft_sampling_for(sampling), heads_dir});
 }
 
 }  // namespace specdec::torch_backend

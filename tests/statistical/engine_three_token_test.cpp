@@ -24,6 +24,7 @@
 #include "specdec/engine/speculative_engine.hpp"
 #include "specdec/policy/fixed_length.hpp"
 #include "specdec/policy/hardware_budget.hpp"
+#include "specdec/select/goodput_selector.hpp"
 #include "specdec/tree/chain_builder.hpp"
 #include "specdec/tree/dynamic_tree_builder.hpp"
 #include "specdec/tree/multi_sequence_builder.hpp"
@@ -138,6 +139,76 @@ sd::testing::ChiSquareResult duo_fit(std::int32_t gamma, std::int32_t sequences,
     if (totals != nullptr) totals->lag += r.result().stats.lag;
     return r.take_result();
   });
+}
+
+// Speculative Verification (arXiv 2509.24328) at batch 4: chains of 3 from
+// the draft, a companion equal to the target (so A tracks p / q closely and a
+// schedule that reads A on a sampled token is strongly biased), tables that
+// make the schedule cut hard, and a latency where each verified token costs a
+// quarter of a forward. Four ragged requests, one joining a step late.
+struct SvFit {
+  sd::testing::ChiSquareResult fit;
+  std::int64_t truncated = 0, verified = 0, drafted = 0;
+  bool lossless = true;
+};
+
+SvFit sv_batch_fit(const sd::SamplingParams& sampling, sd::ChainBuilder::Pick pick, bool biased) {
+  using Selector = sd::GoodputSelector<Verifier>;
+  using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, sd::RecursiveRejectionSampling,
+                                       sd::FixedLength, Selector>;
+  Models m;
+  HashedContextModel companion_model(kVocab, 11);
+  Verifier verifier(m.target, sampling), companion(companion_model, sampling);
+  const std::vector<std::int32_t> batches{1, 2, 4};
+  const std::vector<std::int32_t> tokens{1, 2, 4};
+  std::vector<double> seconds;
+  for (const auto b : batches)
+    for (const auto t : tokens) seconds.push_back(1.0 + 0.25 * b * t);
+  sd::GoodputOptions options;
+  options.biased_sampled_acceptance = biased;
+  Engine engine(sd::ChainBuilder{pick}, verifier, sd::RecursiveRejectionSampling{},
+                Selector(companion, sd::AcceptanceTable({}, {0.5f}, {0.05f, 0.95f}, {1, 1}),
+                         sd::AcceptanceTable({0.6f}, {}, {0.2f, 0.9f}, {1, 1}),
+                         sd::VerifyLatency(batches, tokens, seconds, {0.0, 0.0, 0.0}), options));
+  SvFit out;
+  engine.set_round_view_observer([&](const Engine::RoundView& v) {
+    const auto& round = engine.selector().last_round(v.seq);
+    out.truncated += round.verified < static_cast<std::int32_t>(round.indicators.size());
+  });
+  const std::vector<std::vector<sd::TokenId>> prompts = {{3, 1, 4}, {2}, {7, 7, 1, 0, 6}, {5, 2}};
+  std::vector<double> law;
+  for (const auto& p : prompts)
+    for (const double v : three_token_law(m.target, p, sampling)) law.push_back(v / double(prompts.size()));
+  std::vector<std::int64_t> counts(law.size(), 0);
+  sd::FixedLength policy = sd::FixedLength::chain(3);
+  const auto batches_run = std::max<std::int64_t>(250, generations() / 4);
+  for (std::int64_t i = 0; i < batches_run; ++i) {
+    std::deque<Drafter> drafters;
+    std::deque<Engine::Request> requests;
+    for (std::size_t r = 0; r < prompts.size(); ++r) {
+      drafters.emplace_back(m.draft, static_cast<std::int32_t>(r), sampling);
+      requests.emplace_back(static_cast<std::int32_t>(r), drafters.back(), policy,
+                            three_tokens(static_cast<std::uint64_t>(i) * 4 + r));
+    }
+    for (std::size_t r = 0; r + 1 < prompts.size(); ++r) engine.begin(requests[r], prompts[r]);
+    for (int step = 0;; ++step) {
+      if (step == 1) engine.begin(requests.back(), prompts.back());  // joins late
+      std::vector<Engine::Request*> batch;
+      for (auto& r : requests)
+        if (r.active()) batch.push_back(&r);
+      if (batch.empty() && step >= 1) break;
+      if (!batch.empty()) engine.step(batch);
+    }
+    for (std::size_t r = 0; r < prompts.size(); ++r) {
+      const auto& st = requests[r].result().stats;
+      ++counts[r * static_cast<std::size_t>(kCells) + cell(requests[r].result().tokens)];
+      out.verified += st.verified.verified_nodes;
+      out.drafted += st.verified.drafted_nodes;
+      out.lossless = out.lossless && st.acceptance.lossless;
+    }
+  }
+  out.fit = sd::testing::chi_square_gof(counts, law);
+  return out;
 }
 
 sd::StaticTreeShape small_tree() { return sd::StaticTreeShape::from_choices({{0}, {1}, {0, 0}, {0, 1}, {1, 0}, {0, 0, 0}}); }
@@ -260,6 +331,30 @@ TEST_CASE("Batched decoding (4 ragged requests per step) keeps each request's th
   const auto fit = sd::testing::chi_square_gof(counts, law);
   INFO(fit.describe());
   CHECK_FALSE(fit.rejects(st::kAlpha));
+}
+
+TEST_CASE("Speculative Verification keeps each request's three-token law at batch 4", "[statistical][engine][sv]") {
+  const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
+  // top-1 drafts: S and A steer; sampled drafts: S alone steers.
+  const auto pick = GENERATE(sd::ChainBuilder::Pick::kTop1, sd::ChainBuilder::Pick::kSample);
+  INFO(st::describe(sampling) << (pick == sd::ChainBuilder::Pick::kTop1 ? ", top-1 drafts" : ", sampled drafts"));
+  const auto r = sv_batch_fit(sampling, pick, /*biased=*/false);
+  INFO(r.fit.describe() << "; verified " << r.verified << " of " << r.drafted << " drafts");
+  CHECK_FALSE(r.fit.rejects(st::kAlpha));
+  CHECK(r.lossless);
+  CHECK(r.truncated > 0);            // the schedule cut drafts ...
+  CHECK(r.verified > r.drafted / 5);  // ... and verified many
+  CHECK(r.verified < r.drafted);
+}
+
+TEST_CASE("The three-token test rejects Speculative Verification steering sampled drafts with A (power)",
+          "[statistical][engine][sv]") {
+  // The paper's setting: whether a sampled token is verified depends on its
+  // own A, which biases the output (docs/acceptance.md).
+  const auto r = sv_batch_fit(sd::SamplingParams{1.0f, 0, 1.0f}, sd::ChainBuilder::Pick::kSample, /*biased=*/true);
+  INFO(r.fit.describe());
+  CHECK(r.fit.rejects(st::kAlpha));
+  CHECK_FALSE(r.lossless);  // and the run says so
 }
 
 TEST_CASE("DuoDecoding keeps the target's joint law of three tokens", "[statistical][engine][duo]") {

@@ -21,6 +21,7 @@
 #include "specdec/engine/speculative_engine.hpp"
 #include "specdec/tree/dynamic_tree_builder.hpp"
 #include "specdec/policy/fixed_length.hpp"
+#include "specdec/io/sv_profile.hpp"
 #include "specdec/tokenizer/tokenizer.hpp"
 #include "specdec/torch/draft_head.hpp"
 #include "specdec/torch/llama_model.hpp"
@@ -108,6 +109,43 @@ TEST_CASE("Every method decodes greedily exactly like autoregressive decoding", 
     INFO(spec);
     CHECK(method.generate(prompt, o).tokens == reference);
     CHECK(method.name() == tb::parse_method(method.name()).spec());  // the spec round-trips
+  }
+}
+
+TEST_CASE("Every method's continuous batching equals greedy decoding, request by request", "[torch][engine]") {
+  auto target = tb::LlamaModel::random(tiny(2, 32), 3);
+  auto draft = tb::LlamaModel::random(tiny(1, 16), 4);
+  const auto heads = write_random_heads(target, "specdec_batch_heads", sd::DType::kF32);
+  // sv's companion (smaller than the draft) and a greedy profile that cuts drafts.
+  tb::LlamaModel::random(tiny(1, 8), 5).save(heads / "companion", sd::DType::kF32);
+  sd::io::SvProfile profile;
+  profile.drafts = "top1";
+  profile.temperature = 0.0f;
+  profile.draft_lengths = {3};
+  profile.joint = sd::AcceptanceTable({0.5f}, {0.5f}, {0.1f, 0.6f, 0.3f, 0.95f}, {1, 1, 1, 1});
+  profile.similarity = sd::AcceptanceTable({0.5f}, {}, {0.2f, 0.8f}, {1, 1});
+  std::filesystem::create_directories(heads / "sv");
+  sd::io::write_sv_profile(heads / "sv" / sd::io::sv_profile_name(sd::SamplingParams{0.0f}, "top1"), profile);
+
+  std::vector<std::vector<sd::TokenId>> prompts;
+  std::vector<sd::GenerationOptions> options;
+  for (int i = 0; i < 5; ++i) {
+    prompts.push_back({static_cast<sd::TokenId>(7 + i), 3, 9, 3, static_cast<sd::TokenId>(7 + 2 * i), 3});
+    sd::GenerationOptions o;
+    o.max_new_tokens = 10 + 4 * i;  // ragged: requests leave at different steps
+    options.push_back(o);
+  }
+  for (const char* spec : {"autoregressive", "chain:k=3", "tree", "dynamic:top_k=3:depth=3:total=8",
+                           "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram:k=3", "lyanna", "eagle",
+                           "duo:gamma=3:pin=0", "sv:k=3:lat_batch=4:lat_reps=1", "sv:k=3:all=1"}) {
+    auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f}, heads);
+    INFO(spec);
+    const auto run = method.generate_batch(prompts, options, 3);
+    REQUIRE(run.results.size() == prompts.size());
+    CHECK(run.peak_batch == 3);
+    CHECK(run.mean_batch > 1.0);
+    for (std::size_t i = 0; i < prompts.size(); ++i)
+      CHECK(run.results[i].tokens == greedy(target, prompts[i], options[i].max_new_tokens));
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "specdec/core/bit_matrix.hpp"
 #include "specdec/core/draft_tree.hpp"
+#include "specdec/core/prob_matrix.hpp"
 #include "specdec/core/tensor_view.hpp"
 #include "specdec/core/types.hpp"
 
@@ -44,13 +45,16 @@ struct DraftRequest {
 // sets `use_selected`. A selected subtree keeps the root, is closed under
 // ancestors, and keeps child modes the rule verifies losslessly: a slot whose
 // children were chosen by looking at the drawn tokens is kDeterministic
-// (prune_to_budget in core/draft_tree_ops.hpp does this).
+// (prune_to_budget in core/draft_tree_ops.hpp does this). `draft_rows` are
+// the draft distributions the drafted tree's slots refer to (a selector that
+// scores the drafts, SV's GoodputSelector, reads them).
 struct Selection {
   std::int32_t seq = 0;
   const DraftTree* drafted = nullptr;
   DraftBudget budget;
   DraftTree* selected = nullptr;
   bool use_selected = false;
+  ProbRows draft_rows{};
 };
 
 // One sequence's tree in a Verifier's batched score: the root and the nodes

@@ -62,35 +62,43 @@ class ModelDrafter {
   }
 
   void propose(const DraftRequest& request, ProbMatrix& rows) {
-    if (request.tree == nullptr) throw InvalidArgumentError("ModelDrafter: the request has no tree");
-    const auto vocab = vocab_size();
-    expect_draft_vocab(rows, vocab, "ModelDrafter");
-    if (request.frontier.empty()) return;
-    const DraftTree& tree = *request.tree;
-    const bool at_root = request.frontier[0] == DraftTree::kRoot;
-    tokens_.clear();
-    positions_.clear();
-    std::int32_t first_new = 0;  // staged index of this forward's first token
-    if (at_root) {
-      stage_root(tree);
-    } else {
-      if (root_staged_ < 0)
-        throw InvalidArgumentError("ModelDrafter: a node was proposed before the root of the round");
-      first_new = static_cast<std::int32_t>(staged_.size());
-    }
-    const auto nodes = at_root ? request.frontier.subspan(1) : request.frontier;
-    stage_nodes(tree, nodes);
-    const bool causal = at_root && nodes.empty();  // the pending chain alone needs no mask
-    if (!causal) build_mask(at_root ? 0 : first_new);
-    input_ = SequenceInput{seq_, tokens_, positions_, causal ? PackedMask{} : PackedMask::of(mask_), !at_root};
+    if (!stage(request, rows)) return;
     const auto n = static_cast<std::int64_t>(input_.tokens.size());
     ForwardRequest forward{std::span(&input_, 1)};
-    forward.logits = logits_.view(n, vocab);
+    forward.logits = logits_.view(n, vocab_size());
     model_->forward(forward);
-    const auto logits = logit_rows(forward.logits, n, vocab, "ModelDrafter");
-    // Rows follow the frontier: the root's (the last pending token's), then one per node.
-    const auto first_row = at_root ? std::int64_t{root_staged_} : std::int64_t{0};
-    for (std::int64_t i = first_row; i < n; ++i) warp_(logits.row(i), sampling_, rows.append_row());
+    append_rows(logit_rows(forward.logits, n, vocab_size(), "ModelDrafter"), 0, rows);
+  }
+
+  // propose() for several sequences in one forward of their shared model
+  // (the engine drafts a batch's chains level by level with it): drafter i
+  // answers requests[i] into *rows[i].
+  static void propose_batch(std::span<ModelDrafter* const> drafters, std::span<const DraftRequest> requests,
+                            std::span<ProbMatrix* const> rows) {
+    if (drafters.size() != requests.size() || drafters.size() != rows.size())
+      throw ShapeError(fmt::format("ModelDrafter::propose_batch: {} drafters, {} requests and {} row buffers",
+                                   drafters.size(), requests.size(), rows.size()));
+    if (drafters.empty()) return;
+    ModelDrafter& lead = *drafters[0];
+    lead.batch_inputs_.clear();
+    lead.batch_members_.clear();
+    std::int64_t total = 0;
+    for (std::size_t i = 0; i < drafters.size(); ++i) {
+      ModelDrafter& d = *drafters[i];
+      if (d.model_ != lead.model_)
+        throw InvalidArgumentError("ModelDrafter::propose_batch: the drafters do not share one model");
+      if (!d.stage(requests[i], *rows[i])) continue;
+      lead.batch_inputs_.push_back(d.input_);
+      lead.batch_members_.push_back({i, total});
+      total += static_cast<std::int64_t>(d.input_.tokens.size());
+    }
+    if (lead.batch_inputs_.empty()) return;
+    const auto vocab = lead.vocab_size();
+    ForwardRequest forward{lead.batch_inputs_};
+    forward.logits = lead.logits_.view(total, vocab);
+    lead.model_->forward(forward);
+    const auto logits = logit_rows(forward.logits, total, vocab, "ModelDrafter");
+    for (const auto& [i, first] : lead.batch_members_) drafters[i]->append_rows(logits, first, *rows[i]);
   }
 
   // Caches the committed context but its last token now, so the round's
@@ -134,6 +142,42 @@ class ModelDrafter {
   void end() { close_if_open(); }
 
  private:
+  // Stages the request's tokens and builds input_; false when the frontier is
+  // empty (nothing to run).
+  bool stage(const DraftRequest& request, ProbMatrix& rows) {
+    if (request.tree == nullptr) throw InvalidArgumentError("ModelDrafter: the request has no tree");
+    expect_draft_vocab(rows, vocab_size(), "ModelDrafter");
+    if (request.frontier.empty()) return false;
+    const DraftTree& tree = *request.tree;
+    const bool at_root = request.frontier[0] == DraftTree::kRoot;
+    tokens_.clear();
+    positions_.clear();
+    std::int32_t first_new = 0;  // staged index of this forward's first token
+    if (at_root) {
+      stage_root(tree);
+    } else {
+      if (root_staged_ < 0)
+        throw InvalidArgumentError("ModelDrafter: a node was proposed before the root of the round");
+      first_new = static_cast<std::int32_t>(staged_.size());
+    }
+    const auto nodes = at_root ? request.frontier.subspan(1) : request.frontier;
+    stage_nodes(tree, nodes);
+    const bool causal = at_root && nodes.empty();  // the pending chain alone needs no mask
+    if (!causal) build_mask(at_root ? 0 : first_new);
+    input_ = SequenceInput{seq_, tokens_, positions_, causal ? PackedMask{} : PackedMask::of(mask_), !at_root};
+    rows_from_root_ = at_root;
+    return true;
+  }
+
+  // Warps this drafter's rows of a forward (its tokens start at row `first`)
+  // into `rows`, following the frontier: the root's (the last pending
+  // token's), then one per node.
+  void append_rows(const ProbRows& logits, std::int64_t first, ProbMatrix& rows) {
+    const auto n = static_cast<std::int64_t>(input_.tokens.size());
+    const auto first_row = rows_from_root_ ? std::int64_t{root_staged_} : std::int64_t{0};
+    for (std::int64_t i = first_row; i < n; ++i) warp_(logits.row(first + i), sampling_, rows.append_row());
+  }
+
   struct Staged {
     TokenId token;
     std::int32_t parent;  // staged index, -1 for the first pending token
@@ -219,6 +263,14 @@ class ModelDrafter {
   std::vector<std::int64_t> positions_;
   BitMatrix mask_;
   SequenceInput input_;
+  bool rows_from_root_ = false;
+  // propose_batch's, on the batch's first drafter.
+  struct Member {
+    std::size_t drafter;
+    std::int64_t first_row;
+  };
+  std::vector<SequenceInput> batch_inputs_;
+  std::vector<Member> batch_members_;
 };
 
 }  // namespace specdec

@@ -8,8 +8,12 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "specdec/core/error.hpp"
+#include "specdec/engine/continuous_batch.hpp"
 #include "specdec/engine/generation.hpp"
 
 namespace specdec {
@@ -19,7 +23,9 @@ class AnyDecoder {
   AnyDecoder() = default;
 
   // Builds a T from args on the heap. T must provide
-  //   GenerationResult generate(std::span<const TokenId>, const GenerationOptions&, const TokenCallback&).
+  //   GenerationResult generate(std::span<const TokenId>, const GenerationOptions&, const TokenCallback&)
+  // and may provide (continuous batching, engine/continuous_batch.hpp)
+  //   BatchRun generate_batch(std::span<const std::vector<TokenId>>, std::span<const GenerationOptions>, std::size_t).
   template <class T, class... Args>
   static AnyDecoder make(std::string name, Args&&... args) {
     AnyDecoder d;
@@ -37,10 +43,23 @@ class AnyDecoder {
     return impl_->generate(prompt, options, on_token);
   }
 
+  // Request i generates from prompts[i] with options[i]; up to max_batch run
+  // at once, each step one target forward for all of them.
+  BatchRun generate_batch(std::span<const std::vector<TokenId>> prompts, std::span<const GenerationOptions> options,
+                          std::size_t max_batch) {
+    if (!impl_) throw InvalidArgumentError("AnyDecoder: empty (no method was assigned)");
+    if (prompts.size() != options.size())
+      throw InvalidArgumentError(fmt::format("AnyDecoder::generate_batch: {} prompts but {} options", prompts.size(),
+                                             options.size()));
+    return impl_->generate_batch(prompts, options, max_batch);
+  }
+
  private:
   struct Interface {
     virtual ~Interface() = default;
     virtual GenerationResult generate(std::span<const TokenId>, const GenerationOptions&, const TokenCallback&) = 0;
+    virtual BatchRun generate_batch(std::span<const std::vector<TokenId>>, std::span<const GenerationOptions>,
+                                    std::size_t) = 0;
   };
   template <class T>
   struct Holder final : Interface {
@@ -49,6 +68,13 @@ class AnyDecoder {
     GenerationResult generate(std::span<const TokenId> prompt, const GenerationOptions& options,
                               const TokenCallback& on_token) override {
       return value.generate(prompt, options, on_token);
+    }
+    BatchRun generate_batch(std::span<const std::vector<TokenId>> prompts, std::span<const GenerationOptions> options,
+                            std::size_t max_batch) override {
+      if constexpr (requires { value.generate_batch(prompts, options, max_batch); })
+        return value.generate_batch(prompts, options, max_batch);
+      else
+        throw UnsupportedError("AnyDecoder: this decoder runs one request at a time (no generate_batch)");
     }
     T value;
   };

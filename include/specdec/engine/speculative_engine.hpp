@@ -73,6 +73,9 @@ class SpeculativeEngine {
   static_assert(!kCarryLags<C> || !FeatureDrafter<D>,
                 "SpeculativeEngine: a lagged carry-over drafts while the target runs, but a feature-level Drafter "
                 "needs the target's hidden states of the tokens it drafts after");
+  static_assert(!TrackingSelector<S> || std::same_as<C, NoCarryOver>,
+                "SpeculativeEngine: the Selector follows each request's context (SV's companion scores every "
+                "drafted tree) but the carry-over verifies carried trees it never sees; use NoCarryOver with it");
   static_assert(!FeatureDrafter<D> || FeatureVerifier<V>,
                 "SpeculativeEngine: the Drafter reads the target's hidden states (target_features()) but the "
                 "Verifier cannot write them (it has no begin(seq, prompt, TargetFeatures*))");
@@ -172,6 +175,19 @@ class SpeculativeEngine {
     round_observer_ = std::move(observer);
   }
 
+  // The same, with the round's rows (profiling tools that read the target's
+  // and the draft's distributions, e.g. `specdec profile-sv`).
+  struct RoundView {
+    std::int32_t seq = 0;
+    const DraftTree* tree = nullptr;  // the verified tree
+    ProbRows target;                  // the target's rows: [root, tree nodes]
+    ProbRows draft;                   // the rows the tree's slots refer to
+    const VerifyResult* result = nullptr;
+  };
+  void set_round_view_observer(std::function<void(const RoundView&)> observer) {
+    round_view_observer_ = std::move(observer);
+  }
+
   // Opens the request's sequence in the target and the drafter and prefills
   // the prompt; the request takes part in the next step. A request with
   // nothing to generate (max_new_tokens 0, or a full context) is done at once.
@@ -211,6 +227,15 @@ class SpeculativeEngine {
       if (overlap) r.drafter_->end();
       throw;
     }
+    if constexpr (TrackingSelector<S>) {
+      try {
+        selector_.begin(r.seq_, prompt);
+      } catch (...) {
+        verifier_->end(r.seq_);
+        r.drafter_->end();
+        throw;
+      }
+    }
     r.begun_ = true;
     stats.prefill_seconds = seconds_between(r.start_, DecodeClock::now());
     r.root_ = prompt.back();
@@ -238,6 +263,8 @@ class SpeculativeEngine {
                                                r->begun_ ? "done" : "not begun"));
     // budget, draft (with what the last round carried over)
     lagged_.clear();
+    build_items_.clear();
+    build_requests_.clear();
     for (Request* r : batch) {
       r->draft0_ = detail::reading(r->draft_clock_);
       const auto t0 = DecodeClock::now();
@@ -248,6 +275,14 @@ class SpeculativeEngine {
       if (r->lagged_) {
         plan_lagged(*r, plan, room);
         continue;
+      }
+      if constexpr (BatchBuilderFor<B, D>) {
+        if (plan.mode == CarryMode::kNone && batch.size() > 1) {  // drafted below, with the batch's others
+          build_items_.push_back(
+              BuildItem<D>{r->drafter_, r->budget_, r->root_, &r->draft_rng_, &r->drafted_, &r->rows_});
+          build_requests_.push_back(r);
+          continue;
+        }
       }
       if (plan.mode == CarryMode::kInstead) {  // verify the carried tree in a forward of its own
         r->drafted_ = *plan.tree;
@@ -263,6 +298,7 @@ class SpeculativeEngine {
       r->draft_seconds_ = seconds_between(t0, DecodeClock::now());
       r->draft_model_ = detail::since(r->draft_clock_, r->draft0_);
     }
+    if (!build_items_.empty()) draft_batched();
     // lagged drafts: on the worker while the target scores, or here
     const bool concurrent = worker_ != nullptr && !lagged_.empty();
     double lagged_seconds = 0.0;
@@ -278,7 +314,8 @@ class SpeculativeEngine {
       selections_.clear();
       for (Request* r : batch) {
         r->verified_ = r->lagged_ ? &r->scored_ : &r->drafted_;
-        if (!r->lagged_) selections_.push_back(Selection{r->seq_, &r->drafted_, r->budget_, &r->selected_, false});
+        if (!r->lagged_)
+          selections_.push_back(Selection{r->seq_, &r->drafted_, r->budget_, &r->selected_, false, r->rows_.view()});
       }
       if (!selections_.empty()) selector_.select(selections_);
       items_.clear();
@@ -314,6 +351,7 @@ class SpeculativeEngine {
       const auto commit_draft0 = detail::reading(r.draft_clock_);
       r.result_ = rule_.verify(tree, target_rows_[i], r.rows_.view(), r.rule_rng_);
       verifier_->commit(r.seq_, tree, r.result_);
+      if constexpr (TrackingSelector<S>) selector_.commit(r.seq_, tree, r.result_);
       r.emitted_ = r.result_.emitted_tokens(tree);
       r.drafter_->commit(r.emitted_);
       const auto t4 = DecodeClock::now();
@@ -331,7 +369,8 @@ class SpeculativeEngine {
       stats.target_forwards += target_model.forwards;
       stats.draft_model_seconds += draft_model.seconds;
       stats.draft_forwards += draft_model.forwards;
-      stats.acceptance.record(r.result_, R::kLossless);
+      stats.acceptance.record(r.result_, R::kLossless && selector_lossless());
+      stats.verified.record(r.num_drafted_, tree.size());
       if (r.lagged_) {
         stats.lag.score_seconds += score_seconds;
         stats.lag.draft_seconds += r.draft_seconds_;
@@ -344,6 +383,8 @@ class SpeculativeEngine {
       r.policy_->observe(detail::round_outcome(r.num_drafted_, tree, r.result_, r.draft_seconds_ + select_seconds,
                                                score_seconds + accept_seconds, target_model, draft_model));
       if (round_observer_) round_observer_(tree, r.result_);
+      if (round_view_observer_)
+        round_view_observer_(RoundView{r.seq_, &tree, target_rows_[i], r.rows_.view(), &r.result_});
       const bool first = r.out_.tokens.empty();
       bool done = false;
       for (const TokenId t : r.emitted_)
@@ -405,6 +446,25 @@ class SpeculativeEngine {
     return seconds_between(start, DecodeClock::now());
   }
 
+  // Drafts the requests of build_items_ in one batched build (one drafter
+  // forward per level for all of them). As with the target's forward, the
+  // shared time and forwards count for every request in them.
+  void draft_batched() {
+    if constexpr (BatchBuilderFor<B, D>) {
+      const ModelClock* clock = nullptr;  // the drafters' model is shared: any request's clock is its
+      for (const Request* r : build_requests_) clock = r->draft_clock_ ? r->draft_clock_ : clock;
+      const auto model0 = detail::reading(clock);
+      const auto t0 = DecodeClock::now();
+      builder_.build_batch(std::span<const BuildItem<D>>(build_items_));
+      const double seconds = seconds_between(t0, DecodeClock::now());
+      const auto model = detail::since(clock, model0);
+      for (Request* r : build_requests_) {
+        r->num_drafted_ = r->fresh_nodes_ = r->drafted_.size();
+        r->draft_seconds_ = seconds;
+        r->draft_model_ = model;
+      }
+    }
+  }
   // After a failed score: lets the worker finish; the score's error wins.
   void wait_quietly() {
     try {
@@ -413,12 +473,20 @@ class SpeculativeEngine {
     }
   }
 
+  bool selector_lossless() const {
+    if constexpr (requires(const S& s) { { s.lossless() } -> std::convertible_to<bool>; })
+      return selector_.lossless();
+    else
+      return true;
+  }
+
   void finish(Request& r) {
     auto& stats = r.out_.stats;
     stats.total_seconds = seconds_between(r.start_, DecodeClock::now());
     stats.new_tokens = static_cast<std::int64_t>(r.out_.tokens.size());
     verifier_->end(r.seq_);
     r.drafter_->end();
+    if constexpr (TrackingSelector<S>) selector_.end(r.seq_);
     r.done_ = true;
   }
 
@@ -429,8 +497,11 @@ class SpeculativeEngine {
   C carry_;
   const ModelClock* target_clock_ = nullptr;
   std::function<void(const DraftTree&, const VerifyResult&)> round_observer_;
+  std::function<void(const RoundView&)> round_view_observer_;
   DraftWorker* worker_ = nullptr;
   std::vector<Request*> lagged_;
+  std::vector<BuildItem<D>> build_items_;  // requests drafted in one batched build
+  std::vector<Request*> build_requests_;   // ... and whose they are
   std::vector<Selection> selections_;
   std::vector<ScoreItem> items_;
   std::vector<ProbRows> target_rows_;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "specdec/core/acceptance_stats.hpp"
 
@@ -102,6 +103,29 @@ struct Stats {
       return *this;
     }
   } lag;
+
+  // What each round drafted and what the target verified of it (a selector,
+  // SV's GoodputSelector, verifies less than was drafted): nodes in all, and
+  // rounds by the number of nodes verified (index = nodes).
+  struct Verified {
+    std::int64_t drafted_nodes = 0, verified_nodes = 0;
+    std::vector<std::int64_t> rounds_by_nodes;
+
+    void record(std::int32_t drafted, std::int32_t verified) {
+      drafted_nodes += drafted;
+      verified_nodes += verified;
+      const auto v = static_cast<std::size_t>(verified);
+      if (rounds_by_nodes.size() <= v) rounds_by_nodes.resize(v + 1, 0);
+      ++rounds_by_nodes[v];
+    }
+    Verified& operator+=(const Verified& o) {
+      drafted_nodes += o.drafted_nodes;
+      verified_nodes += o.verified_nodes;
+      if (rounds_by_nodes.size() < o.rounds_by_nodes.size()) rounds_by_nodes.resize(o.rounds_by_nodes.size(), 0);
+      for (std::size_t i = 0; i < o.rounds_by_nodes.size(); ++i) rounds_by_nodes[i] += o.rounds_by_nodes[i];
+      return *this;
+    }
+  } verified;
 
   std::int64_t rounds() const { return acceptance.num_rounds; }
   double decode_seconds() const { return total_seconds - prefill_seconds; }

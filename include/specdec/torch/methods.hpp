@@ -29,6 +29,7 @@
 
 #include "specdec/core/sampling_params.hpp"
 #include "specdec/engine/any_decoder.hpp"
+#include "specdec/select/acceptance_table.hpp"
 #include "specdec/torch/llama_model.hpp"
 
 namespace specdec::torch_backend {
@@ -107,6 +108,10 @@ MethodConfig parse_method(std::string_view spec);
 // with "(lossy)" when it does not keep the target's distribution.
 std::string describe_rule(const MethodConfig& config, const SamplingParams& sampling);
 
+// How the draft's rows are warped at `sampling`: the same warp, or
+// temperature 1 when greedy (draft candidates are ranked, not drawn).
+SamplingParams draft_sampling_for(const SamplingParams& sampling);
+
 // The default static tree of the `tree` method (12 nodes, depth 4).
 std::string default_tree_shape();
 
@@ -116,5 +121,22 @@ std::string default_tree_shape();
 // from head=DIR, or from `heads_dir`/lyanna (eagle).
 AnyDecoder make_method(const MethodConfig& config, LlamaModel& target, LlamaModel* draft,
                        const SamplingParams& sampling, const std::filesystem::path& heads_dir = "models");
+
+// Speculative Verification's profiling run (`specdec profile-sv`; arXiv
+// 2509.24328, §4.2): the sv method's engine verifying every draft (standard
+// speculative decoding with chains of `length`), recording each drafted
+// token's indicators (S, A) and X, the probability that the target's rule
+// accepts it given its prefix (min(1, p/q) for sampled drafts, p for
+// deterministic ones, 1 or 0 when greedy). Requests run `batch` at a time.
+struct SvProfileOptions {
+  std::int32_t length = 5;
+  std::string drafts = "top1";  // top1 | sample
+  std::int64_t max_new_tokens = 32;
+  std::size_t batch = 8;
+};
+std::vector<AcceptanceSample> profile_sv_samples(LlamaModel& target, LlamaModel& draft, LlamaModel& companion,
+                                                 const SamplingParams& sampling, const SamplingParams& draft_sampling,
+                                                 std::span<const std::vector<TokenId>> prompts,
+                                                 const SvProfileOptions& options);
 
 }  // namespace specdec::torch_backend

@@ -73,6 +73,7 @@ struct WithDuo {
   ModelVerifier<Timed> verifier;
   ModelDrafter<Timed> drafter;
   HardwareBudget policy;
+  SamplingParams draft_sampling;
   Engine engine;
 
   WithDuo(const MethodContext& c, Split s, Rule rule)
@@ -84,6 +85,7 @@ struct WithDuo {
         verifier(target, c.sampling),
         drafter(draft, 0, c.draft_sampling),
         policy(budget_of(c)),
+        draft_sampling(c.draft_sampling),
         engine(MultiSequenceBuilder(MultiSequenceOptions{c.config.int32("max_seqs"), c.config.int32("seqs"),
                                                          !c.sampling.is_greedy()}),
                verifier, std::move(rule)) {
@@ -99,6 +101,20 @@ struct WithDuo {
       engine.begin(request, p);
       while (!request.done()) engine.step(request);
       out = request.take_result();
+    });
+    target_thread->wait();
+    return out;
+  }
+
+  // Every request's tail is verified in one target forward on the target's
+  // thread while the worker drafts below each tail in turn.
+  BatchRun generate_batch(std::span<const std::vector<TokenId>> p, std::span<const GenerationOptions> o,
+                          std::size_t max_batch) {
+    BatchRun out;
+    target_thread->submit([&] {
+      out = run_batch<ModelDrafter<Timed>>(engine, p, o, max_batch, policy, &draft.clock(), [&](std::int32_t seq) {
+        return std::tuple(std::ref(draft), seq, draft_sampling);
+      });
     });
     target_thread->wait();
     return out;

@@ -22,12 +22,21 @@ struct WithEagleHead {
         drafter(head, c.draft_sampling),
         decoder(drafter,
                 DynamicTreeBuilder{c.config.int32("top_k"), c.config.int32("depth"), c.config.int32("total")},
-                verifier, std::move(rule), tree_policy(c.config.int32("depth"), c.config.int32("total"))) {
+                verifier, std::move(rule), tree_policy(c.config.int32("depth"), c.config.int32("total"))),
+        initial_policy(tree_policy(c.config.int32("depth"), c.config.int32("total"))),
+        draft_sampling(c.draft_sampling) {
     decoder.set_model_clocks(&target.clock(), nullptr);
   }
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
     return generate_with_head(decoder, head, drafter, p, o, cb);
   }
+  BatchRun generate_batch(std::span<const std::vector<TokenId>> p, std::span<const GenerationOptions> o,
+                          std::size_t max_batch) {
+    return run_head_batch<EagleHeadDrafter<DraftHead>>(decoder.engine(), head, p, o, max_batch, initial_policy,
+                                                       draft_sampling);
+  }
+  RuntimePolicy initial_policy;
+  SamplingParams draft_sampling;
 };
 
 }  // namespace

@@ -24,12 +24,18 @@ struct WithLyanna {
         verifier(target, c.sampling),
         drafter(head),
         decoder(drafter, o.builder(), verifier, std::move(rule), o.policy(), 0,
-                SelectAll{}, std::move(carry)) {
+                SelectAll{}, std::move(carry)),
+        initial_policy(o.policy()) {
     decoder.set_model_clocks(&target.clock(), nullptr);
   }
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
     return generate_with_head(decoder, head, drafter, p, o, cb);
   }
+  BatchRun generate_batch(std::span<const std::vector<TokenId>> p, std::span<const GenerationOptions> o,
+                          std::size_t max_batch) {
+    return run_head_batch<LyannaDrafter<DraftHead>>(decoder.engine(), head, p, o, max_batch, initial_policy);
+  }
+  FixedLength initial_policy;
 };
 
 }  // namespace

@@ -14,15 +14,26 @@ struct WithNgram {
   ModelVerifier<Timed> verifier;
   NgramDrafter drafter;
   SpeculativeDecoder<NgramDrafter, ChainBuilder, ModelVerifier<Timed>, Rule, RuntimePolicy> decoder;
+  RuntimePolicy initial_policy;
+  std::int32_t min_n, max_n;
   WithNgram(const MethodContext& c, Rule rule)
       : target(c.target),
         verifier(target, c.sampling),
         drafter(c.target.vocab_size(), c.config.int32("min"), c.config.int32("max")),
-        decoder(drafter, ChainBuilder{ChainBuilder::Pick::kTop1}, verifier, std::move(rule), chain_policy(c.config)) {
+        decoder(drafter, ChainBuilder{ChainBuilder::Pick::kTop1}, verifier, std::move(rule), chain_policy(c.config)),
+        initial_policy(chain_policy(c.config)),
+        min_n(c.config.int32("min")),
+        max_n(c.config.int32("max")) {
     decoder.set_model_clocks(&target.clock(), nullptr);
   }
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
     return decoder.generate(p, o, cb);
+  }
+  BatchRun generate_batch(std::span<const std::vector<TokenId>> p, std::span<const GenerationOptions> o,
+                          std::size_t max_batch) {
+    return run_batch<NgramDrafter>(decoder.engine(), p, o, max_batch, initial_policy, nullptr, [&](std::int32_t) {
+      return std::tuple(target.vocab_size(), min_n, max_n);
+    });
   }
 };
 

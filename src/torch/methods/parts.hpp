@@ -5,7 +5,9 @@
 
 #include <filesystem>
 #include <span>
+#include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <variant>
 
@@ -18,6 +20,7 @@
 #include "specdec/core/error.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/engine/any_decoder.hpp"
+#include "specdec/engine/continuous_batch.hpp"
 #include "specdec/engine/speculative_decoder.hpp"
 #include "specdec/engine/timed_model.hpp"
 #include "specdec/policy/confidence_stop.hpp"
@@ -81,6 +84,7 @@ MethodInfo ngram_method();
 MethodInfo lyanna_method();
 MethodInfo eagle_method();
 MethodInfo duo_method();
+MethodInfo sv_method();
 
 // The acceptance rule of rule= (see methods.hpp), checked against the
 // sampling and the method: `speculative_fits` says whether the method builds
@@ -104,23 +108,87 @@ AnyDecoder with_rule(const MethodContext& c, F&& f) {
   throw InvalidArgumentError(fmt::format("method {}: rule=speculative does not fit it", c.config.name));
 }
 
+// One request of a batched run (engine/continuous_batch.hpp): its own
+// drafter and policy, and the engine's Request over them.
+template <class Engine, class Drafter, class Policy>
+struct BatchSlot {
+  template <class... DrafterArgs>
+  BatchSlot(Policy p, std::int32_t seq, const GenerationOptions& o, DrafterArgs&&... args)
+      : drafter(std::forward<DrafterArgs>(args)...), policy(std::move(p)), request(seq, drafter, policy, o) {}
+  Drafter drafter;
+  Policy policy;
+  typename Engine::Request request;
+};
+
+// Runs the requests through `engine` in continuous batches; request i is
+// sequence i of the models, its drafter made from drafter_args(i).
+template <class Drafter, class Engine, class Policy, class DrafterArgs>
+BatchRun run_batch(Engine& engine, std::span<const std::vector<TokenId>> prompts,
+                   std::span<const GenerationOptions> options, std::size_t max_batch, const Policy& policy,
+                   const ModelClock* draft_clock, DrafterArgs drafter_args) {
+  using Slot = BatchSlot<Engine, Drafter, Policy>;
+  return run_continuous_batch(engine, prompts, max_batch, [&](std::size_t i) {
+    const auto seq = static_cast<std::int32_t>(i);
+    auto slot = std::apply(
+        [&](auto&&... args) { return std::make_unique<Slot>(policy, seq, options[i], std::forward<decltype(args)>(args)...); },
+        drafter_args(seq));
+    slot->request.set_draft_clock(draft_clock);
+    return slot;
+  });
+}
+
+// A batched request of a feature-head method: its own fork of the head (a
+// cache of its own over the shared weights) and a drafter over it.
+template <class Engine, class Drafter, class Policy>
+struct HeadBatchSlot {
+  template <class... DrafterArgs>
+  HeadBatchSlot(const DraftHead& lead, Policy p, std::int32_t seq, const GenerationOptions& o, DrafterArgs&&... args)
+      : head(lead.fork()),
+        drafter(head, std::forward<DrafterArgs>(args)...),
+        policy(std::move(p)),
+        request(seq, drafter, policy, o) {}
+  DraftHead head;
+  Drafter drafter;
+  Policy policy;
+  typename Engine::Request request;
+};
+
+template <class Drafter, class Engine, class Policy, class... DrafterArgs>
+BatchRun run_head_batch(Engine& engine, const DraftHead& head, std::span<const std::vector<TokenId>> prompts,
+                        std::span<const GenerationOptions> options, std::size_t max_batch, const Policy& policy,
+                        const DrafterArgs&... args) {
+  using Slot = HeadBatchSlot<Engine, Drafter, Policy>;
+  return run_continuous_batch(engine, prompts, max_batch, [&](std::size_t i) {
+    return std::make_unique<Slot>(head, policy, static_cast<std::int32_t>(i), options[i], args...);
+  });
+}
+
 // The decoder of a draft-model method with what it borrows.
 template <class Builder, class Rule>
 struct WithDraftModel {
   Timed target, draft;
   ModelVerifier<Timed> verifier;
   ModelDrafter<Timed> drafter;
+  RuntimePolicy initial_policy;  // each batched request starts from it
+  SamplingParams draft_sampling;
   SpeculativeDecoder<ModelDrafter<Timed>, Builder, ModelVerifier<Timed>, Rule, RuntimePolicy> decoder;
   WithDraftModel(const MethodContext& c, Builder builder, Rule rule, RuntimePolicy policy)
       : target(c.target),
         draft(*c.draft),
         verifier(target, c.sampling),
         drafter(draft, 0, c.draft_sampling),
+        initial_policy(policy),
+        draft_sampling(c.draft_sampling),
         decoder(drafter, std::move(builder), verifier, std::move(rule), std::move(policy)) {
     decoder.set_model_clocks(&target.clock(), &draft.clock());
   }
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
     return decoder.generate(p, o, cb);
+  }
+  BatchRun generate_batch(std::span<const std::vector<TokenId>> p, std::span<const GenerationOptions> o,
+                          std::size_t max_batch) {
+    return run_batch<ModelDrafter<Timed>>(decoder.engine(), p, o, max_batch, initial_policy, &draft.clock(),
+                                          [&](std::int32_t seq) { return std::tuple(std::ref(draft), seq, draft_sampling); });
   }
 };
 
