@@ -108,6 +108,30 @@ void progress(std::size_t done, std::size_t total, const std::string& what) {
 }
 
 
+// The fields every record has: what ran, how fast against autoregressive
+// decoding in the same run, and how much was accepted.
+nlohmann::json base_record(const std::string& method, const BenchCommand& b, const Stats& st, double tps,
+                           double ar_tps) {
+  return {{"method", method},
+          {"max_new_tokens", b.max_new_tokens},
+          {"temperature", b.sampling.temperature},
+          {"lossless", st.acceptance.lossless},
+          {"tokens_per_second", tps},
+          {"autoregressive_tokens_per_second", ar_tps},
+          {"speedup", tps / ar_tps},
+          {"tau", st.acceptance.mean_emitted()},
+          {"acceptance_rate", st.acceptance.acceptance_rate()},
+          {"rounds", st.acceptance.num_rounds}};
+}
+
+void write_records(const std::filesystem::path& path, const nlohmann::json& records) {
+  if (path.empty()) return;
+  std::ofstream out(path);
+  if (!out) throw IoError(fmt::format("{}: cannot write", path.string()));
+  out << records.dump(2) << "\n";
+  std::printf("wrote %s\n", path.string().c_str());
+}
+
 // Fractions of rounds that verified 0, 1, ... drafted tokens.
 std::vector<double> fractions(const std::vector<std::int64_t>& counts) {
   std::int64_t total = 0;
@@ -193,23 +217,16 @@ int run_batched_bench(const BenchCommand& b) {
       std::printf("\r%-44s %5d %9.1f %9.1f %7.2fx %6.2f %7.1f %8.2f %8.2f %9.2f%s\n", methods[m].name().c_str(),
                   batch, tps, ar_tps, tps / ar_tps, st.acceptance.mean_emitted(), run.mean_batch, drafted, verified,
                   worst_verified, differ ? fmt::format("  ({} outputs differ)", differ).c_str() : "");
-      records.push_back({{"method", methods[m].name()},
-                         {"batch", batch},
+      auto record = base_record(methods[m].name(), b, st, tps, ar_tps);
+      record.update({{"batch", batch},
                          {"workload", workload},
                          {"requests", prompts.size()},
-                         {"max_new_tokens", b.max_new_tokens},
-                         {"temperature", b.sampling.temperature},
-                         {"lossless", st.acceptance.lossless},
-                         {"tokens_per_second", tps},
-                         {"autoregressive_tokens_per_second", ar_tps},
-                         {"speedup", tps / ar_tps},
                          {"seconds", run.seconds},
                          {"steps", run.steps},
                          {"mean_batch", run.mean_batch},
                          {"peak_batch", run.peak_batch},
                          {"tau", st.acceptance.mean_emitted()},
                          {"acceptance_rate", st.acceptance.acceptance_rate()},
-                         {"rounds", st.rounds()},
                          {"drafted_per_round", drafted},
                          {"verified_per_round", verified},
                          {"verified_length_fractions", fractions(st.verified.rounds_by_nodes)},
@@ -225,16 +242,12 @@ int run_batched_bench(const BenchCommand& b) {
                          {"verify_seconds", st.verify_seconds},
                          {"stop_reasons", t.stop_reasons},
                          {"outputs_differing_from_autoregressive", differ}});
+      records.push_back(std::move(record));
     }
   }
   progress(total_runs, total_runs, "");
   std::fprintf(stderr, "\n");
-  if (!b.json.empty()) {
-    std::ofstream out(b.json);
-    if (!out) throw IoError(fmt::format("{}: cannot write", b.json.string()));
-    out << records.dump(2) << "\n";
-    std::printf("wrote %s\n", b.json.string().c_str());
-  }
+  write_records(b.json, records);
   return 0;
 }
 
@@ -321,21 +334,12 @@ int run_bench(const BenchCommand& b) {
       std::printf("%-44s %-12s %9.1f %9.1f %7.2fx %6.2fx %6.2f %10.1f %7.1f%s\n", name.c_str(), set_name.c_str(), tps,
                   ar_tps, tps / ar_tps, is_ar ? 1.0 : median(t.speedups), st.acceptance.mean_emitted(),
                   median(t.ttft_ms), ovh, t.differ ? fmt::format("  ({} outputs differ)", t.differ).c_str() : "");
-      records.push_back({{"method", name},
-                         {"prompt_set", set_name},
+      auto rec = base_record(name, b, st, tps, ar_tps);
+      rec.update({{"prompt_set", set_name},
                          {"prompts", prompts.size()},
-                         {"max_new_tokens", b.max_new_tokens},
-                         {"temperature", b.sampling.temperature},
-                         {"lossless", st.acceptance.lossless},
-                         {"tokens_per_second", tps},
-                         {"autoregressive_tokens_per_second", ar_tps},
-                         {"speedup", tps / ar_tps},
                          {"median_speedup", is_ar ? 1.0 : median(t.speedups)},
-                         {"tau", st.acceptance.mean_emitted()},
-                         {"acceptance_rate", st.acceptance.acceptance_rate()},
                          {"acceptance_by_depth", depth},
                          {"zero_accept_rounds", st.acceptance.num_zero_accept},
-                         {"rounds", st.acceptance.num_rounds},
                          {"median_time_to_first_token_ms", median(t.ttft_ms)},
                          {"median_prefill_ms", median(t.prefill_ms)},
                          {"target_forward_ms", 1e3 * st.target_forward_seconds()},
@@ -354,16 +358,12 @@ int run_bench(const BenchCommand& b) {
                          {"stop_reasons", t.stop_reasons},
                          {"lag", lag_json(st.lag)},
                          {"outputs_differing_from_autoregressive", t.differ}});
+      records.push_back(std::move(rec));
     };
     record("autoregressive", base, true);
     for (std::size_t m = 0; m < methods.size(); ++m) record(methods[m].name(), tallies[m], false);
   }
-  if (!b.json.empty()) {
-    std::ofstream out(b.json);
-    if (!out) throw IoError(fmt::format("{}: cannot write", b.json.string()));
-    out << records.dump(2) << "\n";
-    std::printf("wrote %s\n", b.json.string().c_str());
-  }
+  write_records(b.json, records);
   return 0;
 }
 

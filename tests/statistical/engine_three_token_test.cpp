@@ -3,7 +3,9 @@
 // the warped target's law P(a) P(b | a) P(c | a, b) on an order-2 host model
 // (so each token depends on the ones before it), at temperature 1 and at one
 // warped setting. Batched decoding (4 ragged requests per step) is tested the
-// same way, and typical acceptance (lossy) must be rejected by the same test.
+// same way, Speculative Verification too (at batch 4), and typical acceptance
+// and SV steering sampled drafts with A (both lossy) must be rejected by the
+// same test.
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -141,6 +143,45 @@ sd::testing::ChiSquareResult duo_fit(std::int32_t gamma, std::int32_t sequences,
   });
 }
 
+// Four ragged requests (prompts of different lengths, the last joining one
+// step after the others) through `engine`, batch after batch; tests each
+// request's first three tokens against its own law. `each` sees every
+// finished request's Stats.
+template <class Engine>
+sd::testing::ChiSquareResult ragged_batch_fit(Engine& engine, HashedContextModel& target, HashedContextModel& draft,
+                                              const sd::SamplingParams& sampling, sd::FixedLength policy,
+                                              const std::function<void(const sd::Stats&)>& each = {}) {
+  const std::vector<std::vector<sd::TokenId>> prompts = {{3, 1, 4}, {2}, {7, 7, 1, 0, 6}, {5, 2}};
+  std::vector<double> law;
+  for (const auto& p : prompts)
+    for (const double v : three_token_law(target, p, sampling)) law.push_back(v / double(prompts.size()));
+  std::vector<std::int64_t> counts(law.size(), 0);
+  const auto batches = std::max<std::int64_t>(250, generations() / 4);
+  for (std::int64_t i = 0; i < batches; ++i) {
+    std::deque<Drafter> drafters;
+    std::deque<typename Engine::Request> requests;
+    for (std::size_t r = 0; r < prompts.size(); ++r) {
+      drafters.emplace_back(draft, static_cast<std::int32_t>(r), sampling);
+      requests.emplace_back(static_cast<std::int32_t>(r), drafters.back(), policy,
+                            three_tokens(static_cast<std::uint64_t>(i) * 4 + r));
+    }
+    for (std::size_t r = 0; r + 1 < prompts.size(); ++r) engine.begin(requests[r], prompts[r]);
+    for (int step = 0;; ++step) {
+      if (step == 1) engine.begin(requests.back(), prompts.back());  // joins late
+      std::vector<typename Engine::Request*> batch;
+      for (auto& r : requests)
+        if (r.active()) batch.push_back(&r);
+      if (batch.empty() && step >= 1) break;
+      if (!batch.empty()) engine.step(batch);
+    }
+    for (std::size_t r = 0; r < prompts.size(); ++r) {
+      ++counts[r * static_cast<std::size_t>(kCells) + cell(requests[r].result().tokens)];
+      if (each) each(requests[r].result().stats);
+    }
+  }
+  return sd::testing::chi_square_gof(counts, law);
+}
+
 // Speculative Verification (arXiv 2509.24328) at batch 4: chains of 3 from
 // the draft, a companion equal to the target (so A tracks p / q closely and a
 // schedule that reads A on a sampled token is strongly biased), tables that
@@ -175,39 +216,11 @@ SvFit sv_batch_fit(const sd::SamplingParams& sampling, sd::ChainBuilder::Pick pi
     const auto& round = engine.selector().last_round(v.seq);
     out.truncated += round.verified < static_cast<std::int32_t>(round.indicators.size());
   });
-  const std::vector<std::vector<sd::TokenId>> prompts = {{3, 1, 4}, {2}, {7, 7, 1, 0, 6}, {5, 2}};
-  std::vector<double> law;
-  for (const auto& p : prompts)
-    for (const double v : three_token_law(m.target, p, sampling)) law.push_back(v / double(prompts.size()));
-  std::vector<std::int64_t> counts(law.size(), 0);
-  sd::FixedLength policy = sd::FixedLength::chain(3);
-  const auto batches_run = std::max<std::int64_t>(250, generations() / 4);
-  for (std::int64_t i = 0; i < batches_run; ++i) {
-    std::deque<Drafter> drafters;
-    std::deque<Engine::Request> requests;
-    for (std::size_t r = 0; r < prompts.size(); ++r) {
-      drafters.emplace_back(m.draft, static_cast<std::int32_t>(r), sampling);
-      requests.emplace_back(static_cast<std::int32_t>(r), drafters.back(), policy,
-                            three_tokens(static_cast<std::uint64_t>(i) * 4 + r));
-    }
-    for (std::size_t r = 0; r + 1 < prompts.size(); ++r) engine.begin(requests[r], prompts[r]);
-    for (int step = 0;; ++step) {
-      if (step == 1) engine.begin(requests.back(), prompts.back());  // joins late
-      std::vector<Engine::Request*> batch;
-      for (auto& r : requests)
-        if (r.active()) batch.push_back(&r);
-      if (batch.empty() && step >= 1) break;
-      if (!batch.empty()) engine.step(batch);
-    }
-    for (std::size_t r = 0; r < prompts.size(); ++r) {
-      const auto& st = requests[r].result().stats;
-      ++counts[r * static_cast<std::size_t>(kCells) + cell(requests[r].result().tokens)];
-      out.verified += st.verified.verified_nodes;
-      out.drafted += st.verified.drafted_nodes;
-      out.lossless = out.lossless && st.acceptance.lossless;
-    }
-  }
-  out.fit = sd::testing::chi_square_gof(counts, law);
+  out.fit = ragged_batch_fit(engine, m.target, m.draft, sampling, sd::FixedLength::chain(3), [&](const sd::Stats& st) {
+    out.verified += st.verified.verified_nodes;
+    out.drafted += st.verified.drafted_nodes;
+    out.lossless = out.lossless && st.acceptance.lossless;
+  });
   return out;
 }
 
@@ -299,36 +312,7 @@ TEST_CASE("Batched decoding (4 ragged requests per step) keeps each request's th
   Models m;
   Verifier verifier(m.target, sampling);
   Engine engine(sd::DynamicTreeBuilder{2, 3, 6}, verifier, sd::RecursiveRejectionSampling{});
-  // Ragged: prompts of different lengths, and a request that joins one step
-  // after the others.
-  const std::vector<std::vector<sd::TokenId>> prompts = {{3, 1, 4}, {2}, {7, 7, 1, 0, 6}, {5, 2}};
-  std::vector<double> law;
-  for (const auto& p : prompts)
-    for (const double v : three_token_law(m.target, p, sampling)) law.push_back(v / double(prompts.size()));
-  std::vector<std::int64_t> counts(law.size(), 0);
-  sd::FixedLength policy(sd::DraftBudget{3, 6, 6, 0.0f});
-  const auto batches = std::max<std::int64_t>(250, generations() / 4);
-  for (std::int64_t i = 0; i < batches; ++i) {
-    std::deque<Drafter> drafters;
-    std::deque<Engine::Request> requests;
-    for (std::size_t r = 0; r < prompts.size(); ++r) {
-      drafters.emplace_back(m.draft, static_cast<std::int32_t>(r), sampling);
-      requests.emplace_back(static_cast<std::int32_t>(r), drafters.back(), policy,
-                            three_tokens(static_cast<std::uint64_t>(i) * 4 + r));
-    }
-    for (std::size_t r = 0; r + 1 < prompts.size(); ++r) engine.begin(requests[r], prompts[r]);
-    for (int step = 0;; ++step) {
-      if (step == 1) engine.begin(requests.back(), prompts.back());  // joins late
-      std::vector<Engine::Request*> batch;
-      for (auto& r : requests)
-        if (r.active()) batch.push_back(&r);
-      if (batch.empty() && step >= 1) break;
-      if (!batch.empty()) engine.step(batch);
-    }
-    for (std::size_t r = 0; r < prompts.size(); ++r)
-      ++counts[r * static_cast<std::size_t>(kCells) + cell(requests[r].result().tokens)];
-  }
-  const auto fit = sd::testing::chi_square_gof(counts, law);
+  const auto fit = ragged_batch_fit(engine, m.target, m.draft, sampling, sd::FixedLength(sd::DraftBudget{3, 6, 6, 0.0f}));
   INFO(fit.describe());
   CHECK_FALSE(fit.rejects(st::kAlpha));
 }
