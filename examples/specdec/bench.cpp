@@ -161,11 +161,22 @@ int run_batched_bench(const BenchCommand& b) {
     for (const auto& text : read_prompts(path, b.num_prompts)) prompts.push_back(s.tokenizer.encode(text, true));
     set_names.push_back(path.stem().string());
   }
-  std::vector<GenerationOptions> options(prompts.size());
-  for (std::size_t i = 0; i < prompts.size(); ++i) {
-    options[i].max_new_tokens = b.max_new_tokens;
-    options[i].seed = b.sampling.seed + i;
-  }
+  // The workload of a batch size: the pooled prompts, cycled to at least
+  // waves x batch requests; request i has seed + i.
+  auto workload_of = [&](std::int32_t batch) {
+    const auto n = std::max(prompts.size(), static_cast<std::size_t>(std::max(0, b.waves)) *
+                                                static_cast<std::size_t>(batch));
+    std::pair<std::vector<std::vector<TokenId>>, std::vector<GenerationOptions>> w;
+    for (std::size_t i = 0; i < n; ++i) {
+      w.first.push_back(prompts[i % prompts.size()]);
+      GenerationOptions o;
+      o.max_new_tokens = b.max_new_tokens;
+      o.seed = b.sampling.seed + i;
+      w.second.push_back(o);
+    }
+    return w;
+  };
+  const auto [first_prompts, options] = workload_of(1);
   const auto largest = static_cast<std::size_t>(*std::max_element(b.batches.begin(), b.batches.end()));
   if (b.warmup > 0) {  // page in weights, create oneDNN primitives for the row counts a batch sees
     std::vector<GenerationOptions> short_options(options);
@@ -173,7 +184,7 @@ int run_batched_bench(const BenchCommand& b) {
     const auto n = std::min(prompts.size(), largest);
     for (std::size_t m = 0; m < methods.size(); ++m) {
       progress(m, methods.size(), "warm-up " + methods[m].name());
-      methods[m].generate_batch(std::span(prompts).first(n), std::span(short_options).first(n), largest);
+      methods[m].generate_batch(std::span(first_prompts).first(n), std::span(short_options).first(n), largest);
     }
     std::fprintf(stderr, "\n");
   }
@@ -184,11 +195,12 @@ int run_batched_bench(const BenchCommand& b) {
   std::size_t done = 0;
   const std::size_t total_runs = b.batches.size() * methods.size();
   for (const auto batch : b.batches) {
+    const auto [batch_prompts, batch_options] = workload_of(batch);
     double ar_tps = 0.0;
     std::vector<std::vector<TokenId>> ar_tokens;
     for (std::size_t m = 0; m < methods.size(); ++m) {
       progress(done++, total_runs, fmt::format("batch {} {}", batch, methods[m].name()));
-      const auto run = methods[m].generate_batch(prompts, options, static_cast<std::size_t>(batch));
+      const auto run = methods[m].generate_batch(batch_prompts, batch_options, static_cast<std::size_t>(batch));
       Tally t;
       std::vector<std::pair<double, std::size_t>> per_request;  // (verified per round, request)
       std::int64_t differ = 0;
@@ -220,7 +232,7 @@ int run_batched_bench(const BenchCommand& b) {
       auto record = base_record(methods[m].name(), b, st, tps, ar_tps);
       record.update({{"batch", batch},
                          {"workload", workload},
-                         {"requests", prompts.size()},
+                         {"requests", batch_prompts.size()},
                          {"seconds", run.seconds},
                          {"steps", run.steps},
                          {"mean_batch", run.mean_batch},
@@ -270,6 +282,8 @@ void add_bench_options(CLI::App& cmd, BenchCommand& b) {
   cmd.add_option("--threads", b.threads, "CPU threads (0 = all cores)");
   cmd.add_option("--batch", b.batches,
                  "run the pooled prompt sets as concurrent requests, up to N at once (repeat for several N)");
+  cmd.add_option("--waves", b.waves,
+                 "with --batch: at least waves x N requests (the prompts cycled, each request its own seed)");
 }
 
 int run_bench(const BenchCommand& b) {

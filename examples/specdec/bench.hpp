@@ -26,6 +26,10 @@ struct BenchCommand {
   // workload of requests, run through each method with up to N at once
   // (continuous batching), for each N.
   std::vector<std::int32_t> batches;
+  // At least this many batches' worth of requests (the pooled prompts
+  // cycled, each request its own seed), so the batch stays full for most
+  // of the run instead of draining after one wave; 0 = each prompt once.
+  std::int32_t waves = 0;
 };
 
 void add_bench_options(CLI::App& cmd, BenchCommand& b);

@@ -57,6 +57,17 @@ struct Selection {
   ProbRows draft_rows{};
 };
 
+// What one engine step cost (a selector that learns the round's time from
+// it, SV's GoodputSelector, has observe_step): the requests stepped, the
+// tokens the target scored (roots and selected nodes), the seconds of the
+// target's forward and of the whole step.
+struct StepTiming {
+  std::int32_t requests = 0;
+  std::int64_t scored_tokens = 0;
+  double score_seconds = 0.0;
+  double step_seconds = 0.0;
+};
+
 // One sequence's tree in a Verifier's batched score: the root and the nodes
 // of `tree` are scored for sequence `seq`.
 struct ScoreItem {

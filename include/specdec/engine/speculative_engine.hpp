@@ -261,6 +261,7 @@ class SpeculativeEngine {
       if (!r->active())
         throw InvalidArgumentError(fmt::format("SpeculativeEngine::step: request {} is {}", r->seq_,
                                                r->begun_ ? "done" : "not begun"));
+    const auto step0 = DecodeClock::now();
     // budget, draft (with what the last round carried over)
     lagged_.clear();
     build_items_.clear();
@@ -399,6 +400,12 @@ class SpeculativeEngine {
       carry_.after(r.carry_, *r.drafter_, round, stats);
       stats.draft_seconds += seconds_between(t5, DecodeClock::now());
       if (done) finish(r);
+    }
+    if constexpr (requires(S& s, const StepTiming& t) { s.observe_step(t); }) {
+      std::int64_t scored = 0;
+      for (const auto& item : items_) scored += item.tree->size() + 1;
+      selector_.observe_step(StepTiming{static_cast<std::int32_t>(batch.size()), scored, score_seconds,
+                                        seconds_between(step0, DecodeClock::now())});
     }
   }
 

@@ -6,7 +6,7 @@
 // For a batch, the verified tokens are allocated one at a time, each to the
 // request whose next token adds the most expected accepted tokens
 // (prod_{j<=g_q+1} p_{q,j}), while the batch's goodput
-//   sum_q (E[N_q | g_q] + 1) / (fixed(b) + Lat(b, sum_q (g_q + 1)))
+//   sum_q (E[N_q | g_q] + 1) / (fixed + Lat(b, sum_q (g_q + 1)))
 // rises. One request is the batch of one (the paper's incremental search).
 //
 // Like the paper, the allocation stops at the first token that does not raise
@@ -38,22 +38,25 @@ inline double expected_accepted(std::span<const float> p, std::size_t g) {
 struct GoodputAllocation {
   std::vector<std::int32_t> lengths;  // verified drafted tokens per request
   double expected_tokens = 0.0;       // sum_q E[N_q | g_q] + 1
-  double seconds = 0.0;               // fixed(b) + Lat(b, sum_q (g_q + 1))
+  double seconds = 0.0;               // fixed + Lat(b, sum_q (g_q + 1))
   double goodput() const { return seconds > 0 ? expected_tokens / seconds : 0.0; }
 };
 
 // p[q]: request q's acceptance estimates, one per drafted token in order.
-// Every request verifies at least min(min_verify, its drafts) tokens; with
-// use_fixed false the round time is Lat alone (the paper's, for hardware
-// that overlaps drafting with verification).
+// Every request verifies at least min(min_verify, its drafts) tokens. A
+// round lasts fixed_seconds + Lat(b, n): fixed_seconds 0 is the paper's
+// (hardware that overlaps drafting with verification); GoodputSelector
+// passes what the round spends outside the target's forward.
 inline GoodputAllocation allocate_goodput(std::span<const std::vector<float>> p, const VerifyLatency& latency,
-                                          std::int32_t min_verify = 0, bool use_fixed = true) {
+                                          std::int32_t min_verify = 0, double fixed_seconds = 0.0) {
   if (min_verify < 0) throw InvalidArgumentError(fmt::format("allocate_goodput: min_verify {} < 0", min_verify));
+  if (!(fixed_seconds >= 0.0))
+    throw InvalidArgumentError(fmt::format("allocate_goodput: fixed time {} s is negative", fixed_seconds));
   const auto b = static_cast<std::int32_t>(p.size());
   GoodputAllocation out;
   out.lengths.assign(p.size(), 0);
   if (b == 0) return out;
-  const double fixed = use_fixed ? latency.fixed_seconds(b) : 0.0;
+  const double fixed = fixed_seconds;
   std::vector<double> prefix(p.size(), 1.0);  // prod_{j<=g_q} p_{q,j}
   double expected = b;                         // sum_q (E[N_q] + 1)
   std::int64_t tokens = b;                     // sum_q (g_q + 1)

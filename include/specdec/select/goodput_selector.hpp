@@ -19,6 +19,7 @@
 // Chains only: a tree's prefix is not a verification length.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <unordered_map>
@@ -38,7 +39,12 @@ namespace specdec {
 
 struct GoodputOptions {
   std::int32_t min_verify = 0;  // drafts every request verifies at least (it always emits one token)
-  bool fixed_cost = true;       // round time = fixed(b) + Lat (false: Lat alone, the paper's GPU setting)
+  // Round time = fixed + Lat(b, n), fixed being what a step of b requests
+  // spends outside the target's forward: measured at start-up (the
+  // latency profile's fixed(b)), then learned from the steps themselves
+  // (observe_step), which also see the rules, commits and bookkeeping.
+  // false: Lat alone, the paper's (GPUs overlap drafting with verification).
+  bool fixed_cost = true;
   bool verify_all = false;      // verify every draft (standard speculative decoding) and record indicators
   bool biased_sampled_acceptance = false;  // use A on sampled drafts: LOSSY
 };
@@ -97,6 +103,24 @@ class GoodputSelector {
     companion_->end(seq);
   }
 
+  // The engine's report of each step (StepTiming): what the step spent
+  // outside the target's forward, averaged per batch size (exponentially,
+  // weight 0.2 for the newest), replaces the start-up estimate of fixed(b).
+  void observe_step(const StepTiming& t) {
+    if (t.requests < 1) return;
+    const auto b = static_cast<std::size_t>(t.requests);
+    if (learned_.size() <= b) learned_.resize(b + 1, -1.0);
+    const double other = std::max(0.0, t.step_seconds - t.score_seconds);
+    learned_[b] = learned_[b] < 0 ? other : 0.8 * learned_[b] + 0.2 * other;
+  }
+  // The fixed part of a round of b requests the allocation uses now.
+  double fixed_seconds(std::int32_t b) const {
+    if (!options_.fixed_cost) return 0.0;
+    const auto i = static_cast<std::size_t>(b);
+    if (i < learned_.size() && learned_[i] >= 0) return learned_[i];
+    return latency_.fixed_seconds(b);
+  }
+
   void select(std::span<Selection> batch) {
     items_.clear();
     for (const auto& s : batch) {
@@ -115,7 +139,8 @@ class GoodputSelector {
     if (options_.verify_all) {
       for (const auto& s : batch) allocation.lengths.push_back(s.drafted->size());
     } else {
-      allocation = allocate_goodput(estimates_, latency_, options_.min_verify, options_.fixed_cost);
+      allocation = allocate_goodput(estimates_, latency_, options_.min_verify,
+                                    fixed_seconds(static_cast<std::int32_t>(batch.size())));
     }
     for (std::size_t q = 0; q < batch.size(); ++q) {
       Selection& s = batch[q];
@@ -181,6 +206,7 @@ class GoodputSelector {
   GoodputOptions options_;
   bool lossless_ = true;
   std::unordered_map<std::int32_t, Round> rounds_;
+  std::vector<double> learned_;  // [batch size]: seconds a step spends outside the target's forward, -1 unseen
   std::vector<ScoreItem> items_;
   std::vector<ProbRows> companion_rows_;
   std::vector<std::vector<float>> estimates_;

@@ -25,6 +25,7 @@
 #include "specdec/engine/timed_model.hpp"
 #include "specdec/policy/confidence_stop.hpp"
 #include "specdec/policy/fixed_length.hpp"
+#include "specdec/policy/follow_verified.hpp"
 #include "specdec/policy/heuristic_length.hpp"
 #include "specdec/torch/draft_head.hpp"
 #include "specdec/torch/llama_model.hpp"
@@ -48,7 +49,7 @@ class RuntimePolicy {
   }
 
  private:
-  std::variant<FixedLength, HeuristicLength, ConfidenceStop> p_;
+  std::variant<FixedLength, HeuristicLength, ConfidenceStop, FollowVerified> p_;
 };
 
 // policy= of the chain methods: fixed k, the heuristic, or the confidence stop.

@@ -35,24 +35,24 @@ bool sampled_drafts(const std::string& drafts, const std::string& who) {
 // The models and the engine of an SV run.
 template <class Rule>
 struct SvParts {
-  using Engine = SpeculativeEngine<ModelDrafter<Timed>, ChainBuilder, ModelVerifier<Timed>, Rule, FixedLength, Selector>;
+  using Engine = SpeculativeEngine<ModelDrafter<Timed>, ChainBuilder, ModelVerifier<Timed>, Rule, RuntimePolicy, Selector>;
   Timed target, draft, companion_model;
   ModelVerifier<Timed> verifier;
   Companion companion;
   SamplingParams draft_sampling;
-  FixedLength policy;
+  RuntimePolicy policy;  // each request starts from a copy
   Engine engine;
 
   SvParts(LlamaModel& t, LlamaModel& d, LlamaModel& c, const SamplingParams& sampling,
-          const SamplingParams& draft_sampling_, std::int32_t k, bool sample, Rule rule, io::SvProfile tables,
-          VerifyLatency latency, GoodputOptions options)
+          const SamplingParams& draft_sampling_, std::int32_t k, bool adapt, bool sample, Rule rule,
+          io::SvProfile tables, VerifyLatency latency, GoodputOptions options)
       : target(t),
         draft(d),
         companion_model(c),
         verifier(target, sampling),
         companion(companion_model, draft_sampling_),  // warped as the draft's rows, so S and A compare like with like
         draft_sampling(draft_sampling_),
-        policy(FixedLength::chain(k)),
+        policy(adapt ? RuntimePolicy(FollowVerified(k)) : RuntimePolicy(FixedLength::chain(k))),
         engine(ChainBuilder{sample ? ChainBuilder::Pick::kSample : ChainBuilder::Pick::kTop1}, verifier,
                std::move(rule),
                Selector(companion, std::move(tables.joint), std::move(tables.similarity), std::move(latency),
@@ -62,7 +62,8 @@ struct SvParts {
 
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
     ModelDrafter<Timed> drafter(draft, 0, draft_sampling);
-    typename Engine::Request request(0, drafter, policy, o, cb);
+    RuntimePolicy request_policy = policy;
+    typename Engine::Request request(0, drafter, request_policy, o, cb);
     request.set_draft_clock(&draft.clock());
     engine.begin(request, p);
     while (!request.done()) engine.step(request);
@@ -83,8 +84,8 @@ struct WithSv {
   WithSv(const MethodContext& c, LlamaModel companion, bool sample, Rule rule, io::SvProfile tables,
          VerifyLatency latency, GoodputOptions options)
       : companion_model(std::move(companion)),
-        parts(c.target, *c.draft, companion_model, c.sampling, c.draft_sampling, c.config.int32("k"), sample,
-              std::move(rule), std::move(tables), std::move(latency), options) {}
+        parts(c.target, *c.draft, companion_model, c.sampling, c.draft_sampling, c.config.int32("k"),
+              c.config.flag("adapt"), sample, std::move(rule), std::move(tables), std::move(latency), options) {}
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
     return parts.generate(p, o, cb);
   }
@@ -114,9 +115,12 @@ MethodInfo sv_method() {
           {{"k", ParamType::kInt, "5", "drafted tokens per request and round (the most verified)", true},
            {"drafts", ParamType::kText, "top1",
             "top1 (deterministic chains: S and A steer) | sample (sampled chains: S alone steers, lossless)", true},
+           {"adapt", ParamType::kFlag, "0",
+            "draft what was verified last round + 1 (at most k) instead of k: 0 or 1"},
            {"min", ParamType::kInt, "0", "drafts every request verifies at least"},
            {"fixed", ParamType::kFlag, "1",
-            "round time = drafting and companion time + target forward (0: the forward alone, the paper's GPU setting)"},
+            "round time = the step's time outside the target forward (measured, then learned) + the forward (0: the "
+            "forward alone, the paper's GPU setting)"},
            {"all", ParamType::kFlag, "0", "verify every draft (standard speculative decoding plus the companion)"},
            {"biased", ParamType::kFlag, "0", "steer sampled drafts with A too, as the paper does: LOSSY"},
            {"companion", ParamType::kText, "", "companion model directory (default: companion/ beside the target)"},
@@ -187,8 +191,8 @@ std::vector<AcceptanceSample> profile_sv_samples(LlamaModel& target, LlamaModel&
   all.verify_all = true;
   std::vector<AcceptanceSample> samples;
   auto run = [&]<class Rule>(Rule rule) {
-    SvParts<Rule> parts(target, draft, companion, sampling, draft_sampling, o.length, sample, std::move(rule), {},
-                        {}, all);
+    SvParts<Rule> parts(target, draft, companion, sampling, draft_sampling, o.length, /*adapt=*/false, sample,
+                        std::move(rule), {}, {}, all);
     parts.engine.set_round_view_observer([&](const typename SvParts<Rule>::Engine::RoundView& v) {
       const auto& round = parts.engine.selector().last_round(v.seq);
       const DraftTree& tree = *v.tree;

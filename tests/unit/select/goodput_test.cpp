@@ -161,8 +161,8 @@ TEST_CASE("One request: the goodput search verifies while (E[N] + 1) / Lat rises
   // A flat latency verifies everything; with a fixed cost even a steep one verifies more.
   CHECK(sd::allocate_goodput(p, linear_latency(1.0, 0.0)).lengths[0] == 3);
   CHECK(sd::allocate_goodput(p, linear_latency(0.0, 1.0)).lengths[0] == 0);
-  CHECK(sd::allocate_goodput(p, linear_latency(0.0, 1.0, 10.0)).lengths[0] >= 1);
-  CHECK(sd::allocate_goodput(p, linear_latency(0.0, 1.0, 10.0), 0, /*use_fixed=*/false).lengths[0] == 0);
+  CHECK(sd::allocate_goodput(p, linear_latency(0.0, 1.0), 0, /*fixed_seconds=*/10.0).lengths[0] >= 1);
+  CHECK_THROWS_AS(sd::allocate_goodput(p, linear_latency(0.0, 1.0), 0, -1.0), sd::InvalidArgumentError);
   // min_verify is honoured, never beyond the drafts.
   CHECK(sd::allocate_goodput(p, linear_latency(0.0, 1.0), 2).lengths[0] == 2);
   CHECK(sd::allocate_goodput(p, linear_latency(0.0, 1.0), 9).lengths[0] == 3);
