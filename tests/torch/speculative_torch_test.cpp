@@ -69,6 +69,20 @@ std::filesystem::path write_random_heads(const tb::LlamaModel& target, const cha
   return heads;
 }
 
+// sv's companion (smaller than the draft) in <heads>/companion and a greedy
+// profile in <heads>/sv that cuts drafts.
+void write_sv_files(const std::filesystem::path& heads, const sd::io::LlamaConfig& companion) {
+  tb::LlamaModel::random(companion, 5).save(heads / "companion", sd::DType::kF32);
+  sd::io::SvProfile profile;
+  profile.drafts = "top1";
+  profile.temperature = 0.0f;
+  profile.draft_lengths = {3};
+  profile.joint = sd::AcceptanceTable({0.5f}, {0.5f}, {0.1f, 0.6f, 0.3f, 0.95f}, {1, 1, 1, 1});
+  profile.similarity = sd::AcceptanceTable({0.5f}, {}, {0.2f, 0.8f}, {1, 1});
+  std::filesystem::create_directories(heads / "sv");
+  sd::io::write_sv_profile(heads / "sv" / sd::io::sv_profile_name(sd::SamplingParams{0.0f}, "top1"), profile);
+}
+
 }  // namespace
 
 TEST_CASE("Greedy chain speculation on Llama models equals greedy decoding", "[torch][engine]") {
@@ -116,16 +130,7 @@ TEST_CASE("Every method's continuous batching equals greedy decoding, request by
   auto target = tb::LlamaModel::random(tiny(2, 32), 3);
   auto draft = tb::LlamaModel::random(tiny(1, 16), 4);
   const auto heads = write_random_heads(target, "specdec_batch_heads", sd::DType::kF32);
-  // sv's companion (smaller than the draft) and a greedy profile that cuts drafts.
-  tb::LlamaModel::random(tiny(1, 8), 5).save(heads / "companion", sd::DType::kF32);
-  sd::io::SvProfile profile;
-  profile.drafts = "top1";
-  profile.temperature = 0.0f;
-  profile.draft_lengths = {3};
-  profile.joint = sd::AcceptanceTable({0.5f}, {0.5f}, {0.1f, 0.6f, 0.3f, 0.95f}, {1, 1, 1, 1});
-  profile.similarity = sd::AcceptanceTable({0.5f}, {}, {0.2f, 0.8f}, {1, 1});
-  std::filesystem::create_directories(heads / "sv");
-  sd::io::write_sv_profile(heads / "sv" / sd::io::sv_profile_name(sd::SamplingParams{0.0f}, "top1"), profile);
+  write_sv_files(heads, tiny(1, 8));
 
   std::vector<std::vector<sd::TokenId>> prompts;
   std::vector<sd::GenerationOptions> options;
@@ -270,7 +275,7 @@ TEST_CASE("The registry lists every method, specs round-trip, and lossy rules sa
     if (m.name != "sequoia") CHECK(tb::parse_method(m.name).spec() == tb::parse_method(tb::parse_method(m.name).spec()).spec());
   }
   CHECK(names == std::vector<std::string>{"autoregressive", "chain", "tree", "dynamic", "sequoia", "ngram", "lyanna",
-                                          "eagle", "duo"});
+                                          "eagle", "duo", "sv"});
   CHECK_THROWS_WITH(tb::find_method("beam"), Catch::Contains("beam") && Catch::Contains("lyanna"));
   CHECK_THROWS_WITH(tb::parse_method("chain:colour=red"), Catch::Contains("k, policy, threshold, rule"));
   const sd::SamplingParams greedy{0.0f}, sampled{0.8f};
@@ -376,10 +381,13 @@ TEST_CASE("Every method stops cleanly when the context is full, keeping every to
   small.max_position_embeddings = 48;
   auto draft = tb::LlamaModel::random(small, 8);
   const auto heads = write_random_heads(target, "specdec_context_heads", sd::DType::kF32);
+  auto companion = tiny(1, 8);
+  companion.max_position_embeddings = 48;
+  write_sv_files(heads, companion);
   const std::vector<sd::TokenId> prompt{7, 3, 9, 3, 7, 3, 9};
   const auto reference = greedy(target, prompt, 48 - 7);
   for (const char* spec : {"autoregressive", "chain:k=6", "tree", "dynamic:top_k=3:depth=5:total=10", "ngram:k=5",
-                           "lyanna:depth=4:budget=10", "lyanna:fusion=0", "eagle"}) {
+                           "lyanna:depth=4:budget=10", "lyanna:fusion=0", "eagle", "sv:k=6:lat_batch=2:lat_reps=1"}) {
     auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f}, heads);
     sd::GenerationOptions o;
     o.max_new_tokens = 100000;

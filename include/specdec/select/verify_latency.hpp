@@ -101,7 +101,8 @@ struct VerifyLatencyOptions {
   std::vector<std::int32_t> batches{1, 2, 4, 8, 16, 32, 64};
   std::vector<std::int32_t> tokens{1, 2, 3, 4, 6, 8};  // per sequence: the root + drafted tokens verified
   std::int32_t draft_length = 5;  // k: fixed(b) drafts k tokens per sequence and companion-scores k + 1
-  std::int32_t context = 64;      // committed tokens per sequence before the timed forwards
+  std::int32_t context = 64;      // committed tokens per sequence before the timed forwards (fewer if a
+                                  // model's context is short)
   std::int32_t repeats = 5;       // the median of this many
   std::int32_t first_seq = 1 << 20;  // the sequence ids used (first_seq + i), unused by the host
 };
@@ -113,11 +114,19 @@ namespace detail {
 template <Model M>
 class ForwardTimer {
  public:
-  ForwardTimer(M& model, const VerifyLatencyOptions& o, std::int32_t count) : model_(&model), o_(o), count_(count) {
+  // `most_tokens`: the longest forward to be timed; the context is cut so
+  // that it fits the model's.
+  ForwardTimer(M& model, const VerifyLatencyOptions& o, std::int32_t count, std::int32_t most_tokens)
+      : model_(&model), o_(o), count_(count) {
+    const auto room = model.max_context() - most_tokens;
+    if (room < 1)
+      throw InvalidArgumentError(fmt::format("measure_verify_latency: a model holds {} tokens, a timed forward needs {}",
+                                             model.max_context(), most_tokens + 1));
+    o_.context = static_cast<std::int32_t>(std::min<std::int64_t>(o.context, room));
     for (std::int32_t i = 0; i < count; ++i) {
       const auto seq = o.first_seq + i;
       model.open(seq, CachePolicy::dense());
-      std::vector<TokenId> tokens(static_cast<std::size_t>(o.context));
+      std::vector<TokenId> tokens(static_cast<std::size_t>(o_.context));
       std::vector<std::int64_t> positions(tokens.size());
       for (std::size_t t = 0; t < tokens.size(); ++t)
         tokens[t] = static_cast<TokenId>((7 * t + 13 * static_cast<std::size_t>(i) + 3) %
@@ -185,9 +194,10 @@ VerifyLatency measure_verify_latency(T& target, D& draft, C& companion, const Ve
   if (o.batches.empty() || o.tokens.empty() || o.repeats < 1 || o.draft_length < 0 || o.context < 1)
     throw InvalidArgumentError("measure_verify_latency: need batch sizes, token counts, repeats >= 1, context >= 1");
   const auto most = *std::max_element(o.batches.begin(), o.batches.end());
-  detail::ForwardTimer<T> t(target, o, most);
-  detail::ForwardTimer<D> d(draft, o, most);
-  detail::ForwardTimer<C> c(companion, o, most);
+  const auto longest = std::max(*std::max_element(o.tokens.begin(), o.tokens.end()), o.draft_length + 1);
+  detail::ForwardTimer<T> t(target, o, most, longest);
+  detail::ForwardTimer<D> d(draft, o, most, 1);
+  detail::ForwardTimer<C> c(companion, o, most, o.draft_length + 1);
   std::vector<double> seconds, fixed;
   for (const auto b : o.batches) {
     std::vector<double> f;

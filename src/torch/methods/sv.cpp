@@ -104,6 +104,9 @@ LlamaModel load_companion(const std::filesystem::path& dir, const LlamaModel& ta
   if (m.vocab_size() != target.vocab_size())
     throw InvalidArgumentError(fmt::format("method sv: the companion in {} has vocabulary {}, the target {}",
                                            dir.string(), m.vocab_size(), target.vocab_size()));
+  if (m.max_context() < target.max_context())
+    throw InvalidArgumentError(fmt::format("method sv: the companion in {} holds {} tokens of context, the target {}",
+                                           dir.string(), m.max_context(), target.max_context()));
   return m;
 }
 
