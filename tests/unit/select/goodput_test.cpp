@@ -67,7 +67,7 @@ TEST_CASE("The acceptance table averages X per cell and fills empty cells from t
   // uninformative.
   sd::RandomStream rng(3, 0);
   for (int i = 0; i < 4000; ++i) {
-    const float s = rng.uniform(), u = rng.uniform();
+    const auto s = static_cast<float>(rng.uniform()), u = static_cast<float>(rng.uniform());
     const bool low = i < 2000;
     samples.push_back({s, low ? 0.4f * u : 0.6f + 0.4f * u, low ? 0.1f : 0.9f});
   }
@@ -107,7 +107,7 @@ TEST_CASE("The entropies: an indicator that decides X removes all of H(X), a use
   std::vector<sd::AcceptanceSample> samples;
   sd::RandomStream rng(5, 0);
   for (int i = 0; i < 20000; ++i) {  // X is a function of A's bin; S is noise
-    const float s = rng.uniform(), u = rng.uniform();
+    const auto s = static_cast<float>(rng.uniform()), u = static_cast<float>(rng.uniform());
     const bool low = i < 10000;
     samples.push_back({s, low ? 0.4f * u : 0.6f + 0.4f * u, low ? 0.05f : 0.95f});
   }
