@@ -147,6 +147,9 @@ double verified_per_round(const Stats& s) {
 
 // The batched bench: one workload, every method at every batch size, AR first.
 int run_batched_bench(const BenchCommand& b) {
+  for (const auto n : b.batches)
+    if (n < 1) throw InvalidArgumentError(fmt::format("bench: --batch {} (each must be >= 1)", n));
+  if (b.waves < 0) throw InvalidArgumentError(fmt::format("bench: --waves {} (must be >= 0)", b.waves));
   auto s = load_session(b.target, b.draft, b.tokenizer, b.threads);
   auto* draft = s.draft ? &*s.draft : nullptr;
   std::vector<AnyDecoder> methods;

@@ -100,10 +100,15 @@ void add_profile_sv_options(CLI::App& cmd, ProfileSvCommand& p) {
 
 int run_profile_sv(const ProfileSvCommand& c) {
   if (c.batch < 1) throw InvalidArgumentError("profile-sv: --batch must be >= 1");
+  if (c.drafts == "sample" && c.sampling.is_greedy())
+    throw InvalidArgumentError("profile-sv: --drafts sample needs --temperature > 0 (greedy decoding drafts top-1)");
   auto s = load_session(c.target, c.draft, c.tokenizer, c.threads);
   if (!s.draft) throw InvalidArgumentError("profile-sv: needs --draft");
   auto companion = torch_backend::LlamaModel::load(c.companion);
   companion.check_tokenizer_vocab(s.tokenizer.vocab_size(), s.tokenizer_path.string());
+  if (companion.max_context() < s.target.max_context())
+    throw InvalidArgumentError(fmt::format("profile-sv: the companion holds {} tokens of context, the target {}",
+                                           companion.max_context(), s.target.max_context()));
   const auto draft_sampling = torch_backend::draft_sampling_for(c.sampling);
 
   std::map<std::string, std::vector<AcceptanceSample>> by_set;

@@ -60,21 +60,33 @@ BatchRun run_continuous_batch(Engine& engine, std::span<const std::vector<TokenI
       return true;
     });
   };
-  while (next < prompts.size() || !running.empty()) {
-    while (running.size() < max_batch && next < prompts.size()) {
-      running.push_back(Running{next, make_slot(next)});
-      engine.begin(running.back().slot->request, prompts[next]);
-      ++next;
+  try {
+    while (next < prompts.size() || !running.empty()) {
+      while (running.size() < max_batch && next < prompts.size()) {
+        running.push_back(Running{next, make_slot(next)});
+        engine.begin(running.back().slot->request, prompts[next]);
+        ++next;
+      }
+      collect();  // a request with nothing to generate is done at begin
+      if (running.empty()) continue;
+      batch.clear();
+      for (auto& r : running) batch.push_back(&r.slot->request);
+      engine.step(std::span<typename Engine::Request* const>(batch));
+      ++run.steps;
+      batched += static_cast<std::int64_t>(batch.size());
+      run.peak_batch = std::max<std::int64_t>(run.peak_batch, static_cast<std::int64_t>(batch.size()));
+      collect();
     }
-    collect();  // a request with nothing to generate is done at begin
-    if (running.empty()) continue;
-    batch.clear();
-    for (auto& r : running) batch.push_back(&r.slot->request);
-    engine.step(std::span<typename Engine::Request* const>(batch));
-    ++run.steps;
-    batched += static_cast<std::int64_t>(batch.size());
-    run.peak_batch = std::max<std::int64_t>(run.peak_batch, static_cast<std::int64_t>(batch.size()));
-    collect();
+  } catch (...) {
+    // The requests still open are closed in the models before the error
+    // goes on (their slots are about to be destroyed).
+    for (auto& r : running) {
+      try {
+        engine.abort(r.slot->request);
+      } catch (...) {  // NOLINT(bugprone-empty-catch): the first error is the one reported
+      }
+    }
+    throw;
   }
   run.seconds = seconds_between(start, DecodeClock::now());
   run.mean_batch = run.steps ? static_cast<double>(batched) / static_cast<double>(run.steps) : 0.0;

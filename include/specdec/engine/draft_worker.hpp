@@ -105,9 +105,10 @@ class DraftWorker {
   void submit(std::function<void()> job) {
     {
       std::lock_guard lock(mutex_);
-      if (job_ || running_)
-        throw InvalidArgumentError("DraftWorker::submit: a job is still in flight (wait() for it first)");
+      if (submitted_)  // even if it has finished: its error is reported by wait()
+        throw InvalidArgumentError("DraftWorker::submit: the previous job was not waited for (wait() first)");
       job_ = std::move(job);
+      submitted_ = true;
     }
     changed_.notify_all();
   }
@@ -116,6 +117,7 @@ class DraftWorker {
   void wait() {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [this] { return !job_ && !running_; });
+    submitted_ = false;
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
@@ -158,6 +160,7 @@ class DraftWorker {
   std::condition_variable changed_;
   std::function<void()> job_;
   bool running_ = false, started_ = false, stopping_ = false;
+  bool submitted_ = false;  // a job was submitted and not yet waited for
   std::exception_ptr error_;
   std::thread thread_;
 };

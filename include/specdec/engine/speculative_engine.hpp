@@ -5,7 +5,8 @@
 // One round, in named phases, for every request of a step:
 //   budget   = request.policy.budget(), fitted to the context left
 //   draft    builder.build(request.drafter, budget, root, rng, drafted, rows)
-//   select   selector.select(drafted, budget, selected)    which nodes the target sees
+//   select   selector.select(drafted, budget, selected)    which nodes the target sees (all;
+//            a verify budget; SV's goodput allocation over a companion's scores)
 //   score    verifier.score(all requests' trees)            ONE target forward for the batch
 //   accept   rule.verify(tree, target rows, draft rows, rng)
 //   commit   verifier.commit, drafter.commit, the sink gets the tokens
@@ -23,9 +24,14 @@
 // is step() of a batch of one, so the batched and the single path are the
 // same code. SpeculativeDecoder::generate is a loop over step.
 //
-// A step for several requests drafts them one after another on the calling
-// thread; their target forward is one. Sequence ids are the host's: each must
-// be unused in the target model (and in the request's draft model) while the
+// A step for several requests drafts their chains together when the builder
+// and drafter can (BatchBuilderFor and BatchDrafter: one drafter forward per
+// level for the batch), and otherwise one request after another on the calling thread;
+// their target forward is one. A selector that follows the requests
+// (TrackingSelector, SV's companion) is told of every begin, commit and end,
+// and one that learns from step times gets each step's (observe_step).
+// Sequence ids are the host's: each must be unused in the target model (and
+// in the request's draft model, and the selector's companion) while the
 // request is open.
 #pragma once
 
@@ -92,7 +98,7 @@ class SpeculativeEngine {
           options_(std::move(options)),
           on_token_(std::move(on_token)),
           sink_(options_, out_, on_token_),
-          draft_rng_(options_.seed, /*stream=*/1),
+          draft_rng_(options_.seed, draft_stream(seq)),
           rule_rng_(options_.seed, /*stream=*/2) {
       options_.validate();
     }
@@ -100,6 +106,13 @@ class SpeculativeEngine {
     Request& operator=(const Request&) = delete;
 
     std::int32_t seq() const { return seq_; }
+    // The random stream a request drafts from: keyed by its sequence id, so
+    // requests of one batch that share a seed still draft independently (a
+    // selector that allocates across the batch, SV's, relies on that);
+    // sequence 0 drafts from stream 1. The rule draws from stream 2.
+    static std::uint64_t draft_stream(std::int32_t seq) {
+      return 1 + (std::uint64_t{static_cast<std::uint32_t>(seq)} << 32);
+    }
     D& drafter() { return *drafter_; }
     P& policy() { return *policy_; }
     // True once begun, until the engine finished it (done) or it was aborted.
@@ -277,7 +290,7 @@ class SpeculativeEngine {
         plan_lagged(*r, plan, room);
         continue;
       }
-      if constexpr (BatchBuilderFor<B, D>) {
+      if constexpr (kDraftsBatched) {
         if (plan.mode == CarryMode::kNone && batch.size() > 1) {  // drafted below, with the batch's others
           build_items_.push_back(
               BuildItem<D>{r->drafter_, r->budget_, r->root_, &r->draft_rng_, &r->drafted_, &r->rows_});
@@ -418,6 +431,10 @@ class SpeculativeEngine {
   }
 
  private:
+  // Chains of a step are drafted together, one forward per level, when the
+  // builder grows them in lockstep and the drafter batches its forwards.
+  static constexpr bool kDraftsBatched = BatchBuilderFor<B, D> && BatchDrafter<D>;
+
   // A lagged round: the target scores the carried tail (trimmed to the room
   // by the plan) and the builder grows below it within what room is left.
   void plan_lagged(Request& r, const CarryPlan& plan, std::int32_t room) {
@@ -457,7 +474,7 @@ class SpeculativeEngine {
   // forward per level for all of them). As with the target's forward, the
   // shared time and forwards count for every request in them.
   void draft_batched() {
-    if constexpr (BatchBuilderFor<B, D>) {
+    if constexpr (kDraftsBatched) {
       const ModelClock* clock = nullptr;  // the drafters' model is shared: any request's clock is its
       for (const Request* r : build_requests_) clock = r->draft_clock_ ? r->draft_clock_ : clock;
       const auto model0 = detail::reading(clock);

@@ -32,9 +32,10 @@ struct AcceptanceSample {
 };
 
 // Equal-frequency bin edges of `values` into at most `bins` bins: the inner
-// edges at the quantiles k / bins, repeated edges merged (a point mass, such
-// as A = 1, gets a bin of its own instead of several empty ones). A value v
-// falls in bin upper_bound(edges, v).
+// edges at the quantiles k / bins, repeated edges merged (a point mass at
+// the top, such as A = 1, gets a bin of its own instead of several empty
+// ones; one at the bottom shares the first bin). A value v falls in bin
+// upper_bound(edges, v).
 inline std::vector<float> equal_frequency_edges(std::vector<float> values, std::int32_t bins) {
   if (bins < 1) throw InvalidArgumentError(fmt::format("equal_frequency_edges: {} bins (need >= 1)", bins));
   std::vector<float> edges;
@@ -43,7 +44,7 @@ inline std::vector<float> equal_frequency_edges(std::vector<float> values, std::
   for (std::int32_t k = 1; k < bins; ++k) {
     const auto at = static_cast<std::size_t>(static_cast<double>(k) * static_cast<double>(values.size()) / bins);
     const float e = values[std::min(at, values.size() - 1)];
-    if (edges.empty() || e > edges.back()) edges.push_back(e);
+    if (e > values.front() && (edges.empty() || e > edges.back())) edges.push_back(e);  // bin 0 never empty
   }
   return edges;
 }

@@ -75,7 +75,7 @@ class VerifyLatency {
     const auto hi = std::lower_bound(batches_.begin(), batches_.end(), batch);
     if (hi == batches_.end()) return value(batches_.size() - 1) * batch / batches_.back();
     const auto j = static_cast<std::size_t>(hi - batches_.begin());
-    if (*hi == batch || j == 0) return value(j) * (j == 0 ? static_cast<double>(batch) / *hi : 1.0);
+    if (*hi == batch || j == 0) return value(j);  // below the profile: at least the smallest batch's time
     const double w = static_cast<double>(batch - batches_[j - 1]) / (batches_[j] - batches_[j - 1]);
     return (1 - w) * value(j - 1) + w * value(j);
   }

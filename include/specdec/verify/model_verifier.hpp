@@ -66,7 +66,13 @@ class ModelVerifier {
     const SequenceInput in{seq, prompt.first(static_cast<std::size_t>(n)), positions_};
     ForwardRequest request{std::span(&in, 1)};
     if (features != nullptr) request.hidden = hidden_.view(n, model_->hidden_size());
-    model_->forward(request);
+    try {
+      model_->forward(request);
+    } catch (...) {  // the sequence never began: closed again
+      seqs_.erase(seq);
+      model_->close(seq);
+      throw;
+    }
     if (features != nullptr) {
       const auto d = model_->hidden_size();
       features->assign(logit_rows(request.hidden, n, d, "ModelVerifier (hidden states)").data(), n, d);

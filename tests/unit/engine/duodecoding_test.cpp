@@ -187,7 +187,7 @@ TEST_CASE("A draft worker reports what its job threw, and the engine waits for i
   worker.submit([] {});
   CHECK_NOTHROW(worker.wait());
   worker.submit([] {});
-  CHECK_THROWS_AS(worker.submit([] {}), sd::InvalidArgumentError);  // one job at a time
+  CHECK_THROWS_AS(worker.submit([] {}), sd::InvalidArgumentError);  // one job at a time, waited for (even if done)
   worker.wait();
   CHECK_THROWS_AS(sd::DraftWorker(sd::DraftWorker::Options{{1 << 20}, {}}), sd::InvalidArgumentError);
   CHECK_THROWS_AS(sd::DraftWorker(sd::DraftWorker::Options{{}, [] { throw sd::UnsupportedError("no"); }}),

@@ -58,6 +58,14 @@ TEST_CASE("Equal-frequency edges split at the quantiles and merge a point mass",
   for (std::size_t i = 1; i < m.size(); ++i) CHECK(m[i] > m[i - 1]);
   CHECK(sd::bin_of(m, 1.0f) == static_cast<std::int32_t>(m.size()));  // 1 is in the last bin
   CHECK(sd::bin_of(m, 0.99f) < static_cast<std::int32_t>(m.size()));
+  // A point mass at the bottom shares the first bin instead of leaving it empty.
+  std::vector<float> low(60, 0.0f);
+  for (int i = 0; i < 40; ++i) low.push_back(0.5f + float(i) / 100.0f);
+  const auto l = sd::equal_frequency_edges(low, 10);
+  REQUIRE_FALSE(l.empty());
+  CHECK(l.front() > 0.0f);
+  CHECK(sd::bin_of(l, 0.0f) == 0);
+  CHECK(sd::bin_of(l, 0.49f) == 0);
   CHECK_THROWS_AS(sd::equal_frequency_edges(v, 0), sd::InvalidArgumentError);
 }
 
