@@ -276,10 +276,7 @@ void add_bench_options(CLI::App& cmd, BenchCommand& b) {
   cmd.add_option("--method", b.methods, "a method spec (repeat); see `specdec generate --help`")->required();
   cmd.add_option("--num-prompts", b.num_prompts, "prompts per set (the first N)");
   cmd.add_option("--max-new-tokens", b.max_new_tokens, "tokens per generation");
-  cmd.add_option("--temperature", b.sampling.temperature, "0 = greedy");
-  cmd.add_option("--top-k", b.sampling.top_k, "0 = off");
-  cmd.add_option("--top-p", b.sampling.top_p, "1 = off");
-  cmd.add_option("--seed", b.sampling.seed, "sampling seed");
+  add_sampling_options(cmd, b.sampling);
   cmd.add_option("--json", b.json, "write the results as JSON here");
   cmd.add_option("--warmup", b.warmup, "untimed generations before measuring");
   cmd.add_option("--threads", b.threads, "CPU threads (0 = all cores)");

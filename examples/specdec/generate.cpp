@@ -63,10 +63,7 @@ void add_generate_options(CLI::App& cmd, GenerateCommand& g) {
   cmd.footer(methods_listing());
   cmd.add_option("--prompt", g.prompt, "prompt text")->required();
   cmd.add_option("--max-new-tokens", g.max_new_tokens, "tokens to generate");
-  cmd.add_option("--temperature", g.sampling.temperature, "0 = greedy");
-  cmd.add_option("--top-k", g.sampling.top_k, "0 = off");
-  cmd.add_option("--top-p", g.sampling.top_p, "1 = off");
-  cmd.add_option("--seed", g.sampling.seed, "sampling seed");
+  add_sampling_options(cmd, g.sampling);
   cmd.add_flag("!--no-baseline", g.baseline, "skip the autoregressive run (no speedup figure)");
   cmd.add_option("--threads", g.threads, "CPU threads (0 = all cores)");
 }

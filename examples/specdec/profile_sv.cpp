@@ -85,10 +85,7 @@ void add_profile_sv_options(CLI::App& cmd, ProfileSvCommand& p) {
   cmd.add_option("--length", p.lengths, "draft lengths profiled (repeat)");
   cmd.add_option("--max-new-tokens", p.max_new_tokens, "tokens per generation");
   cmd.add_option("--drafts", p.drafts, "top1 (deterministic chains) or sample");
-  cmd.add_option("--temperature", p.sampling.temperature, "0 = greedy");
-  cmd.add_option("--top-k", p.sampling.top_k, "0 = off");
-  cmd.add_option("--top-p", p.sampling.top_p, "1 = off");
-  cmd.add_option("--seed", p.sampling.seed, "sampling seed");
+  add_sampling_options(cmd, p.sampling);
   cmd.add_option("--s-bins", p.s_bins, "equal-frequency bins of S in the saved table");
   cmd.add_option("--a-bins", p.a_bins, "equal-frequency bins of A in the saved table");
   cmd.add_option("--x-bins", p.x_bins, "equal-width bins X is quantised into for the entropies");

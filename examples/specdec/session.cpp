@@ -41,6 +41,13 @@ std::vector<std::string> read_prompts(const std::filesystem::path& path, std::in
   return out;
 }
 
+void add_sampling_options(CLI::App& cmd, SamplingParams& sampling) {
+  cmd.add_option("--temperature", sampling.temperature, "0 = greedy");
+  cmd.add_option("--top-k", sampling.top_k, "0 = off");
+  cmd.add_option("--top-p", sampling.top_p, "1 = off");
+  cmd.add_option("--seed", sampling.seed, "sampling seed");
+}
+
 Session load_session(const std::filesystem::path& target, const std::filesystem::path& draft,
                      const std::filesystem::path& tokenizer, int threads) {
   if (threads > 0) at::set_num_threads(threads);

@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
+#include "specdec/core/sampling_params.hpp"
 #include "specdec/engine/stats.hpp"
 #include "specdec/tokenizer/tokenizer.hpp"
 #include "specdec/torch/llama_model.hpp"
@@ -29,6 +32,10 @@ Session load_session(const std::filesystem::path& target, const std::filesystem:
 // The "prompt" field of each JSON line of `path`, the first `limit` of them;
 // IoError naming the file and line otherwise.
 std::vector<std::string> read_prompts(const std::filesystem::path& path, std::int64_t limit);
+
+// --temperature, --top-k, --top-p and --seed, the options every command that
+// decodes takes.
+void add_sampling_options(CLI::App& cmd, SamplingParams& sampling);
 
 // A few lines: tokens/s, tau, per-depth acceptance, time split, overhead.
 void print_stats(const std::string& label, const Stats& stats);
