@@ -15,12 +15,14 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "specdec/accept/row_math.hpp"
@@ -36,7 +38,7 @@
 namespace specdec::testing {
 
 inline constexpr int kVocab = 6;
-inline constexpr int kMaxContext = 5;
+inline constexpr int kMaxContext = 9;  // two emitted tokens + a chain of 6 + 1
 // Decodes per check: 200,000, unless SPECDEC_STATISTICAL_OUTCOMES says otherwise
 // (CI's sanitizer pass uses fewer: it hunts memory errors; the plain pass
 // keeps the full power).
@@ -78,33 +80,30 @@ inline std::string describe(const SamplingParams& p) {
 class SyntheticPair {
  public:
   SyntheticPair(const PairCase& c, const SamplingParams& params, std::uint64_t seed)
-      : case_(c), params_(params), seed_(seed) {
-    std::int64_t n = 0;
-    for (int len = 0; len <= kMaxContext; ++len) {
-      offset_[len] = n;
-      n += static_cast<std::int64_t>(std::pow(kVocab, len));
-    }
-    target_.assign(static_cast<std::size_t>(n * kVocab), -1.0f);
-    draft_.assign(static_cast<std::size_t>(n * kVocab), -1.0f);
-  }
+      : case_(c), params_(params), seed_(seed) {}
 
-  std::span<const float> target(std::span<const TokenId> ctx) { return row(ctx, true); }
-  std::span<const float> draft(std::span<const TokenId> ctx) { return row(ctx, false); }
+  std::span<const float> target(std::span<const TokenId> ctx) { return row(ctx).target; }
+  std::span<const float> draft(std::span<const TokenId> ctx) { return row(ctx).draft; }
 
  private:
-  std::span<const float> row(std::span<const TokenId> ctx, bool is_target) {
+  struct Rows {
+    std::array<float, kVocab> target_row, draft_row;
+    std::span<const float> target, draft;
+  };
+
+  Rows& row(std::span<const TokenId> ctx) {
     if (ctx.size() > static_cast<std::size_t>(kMaxContext)) throw std::logic_error("context too long");
-    std::int64_t index = offset_[ctx.size()];
-    std::int64_t digits = 0;
-    for (TokenId t : ctx) digits = digits * kVocab + t;
-    index += digits;
-    auto& table = is_target ? target_ : draft_;
-    float* out = table.data() + index * kVocab;
-    if (out[0] < 0.0f) fill(ctx, index);
-    return {out, static_cast<std::size_t>(kVocab)};
+    // Index of the context among all contexts: those shorter first, then base kVocab digits.
+    std::uint64_t index = 0, shorter = 0, power = 1;
+    for (std::size_t len = 0; len < ctx.size(); ++len, power *= kVocab) shorter += power;
+    for (TokenId t : ctx) index = index * kVocab + static_cast<std::uint64_t>(t);
+    index += shorter;
+    auto [it, inserted] = rows_.try_emplace(index);
+    if (inserted) fill(ctx, index, it->second);
+    return it->second;
   }
 
-  void fill(std::span<const TokenId> ctx, std::int64_t index) {
+  void fill(std::span<const TokenId> ctx, std::uint64_t index, Rows& out) {
     const float ninf = -std::numeric_limits<float>::infinity();
     std::vector<float> tl(kVocab), dl(kVocab);
     if (ctx.empty()) {
@@ -113,7 +112,7 @@ class SyntheticPair {
         dl[i] = case_.q_root[i] > 0 ? std::log(case_.q_root[i]) : ninf;
       }
     } else {
-      std::mt19937_64 gen(seed_ * 1000003u + static_cast<std::uint64_t>(index));
+      std::mt19937_64 gen(seed_ * 1000003u + index);
       std::normal_distribution<float> logit(0.0f, 1.5f), noise(0.0f, 1.0f);
       for (int i = 0; i < kVocab; ++i) {
         tl[i] = logit(gen);
@@ -122,15 +121,16 @@ class SyntheticPair {
       if (case_.disjoint_deep)
         for (int i = 0; i < kVocab; ++i) (i < kVocab / 2 ? dl : tl)[i] = ninf;
     }
-    warp_(tl, params_, std::span<float>(target_.data() + index * kVocab, kVocab));
-    warp_(dl, params_, std::span<float>(draft_.data() + index * kVocab, kVocab));
+    warp_(tl, params_, out.target_row);
+    warp_(dl, params_, out.draft_row);
+    out.target = out.target_row;
+    out.draft = out.draft_row;
   }
 
   PairCase case_;
   SamplingParams params_;
   std::uint64_t seed_;
-  std::int64_t offset_[kMaxContext + 1] = {};
-  std::vector<float> target_, draft_;
+  std::unordered_map<std::uint64_t, Rows> rows_;
   Warper warp_;
 };
 
@@ -213,6 +213,12 @@ class Drafting {
     }
   }
 
+ // A chain of gamma drafts, sampled from q or (kDeterministic) its argmax.
+  void chain(std::vector<TokenId>& ctx, int gamma, ChildMode mode, DraftTree& tree, ProbMatrix& rows) {
+    rows.resize(0, kVocab);
+    grow(ctx, std::vector<int>(static_cast<std::size_t>(gamma), 1), mode, tree, rows);
+  }
+
  private:
   void grow(std::vector<TokenId>& ctx, std::vector<int> widths, ChildMode mode, DraftTree& tree, ProbMatrix& rows) {
     tree.clear(ctx.empty() ? kNoToken : ctx.back());
@@ -251,23 +257,26 @@ class Drafting {
 };
 
 struct FitResult {
-  ChiSquareResult first, joint;
+  ChiSquareResult first, joint, triple;  // triple: only when three tokens were asked for
 };
 
-// Runs `outcomes()` decodes of two tokens and tests them against the target.
-// `verify(tree, target_rows, draft_rows, rng)` is any acceptance rule.
-template <class Verify>
-FitResult run_lossless_check(const PairCase& c, const SamplingParams& params, Strategy s, Verify&& verify,
-                             std::uint64_t seed = 20261121) {
+// Runs `outcomes()` decodes of `tokens` (2 or 3) tokens and tests the first,
+// the first two and (if asked) the first three against the target.
+// `draft(drafting, ctx, tree, rows)` drafts a round; `verify(tree,
+// target_rows, draft_rows, rng)` is any acceptance rule.
+template <class Draft, class Verify>
+FitResult run_lossless_fit(const PairCase& c, const SamplingParams& params, Draft&& draft, Verify&& verify,
+                           int tokens = 2, std::uint64_t seed = 20261121) {
   SyntheticPair pair(c, params, seed);
   Drafting drafting(pair, seed);
   RandomStream rule_rng(seed, 12);
   DraftTree tree;
   ProbMatrix draft_rows, target_rows;
-  std::vector<std::int64_t> first(kVocab, 0), joint(kVocab * kVocab, 0);
+  const std::size_t cells = static_cast<std::size_t>(kVocab * kVocab * kVocab);
+  std::vector<std::int64_t> first(kVocab, 0), joint(kVocab * kVocab, 0), triple(tokens >= 3 ? cells : 0, 0);
   std::vector<TokenId> ctx, emitted;
   const auto round = [&]() {
-    drafting.draft(s, ctx, tree, draft_rows);
+    draft(drafting, ctx, tree, draft_rows);
     target_rows.resize(tree.size() + 1, kVocab);
     const auto base = ctx.size();
     for (std::int32_t slot = DraftTree::kRoot; slot < tree.size(); ++slot) {
@@ -283,26 +292,43 @@ FitResult run_lossless_check(const PairCase& c, const SamplingParams& params, St
   const std::int64_t num_outcomes = outcomes();
   for (std::int64_t n = 0; n < num_outcomes; ++n) {
     ctx.clear();
-    emitted = round();
-    const TokenId a = emitted[0];
-    TokenId b = emitted.size() > 1 ? emitted[1] : kNoToken;
-    if (b == kNoToken) {  // the second token comes from the next round
-      ctx.push_back(a);
-      b = round()[0];
+    emitted.clear();
+    while (emitted.size() < static_cast<std::size_t>(tokens)) {  // later tokens come from later rounds
+      ctx = emitted;
+      for (const TokenId t : round()) emitted.push_back(t);
     }
+    const TokenId a = emitted[0], b = emitted[1];
     ++first[a];
     ++joint[a * kVocab + b];
+    if (tokens >= 3) ++triple[static_cast<std::size_t>((a * kVocab + b) * kVocab + emitted[2])];
   }
-  // Expected: P(a) = p_root(a), P(a, b) = p_root(a) p(b | a).
-  std::vector<double> p_first(kVocab), p_joint(kVocab * kVocab);
+  // Expected: P(a) = p_root(a), P(a, b) = p_root(a) p(b | a), and so on.
+  std::vector<double> p_first(kVocab), p_joint(kVocab * kVocab), p_triple(triple.size());
   const auto root = pair.target({});
   for (int a = 0; a < kVocab; ++a) {
     p_first[a] = root[a];
     const TokenId ctx_a[] = {static_cast<TokenId>(a)};
     const auto next = pair.target(ctx_a);
-    for (int b = 0; b < kVocab; ++b) p_joint[a * kVocab + b] = static_cast<double>(root[a]) * next[b];
+    for (int b = 0; b < kVocab; ++b) {
+      p_joint[a * kVocab + b] = static_cast<double>(root[a]) * next[b];
+      if (tokens < 3) continue;
+      const TokenId ctx_ab[] = {static_cast<TokenId>(a), static_cast<TokenId>(b)};
+      const auto third = pair.target(ctx_ab);
+      for (int d = 0; d < kVocab; ++d) p_triple[(a * kVocab + b) * kVocab + d] = p_joint[a * kVocab + b] * third[d];
+    }
   }
-  return {chi_square_gof(first, p_first), chi_square_gof(joint, p_joint)};
+  FitResult out{chi_square_gof(first, p_first), chi_square_gof(joint, p_joint), {}};
+  if (tokens >= 3) out.triple = chi_square_gof(triple, p_triple);
+  return out;
+}
+
+// The same for a named drafting strategy, two tokens.
+template <class Verify>
+FitResult run_lossless_check(const PairCase& c, const SamplingParams& params, Strategy s, Verify&& verify,
+                             std::uint64_t seed = 20261121) {
+  return run_lossless_fit(
+      c, params, [s](Drafting& d, std::vector<TokenId>& ctx, DraftTree& tree, ProbMatrix& rows) { d.draft(s, ctx, tree, rows); },
+      std::forward<Verify>(verify), 2, seed);
 }
 
 }  // namespace specdec::testing

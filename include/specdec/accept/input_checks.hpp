@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -12,6 +13,7 @@
 #include "specdec/core/draft_tree.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/prob_matrix.hpp"
+#include "specdec/core/verify_result.hpp"
 
 namespace specdec::detail {
 
@@ -53,6 +55,65 @@ inline void check_children_recorded(std::string_view rule, const DraftTree& tree
     throw InvalidTreeError(fmt::format(
         "{}: children of slot {} have no recorded source (DraftTree::set_children_source)", rule,
         slot));
+}
+
+// A sampled token must have positive probability under the row it was drawn
+// from; q is null for a deterministic draft (nothing to check).
+inline void check_drafted_token(std::string_view rule, const float* q, TokenId token, std::int32_t node) {
+  if (q != nullptr && !(q[token] > 0.0f))
+    throw InvalidDistributionError(fmt::format(
+        "{}: drafted token {} (node {}) has draft probability {}; it cannot have been sampled", rule, token, node,
+        q[token]));
+}
+
+// What the chain rules' row functions read: the drafted tokens x_1..x_gamma
+// and, per token, the draft row it was sampled from (null: chosen
+// deterministically, q = one-hot). Draft rows are shape-checked here; their
+// contents are the rule's to check.
+struct ChainInputs {
+  std::vector<const float*> draft_rows;
+  std::vector<TokenId> tokens;
+
+  void gather(std::string_view rule, const DraftTree& tree, const ProbRows& target, const ProbRows& draft) {
+    check_rule_inputs(rule, tree, target);
+    if (!tree.is_chain())
+      throw InvalidTreeError(fmt::format("{}: the tree is not a chain; it verifies chains only (trees: traversal_verification or recursive_rejection_sampling)",
+                                     rule));
+    const auto gamma = static_cast<std::size_t>(tree.size());
+    draft_rows.assign(gamma, nullptr);
+    tokens.resize(gamma);
+    for (std::int32_t i = 0; i < tree.size(); ++i) {
+      const std::int32_t slot = i - 1;
+      check_children_recorded(rule, tree, slot);
+      tokens[static_cast<std::size_t>(i)] = tree.token(i);
+      if (tree.children_mode(slot) != ChildMode::kDeterministic)
+        draft_rows[static_cast<std::size_t>(i)] =
+            sampled_children_row(rule, tree, slot, draft, target.vocab(), /*check=*/false).data();
+    }
+  }
+
+  // Rows for the row functions: row(i) of the draft rows / of a ProbRows.
+  struct Rows {
+    const float* const* rows;
+    const float* operator()(std::int64_t i) const { return rows[i]; }
+  };
+  struct TargetRows {
+    const ProbRows& rows;
+    const float* operator()(std::int64_t i) const { return rows.data() + i * rows.row_stride(); }
+  };
+  Rows draft() const { return Rows{draft_rows.data()}; }
+};
+
+// The VerifyResult of a chain rule that accepted `accepted` of gamma drafts
+// and emitted `emitted` after them.
+inline void chain_result(std::int32_t accepted, std::int32_t gamma, TokenId emitted, VerifyResult& out) {
+  out.clear();
+  for (std::int32_t i = 0; i < accepted; ++i) {
+    out.accepted_nodes.push_back(i);
+    out.depth_accepted.push_back(1);
+  }
+  if (accepted < gamma) out.depth_accepted.push_back(0);
+  out.bonus_token = emitted;
 }
 
 }  // namespace specdec::detail

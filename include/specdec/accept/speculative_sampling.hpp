@@ -37,26 +37,13 @@ class SpeculativeSampling {
   // target: [gamma + 1, vocab]; draft: the rows the chain's slots refer to.
   void verify(const DraftTree& tree, const ProbRows& target, const ProbRows& draft,
               RandomStream& rng, VerifyResult& out) {
-    detail::check_rule_inputs(kName, tree, target);
-    if (!tree.is_chain())
-      throw InvalidTreeError(
-          "speculative_sampling: the tree is not a chain; use RecursiveRejectionSampling for trees");
+    chain_.gather(kName, tree, target, draft);
     const std::int32_t gamma = tree.size();
     const std::int64_t vocab = target.vocab();
-    draft_rows_.assign(static_cast<std::size_t>(gamma), nullptr);
-    tokens_.resize(static_cast<std::size_t>(gamma));
-    for (std::int32_t i = 0; i < gamma; ++i) {
-      const std::int32_t slot = i - 1;
-      detail::check_children_recorded(kName, tree, slot);
-      tokens_[static_cast<std::size_t>(i)] = tree.token(i);
-      if (tree.children_mode(slot) != ChildMode::kDeterministic)
-        draft_rows_[static_cast<std::size_t>(i)] =
-            detail::sampled_children_row(kName, tree, slot, draft, vocab, /*check=*/false).data();
-    }
     emitted_.resize(static_cast<std::size_t>(gamma) + 1);
     const auto accepted = row_math::chain_speculative_sampling_row(
-        PointerRows{draft_rows_.data()}, tokens_.data(), TargetRows{target},
-        gamma, vocab, rng.take(static_cast<std::uint64_t>(gamma) + 1), emitted_.data());
+        chain_.draft(), chain_.tokens.data(), detail::ChainInputs::TargetRows{target}, gamma, vocab,
+        rng.take(static_cast<std::uint64_t>(gamma) + 1), emitted_.data());
 
     // Check what the kernel read (target and draft rows 0..accepted), after the
     // fact: rows past the first rejection are never read, so checking them would
@@ -65,25 +52,15 @@ class SpeculativeSampling {
     for (std::int32_t i = 0; i <= accepted; ++i)
       check_distribution(target.row(i), fmt::format("{}: target row {}", kName, i));
     for (std::int32_t i = 0; i < gamma && i <= accepted; ++i) {
-      const float* q = draft_rows_[static_cast<std::size_t>(i)];
+      const float* q = chain_.draft_rows[static_cast<std::size_t>(i)];
       if (q == nullptr) continue;
       check_distribution({q, static_cast<std::size_t>(vocab)},
                          fmt::format("{}: draft row {}", kName, tree.children_draft_row(i - 1)));
-      if (!(q[tree.token(i)] > 0.0f))
-        throw InvalidDistributionError(fmt::format(
-            "{}: drafted token {} at depth {} has draft probability {}; it cannot have been sampled",
-            kName, tree.token(i), i + 1, q[tree.token(i)]));
+      detail::check_drafted_token(kName, q, tree.token(i), i);
     }
     if (emitted_[static_cast<std::size_t>(accepted)] == kNoToken)
       throw InvalidDistributionError(fmt::format("{}: target row {} has no mass", kName, accepted));
-
-    out.clear();
-    for (std::int32_t i = 0; i < accepted; ++i) {
-      out.accepted_nodes.push_back(i);
-      out.depth_accepted.push_back(1);
-    }
-    if (accepted < gamma) out.depth_accepted.push_back(0);
-    out.bonus_token = emitted_[static_cast<std::size_t>(accepted)];
+    detail::chain_result(accepted, gamma, emitted_[static_cast<std::size_t>(accepted)], out);
   }
 
   VerifyResult verify(const DraftTree& tree, const ProbRows& target, const ProbRows& draft,
@@ -94,17 +71,7 @@ class SpeculativeSampling {
   }
 
  private:
-  struct PointerRows {
-    const float* const* rows;
-    const float* operator()(std::int64_t i) const { return rows[i]; }
-  };
-  struct TargetRows {
-    const ProbRows& rows;
-    const float* operator()(std::int64_t i) const { return rows.data() + i * rows.row_stride(); }
-  };
-
-  std::vector<const float*> draft_rows_;
-  std::vector<TokenId> tokens_;
+  detail::ChainInputs chain_;
   std::vector<TokenId> emitted_;
 };
 

@@ -1,0 +1,306 @@
+// Per-row math of the sequence-level rules, block verification (chains) and
+// traversal verification (trees), shared by the host rules and the CUDA
+// kernels in cuda/ (SPECDEC_HOST_DEVICE) like row_math.hpp's chain math.
+//
+// Both rules keep, for every node on the way, a sequence weight p (the chance
+// that the path to the node survives) and the law b the node must emit from
+// if it does (docs/acceptance.md, "Block and traversal verification"):
+//   child:      p_c = min(1, p * b(x) / s(x))           x ~ s, the node's draft law
+//   rejected:   Z   = sum_y max(p * b(y) - s(y), 0)
+//               b  <- norm(max(p * b - s, 0)),  p <- Z / (Z + 1 - p)
+//               (without replacement, also s <- s without x, renormalised)
+//   no child left: the node holds with probability p, and then emits from b.
+// A deterministic child set has s = one-hot at the child's token. On a chain
+// this is block verification (Sun et al., arXiv 2403.10444, Algorithm 2):
+// p <- Z / (Z + 1 - p) is its h_i, and the residual its correction. Written so
+// that traversal on a chain repeats block verification's arithmetic exactly:
+// both emit the same tokens from the same uniforms.
+//
+// Uniforms: node i's test reads uniforms[i] (on a chain, x_{i+1}'s block ends
+// there: eta_{i+1}), the emitted token uniforms[n] (n = the tree's nodes), so
+// a row consumes n + 1 whatever happens and batch rows stay independent.
+#pragma once
+
+#include <cstdint>
+
+#include "specdec/accept/row_math.hpp"
+#include "specdec/core/macros.hpp"
+#include "specdec/core/rng.hpp"
+#include "specdec/core/types.hpp"
+
+namespace specdec::row_math {
+
+// min(1, p * b(x) / s(x)); 0 when s(x) is 0 (such a token cannot have been
+// drawn; the host rules refuse it before calling).
+SPECDEC_HOST_DEVICE double child_weight(double p, double b_x, double s_x) {
+  if (!(s_x > 0.0)) return 0.0;
+  const double w = p * b_x / s_x;
+  return w < 1.0 ? w : 1.0;
+}
+
+// max(p * b(y) - s(y), 0): the mass a node still owes token y after a child
+// drawn from s was rejected.
+SPECDEC_HOST_DEVICE double residual_weight(double p, double b_y, double s_y) {
+  const double d = p * b_y - s_y;
+  return d > 0.0 ? d : 0.0;
+}
+
+// The node's new weight after a rejected child: Z / (Z + 1 - p) (block
+// verification's h_i). Z + 1 - p = 0 (p = 1 and b = s) cannot meet a
+// rejection in exact arithmetic; the node then keeps weight 1.
+SPECDEC_HOST_DEVICE double weight_after_rejection(double p, double z) {
+  const double d = z + (1.0 - p);
+  return d > 0.0 ? z / d : 1.0;
+}
+
+// Draw from the weights w(i) (unnormalised, non-negative) with uniform u:
+// sample_row over a function instead of an array.
+template <class W>
+SPECDEC_HOST_DEVICE TokenId sample_weights(W w, std::int64_t n, double u) {
+  double total = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) total += w(i);
+  if (!(total > 0.0)) return kNoToken;
+  const double t = u * total;
+  double acc = 0.0;
+  TokenId last = kNoToken;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double v = w(i);
+    if (!(v > 0.0)) continue;
+    acc += v;
+    last = static_cast<TokenId>(i);
+    if (t < acc) return last;
+  }
+  return last;
+}
+
+// s(y) of a draft row, or of the one-hot at `drafted` when q is null.
+SPECDEC_HOST_DEVICE double draft_value(const float* q, TokenId drafted, std::int64_t y) {
+  return q != nullptr ? static_cast<double>(q[y]) : (y == drafted ? 1.0 : 0.0);
+}
+
+// Z = sum_y max(p * b(y) - s(y), 0) for a target row b and draft row q (null:
+// one-hot at `drafted`).
+SPECDEC_HOST_DEVICE double residual_mass(double p, const float* b, const float* q, TokenId drafted,
+                                         std::int64_t vocab) {
+  double z = 0.0;
+  for (std::int64_t y = 0; y < vocab; ++y)
+    z += residual_weight(p, static_cast<double>(b[y]), draft_value(q, drafted, y));
+  return z;
+}
+
+// ---- block verification (chains) -------------------------------------------
+
+// p_i of a chain: p_0 = 1, p_i = min(1, p_{i-1} * b_{i-1}(x_i) / s_{i-1}(x_i)).
+template <class DraftRows, class TargetRows>
+SPECDEC_HOST_DEVICE double block_weight(DraftRows draft_row, const TokenId* tokens, TargetRows target_row,
+                                        std::int32_t i) {
+  double p = 1.0;
+  for (std::int32_t j = 0; j < i && p > 0.0; ++j) {
+    const TokenId x = tokens[j];
+    const float* q = draft_row(j);
+    p = child_weight(p, static_cast<double>(target_row(j)[x]), q != nullptr ? static_cast<double>(q[x]) : 1.0);
+  }
+  return p;
+}
+
+// Block verification of one chain (Sun et al., arXiv 2403.10444, Algorithm 2;
+// the arguments as for chain_speculative_sampling_row). Lossless.
+//   h_gamma = p_gamma;  h_i = Z_i / (Z_i + 1 - p_i) for i < gamma
+//   tau = max{i : eta_i < h_i} (0 if none), eta_i = uniforms[i - 1]
+//   emitted: tau < gamma: a draw from norm(max(p_tau * b_tau - s_tau, 0)),
+//            tau = gamma: the bonus from b_gamma; uniform uniforms[gamma].
+// The tests run from the last draft back and stop at the first success, so
+// the work is O(gamma^2 + (gamma - tau) * vocab).
+template <class DraftRows, class TargetRows>
+SPECDEC_HOST_DEVICE std::int32_t block_verification_row(DraftRows draft_row, const TokenId* tokens,
+                                                        TargetRows target_row, std::int32_t gamma,
+                                                        std::int64_t vocab, PhiloxUniforms uniforms,
+                                                        TokenId* out) {
+  std::int32_t tau = 0;
+  double p_tau = 1.0;
+  for (std::int32_t i = gamma; i >= 1; --i) {
+    const double p = block_weight(draft_row, tokens, target_row, i);
+    if (!(p > 0.0)) continue;  // h_i = 0: Z_i is 0 too
+    const double h =
+        i == gamma ? p
+                   : weight_after_rejection(p, residual_mass(p, target_row(i), draft_row(i), tokens[i], vocab));
+    if (uniforms[static_cast<std::uint64_t>(i - 1)] < h) {
+      tau = i;
+      p_tau = p;
+      break;
+    }
+  }
+  for (std::int32_t i = 0; i < tau; ++i) out[i] = tokens[i];
+  const double u = uniforms[static_cast<std::uint64_t>(gamma)];
+  TokenId y = kNoToken;
+  if (tau < gamma) {
+    const float* b = target_row(tau);
+    const float* q = draft_row(tau);
+    const TokenId x = tokens[tau];
+    y = sample_weights(
+        [&](std::int64_t k) { return residual_weight(p_tau, static_cast<double>(b[k]), draft_value(q, x, k)); },
+        vocab, u);
+  }
+  // The bonus; or, if rounding left the residual empty (Z = 0, where a block
+  // cannot end in exact arithmetic), the target row itself.
+  if (y == kNoToken) y = sample_row(target_row(tau), vocab, u);
+  out[tau] = y;
+  for (std::int32_t j = tau + 1; j <= gamma; ++j) out[j] = kNoToken;
+  return tau;
+}
+
+// ---- traversal verification (trees) ----------------------------------------
+
+// How a slot's children were drafted, for the row function (the host's
+// ChildMode without kNone): one-hot (a deterministic choice), i.i.d. draws
+// from the slot's draft row, or draws without replacement from it.
+enum class SlotDraw : std::uint8_t { kOneHot = 0, kIid = 1, kWithoutReplacement = 2 };
+
+// One level of the traversal's path (root = level 0): the node, the next
+// child to visit, the node's weight p, and its laws b and s, each either the
+// model's row as given (total 1) or scratch weights over `total`.
+struct TraversalLevel {
+  std::int32_t node = -1;
+  std::int32_t next_child = -1;
+  double p = 1.0;
+  double b_total = 1.0, s_total = 1.0;
+  bool b_scratch = false, s_scratch = false;
+};
+
+// A tree in flat arrays, for the device (and the host tests of what it runs):
+// node i has parents[i] in [-1, i) and tokens[i]; slot s (-1 = root) has its
+// children's draw in draws[s + 1] and, unless one-hot, their draft row at
+// draft_rows + (s + 1) * vocab. Siblings are in index order.
+struct FlatTree {
+  const std::int32_t* parents = nullptr;
+  const TokenId* tokens = nullptr;
+  const std::uint8_t* draws = nullptr;  // SlotDraw values, [n + 1]
+  const float* draft_rows = nullptr;    // [n + 1, vocab]; may be null if every slot is one-hot
+  std::int32_t n = 0;
+  std::int64_t vocab = 0;
+
+  SPECDEC_HOST_DEVICE std::int32_t size() const { return n; }
+  SPECDEC_HOST_DEVICE TokenId token(std::int32_t i) const { return tokens[i]; }
+  SPECDEC_HOST_DEVICE std::int32_t first_child(std::int32_t slot) const {
+    for (std::int32_t j = slot + 1; j < n; ++j)
+      if (parents[j] == slot) return j;
+    return -1;
+  }
+  SPECDEC_HOST_DEVICE std::int32_t next_sibling(std::int32_t i) const {
+    for (std::int32_t j = i + 1; j < n; ++j)
+      if (parents[j] == parents[i]) return j;
+    return -1;
+  }
+  SPECDEC_HOST_DEVICE SlotDraw draw(std::int32_t slot) const { return static_cast<SlotDraw>(draws[slot + 1]); }
+  SPECDEC_HOST_DEVICE const float* draft_row(std::int32_t slot) const {
+    return draw(slot) == SlotDraw::kOneHot || draft_rows == nullptr ? nullptr : draft_rows + (slot + 1) * vocab;
+  }
+};
+
+namespace detail {
+
+// b(y) and s(y) of a level: the row as given, or its scratch weights / total.
+SPECDEC_HOST_DEVICE double level_b(const TraversalLevel& l, const float* row, const double* scratch,
+                                   std::int64_t y) {
+  return l.b_scratch ? scratch[y] / l.b_total : static_cast<double>(row[y]);
+}
+SPECDEC_HOST_DEVICE double level_s(const TraversalLevel& l, const float* q, const double* scratch, TokenId drafted,
+                                   std::int64_t y) {
+  if (q == nullptr) return y == drafted ? 1.0 : 0.0;
+  return l.s_scratch ? scratch[y] / l.s_total : static_cast<double>(q[y]);
+}
+
+}  // namespace detail
+
+// Traversal verification of one tree (Weng et al., arXiv 2505.12398):
+// depth-first from the root's first child, each node tested only once its
+// children have all been rejected, leaf to root, with the sequence-level
+// weight p of the header comment. Lossless for i.i.d., without-replacement
+// and one-hot child sets (docs/acceptance.md has the proof sketch).
+//   Tree:       size(), token(i), first_child(slot), next_sibling(i),
+//               draw(slot), draft_row(slot) (FlatTree, or the host's adapter)
+//   target_row(s + 1): the target's row after slot s (root: row 0)  [vocab]
+//   levels:     scratch for the path, [depth + 1] (depth: the tree's deepest node)
+//   scratch:    [2 * (depth + 1) * vocab] doubles
+//   path:       the accepted nodes, root's child first            [depth]
+//   emitted:    the token after them
+// Returns the number of accepted nodes.
+template <class Tree, class TargetRows>
+SPECDEC_HOST_DEVICE std::int32_t traversal_verification_row(const Tree& tree, TargetRows target_row,
+                                                            std::int64_t vocab, PhiloxUniforms uniforms,
+                                                            TraversalLevel* levels, double* scratch,
+                                                            std::int32_t* path, TokenId* emitted) {
+  const std::int32_t n = tree.size();
+  std::int32_t depth = 0;
+  levels[0] = TraversalLevel{};
+  levels[0].next_child = tree.first_child(-1);
+  while (true) {
+    TraversalLevel& l = levels[depth];
+    const std::int32_t slot = l.node;
+    double* b_scratch = scratch + static_cast<std::int64_t>(depth) * 2 * vocab;
+    double* s_scratch = b_scratch + vocab;
+    const float* b_row = target_row(slot + 1);
+    const float* q = tree.draft_row(slot);
+
+    std::int32_t rejected = -1;  // a child of this level that fails
+    if (l.next_child >= 0) {
+      const std::int32_t c = l.next_child;
+      l.next_child = tree.next_sibling(c);
+      const TokenId x = tree.token(c);
+      const double p_c = child_weight(l.p, detail::level_b(l, b_row, b_scratch, x),
+                                      detail::level_s(l, q, s_scratch, x, x));
+      if (p_c > 0.0) {  // descend; a child of weight 0 fails whatever lies below it
+        TraversalLevel& next = levels[++depth];
+        next = TraversalLevel{};
+        next.node = c;
+        next.p = p_c;
+        next.next_child = tree.first_child(c);
+        continue;
+      }
+      rejected = c;
+    } else if (depth == 0 || uniforms[static_cast<std::uint64_t>(l.node)] < l.p) {
+      // The node holds (the root always does: its weight stays 1).
+      for (std::int32_t d = 1; d <= depth; ++d) path[d - 1] = levels[d].node;
+      const double u = uniforms[static_cast<std::uint64_t>(n)];
+      TokenId y = l.b_scratch ? sample_row(b_scratch, vocab, u) : kNoToken;
+      if (y == kNoToken) y = sample_row(b_row, vocab, u);
+      *emitted = y;
+      return depth;
+    } else {
+      rejected = l.node;  // the node fails: its parent takes the rejection
+      --depth;
+    }
+
+    // A child `rejected` of levels[depth] failed: update that level's laws.
+    TraversalLevel& u = levels[depth];
+    const std::int32_t u_slot = u.node;
+    double* ub = scratch + static_cast<std::int64_t>(depth) * 2 * vocab;
+    double* us = ub + vocab;
+    const float* u_row = target_row(u_slot + 1);
+    const float* uq = tree.draft_row(u_slot);
+    const TokenId x = tree.token(rejected);
+    double z = 0.0;
+    for (std::int64_t y = 0; y < vocab; ++y)
+      z += residual_weight(u.p, detail::level_b(u, u_row, ub, y), detail::level_s(u, uq, us, x, y));
+    if (z > 0.0) {
+      for (std::int64_t y = 0; y < vocab; ++y)
+        ub[y] = residual_weight(u.p, detail::level_b(u, u_row, ub, y), detail::level_s(u, uq, us, x, y));
+      u.b_total = z;
+      u.b_scratch = true;
+    }
+    // else: nothing is owed (a weight-0 node, or rounding); b is kept for the
+    // fallback draw and p drops to 0 unless it is 1.
+    u.p = weight_after_rejection(u.p, z);
+    if (uq != nullptr && tree.draw(u_slot) == SlotDraw::kWithoutReplacement) {
+      double rest = 0.0;
+      for (std::int64_t y = 0; y < vocab; ++y) {
+        us[y] = y == x ? 0.0 : detail::level_s(u, uq, us, x, y);
+        rest += us[y];
+      }
+      u.s_total = rest;
+      u.s_scratch = true;
+    }
+  }
+}
+
+}  // namespace specdec::row_math
