@@ -157,10 +157,11 @@ namespace methods {
 MethodParam rule_param() {
   return {"rule", ParamType::kText, "auto",
           "auto (greedy at temperature 0, else rrs) | greedy | rrs (recursive rejection sampling) | speculative "
-          "(chains with a draft model) | typical (Medusa, LOSSY)"};
+          "(chains with a draft model) | block (block verification, chains) | traversal (traversal verification) "
+          "| typical (Medusa, LOSSY)"};
 }
 
-RuleKind rule_kind(const MethodConfig& c, const SamplingParams& sampling, bool speculative_fits) {
+RuleKind rule_kind(const MethodConfig& c, const SamplingParams& sampling, RuleFit fit) {
   const auto& rule = c.text("rule");
   if (rule == "auto") return sampling.is_greedy() ? RuleKind::kGreedy : RuleKind::kRecursiveRejection;
   if (rule == "greedy") {
@@ -173,16 +174,25 @@ RuleKind rule_kind(const MethodConfig& c, const SamplingParams& sampling, bool s
   }
   if (rule == "rrs") return RuleKind::kRecursiveRejection;
   if (rule == "typical") return RuleKind::kTypical;
+  if (rule == "traversal") return RuleKind::kTraversal;
+  if (rule == "block") {
+    if (!fit.chains)
+      throw InvalidArgumentError(fmt::format(
+          "method {}: rule=block verifies chains, and this method drafts trees; use rule=traversal (block "
+          "verification generalised to trees)",
+          c.name));
+    return RuleKind::kBlock;
+  }
   if (rule == "speculative") {
-    if (!speculative_fits)
+    if (!fit.chains || !fit.probs)
       throw InvalidArgumentError(fmt::format(
           "method {}: rule=speculative verifies chains drafted from probabilities (a draft model's chain); use "
           "rule=rrs",
           c.name));
     return RuleKind::kSpeculative;
   }
-  throw InvalidArgumentError(fmt::format("method {}: unknown rule '{}' (auto, greedy, rrs, speculative, typical)",
-                                         c.name, rule));
+  throw InvalidArgumentError(fmt::format(
+      "method {}: unknown rule '{}' (auto, greedy, rrs, speculative, block, traversal, typical)", c.name, rule));
 }
 
 DraftHead load_head(const MethodContext& c, HeadKind kind) {
@@ -205,11 +215,13 @@ SamplingParams draft_sampling_for(const SamplingParams& sampling) {
 std::string describe_rule(const MethodConfig& config, const SamplingParams& sampling) {
   if (config.name == "autoregressive") return "no acceptance rule";
   const auto& info = find_method(config.name);
-  const bool speculative_fits = info.chain_only && info.models == MethodModels::kDraftModel;
-  switch (methods::rule_kind(config, sampling, speculative_fits)) {
+  const methods::RuleFit fit{info.chain_only, info.models == MethodModels::kDraftModel};
+  switch (methods::rule_kind(config, sampling, fit)) {
     case methods::RuleKind::kGreedy: return "greedy acceptance, lossless";
     case methods::RuleKind::kRecursiveRejection: return "recursive rejection sampling, lossless";
     case methods::RuleKind::kSpeculative: return "speculative sampling, lossless";
+    case methods::RuleKind::kBlock: return "block verification, lossless";
+    case methods::RuleKind::kTraversal: return "traversal verification, lossless";
     case methods::RuleKind::kTypical: return "typical acceptance, LOSSY (not the target's distribution)";
   }
   return "?";

@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "lossless_harness.hpp"
+#include "specdec/accept/block_verification.hpp"
 #include "specdec/accept/recursive_rejection_sampling.hpp"
 #include "specdec/accept/speculative_sampling.hpp"
+#include "specdec/accept/traversal_verification.hpp"
 #include "specdec/accept/typical_acceptance.hpp"
 #include "specdec/carry/lagged_tail.hpp"
 #include "specdec/draft/eagle_head_drafter.hpp"
@@ -193,10 +195,10 @@ struct SvFit {
   bool lossless = true;
 };
 
+template <class Rule = sd::RecursiveRejectionSampling>
 SvFit sv_batch_fit(const sd::SamplingParams& sampling, sd::ChainBuilder::Pick pick, bool biased) {
   using Selector = sd::GoodputSelector<Verifier>;
-  using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, sd::RecursiveRejectionSampling,
-                                       sd::FixedLength, Selector>;
+  using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, Rule, sd::FixedLength, Selector>;
   Models m;
   HashedContextModel companion_model(kVocab, 11);
   Verifier verifier(m.target, sampling), companion(companion_model, sampling);
@@ -207,12 +209,12 @@ SvFit sv_batch_fit(const sd::SamplingParams& sampling, sd::ChainBuilder::Pick pi
     for (const auto t : tokens) seconds.push_back(1.0 + 0.25 * b * t);
   sd::GoodputOptions options;
   options.biased_sampled_acceptance = biased;
-  Engine engine(sd::ChainBuilder{pick}, verifier, sd::RecursiveRejectionSampling{},
+  Engine engine(sd::ChainBuilder{pick}, verifier, Rule{},
                 Selector(companion, sd::AcceptanceTable({}, {0.5f}, {0.05f, 0.95f}, {1, 1}),
                          sd::AcceptanceTable({0.6f}, {}, {0.2f, 0.9f}, {1, 1}),
                          sd::VerifyLatency(batches, tokens, seconds, {0.0, 0.0, 0.0}), options));
   SvFit out;
-  engine.set_round_view_observer([&](const Engine::RoundView& v) {
+  engine.set_round_view_observer([&](const typename Engine::RoundView& v) {
     const auto& round = engine.selector().last_round(v.seq);
     out.truncated += round.verified < static_cast<std::int32_t>(round.indicators.size());
   });
@@ -298,6 +300,83 @@ TEST_CASE("Every lossless method keeps the target's joint law of three tokens", 
       });
       CHECK(resampled > 0);  // re-sampled nodes were verified and accepted, so their law was tested
     }
+  }
+  INFO(fit.describe());
+  CHECK_FALSE(fit.rejects(st::kAlpha));
+}
+
+TEST_CASE("Block and traversal verification keep the three-token law in every method", "[statistical][engine]") {
+  const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
+  const std::string method =
+      GENERATE("chain, block", "chain, traversal", "greedy-drafted chain, block", "n-gram, block",
+               "static tree without replacement, traversal", "static tree top-k, traversal", "dynamic tree, traversal",
+               "sequoia, traversal", "eagle head, traversal", "lyanna, fusion, traversal", "duo, traversal",
+               "sv at batch 4, block");
+  INFO(method << ", " << st::describe(sampling));
+  sd::testing::ChiSquareResult fit;
+  const sd::DraftBudget chain_budget{4, 4, 4, 0.0f}, tree_budget{3, 6, 6, 0.0f};
+  const std::vector<sd::TokenId> prompt = {3, 1, 4};
+  if (method == "chain, block") {
+    fit = draft_model_fit(sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, sd::BlockVerification{}, chain_budget,
+                          sampling);
+  } else if (method == "chain, traversal") {
+    fit = draft_model_fit(sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, sd::TraversalVerification{},
+                          chain_budget, sampling);
+  } else if (method == "greedy-drafted chain, block") {
+    fit = draft_model_fit(sd::ChainBuilder{sd::ChainBuilder::Pick::kTop1}, sd::BlockVerification{}, chain_budget,
+                          sampling);
+  } else if (method == "n-gram, block") {
+    Models m;
+    Verifier verifier(m.target, sampling);
+    sd::NgramDrafter drafter(kVocab, 1, 2);
+    sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{sd::ChainBuilder::Pick::kTop1}, verifier,
+                                   sd::BlockVerification{}, sd::FixedLength::chain(3));
+    const std::vector<sd::TokenId> repeats = {3, 1, 4, 3, 1, 4, 3, 1};
+    fit = fit_three_tokens(m.target, repeats, sampling,
+                           [&](std::uint64_t seed) { return decoder.generate(repeats, three_tokens(seed)); });
+  } else if (method == "static tree without replacement, traversal") {
+    fit = draft_model_fit(sd::StaticTreeBuilder(small_tree(), sd::ChildMode::kSampledWithoutReplacement),
+                          sd::TraversalVerification{}, tree_budget, sampling);
+  } else if (method == "static tree top-k, traversal") {
+    fit = draft_model_fit(sd::StaticTreeBuilder(small_tree()), sd::TraversalVerification{}, tree_budget, sampling);
+  } else if (method == "dynamic tree, traversal") {
+    fit = draft_model_fit(sd::DynamicTreeBuilder{2, 3, 6}, sd::TraversalVerification{}, tree_budget, sampling);
+  } else if (method == "sequoia, traversal") {
+    const std::vector<double> p = {0.5, 0.2, 0.1};
+    fit = draft_model_fit(sd::StaticTreeBuilder(sd::sequoia_shape(p, 6, 3)), sd::TraversalVerification{}, tree_budget,
+                          sampling);
+  } else if (method == "eagle head, traversal") {
+    Models m;
+    Verifier verifier(m.target, sampling);
+    FakeFeatureHead head(m.draft, kHot, 3);
+    sd::EagleHeadDrafter drafter(head, sampling);
+    sd::SpeculativeDecoder decoder(drafter, sd::DynamicTreeBuilder{2, 3, 6}, verifier, sd::TraversalVerification{},
+                                   sd::FixedLength(tree_budget));
+    fit = fit_three_tokens(m.target, prompt, sampling,
+                           [&](std::uint64_t seed) { return decoder.generate(prompt, three_tokens(seed)); });
+  } else if (method == "lyanna, fusion, traversal") {
+    Models m;
+    Verifier verifier(m.target, sampling);
+    FakeFeatureHead head(m.draft, kHot, 3);
+    sd::LyannaDrafter drafter(head);
+    sd::LyannaOptions o;
+    o.depth = 3;
+    o.branch = 2;
+    o.verify_budget = 3;
+    auto decoder = sd::lyanna_decoder(drafter, verifier, sd::TraversalVerification{}, o);
+    std::int64_t resampled = 0;
+    fit = fit_three_tokens(m.target, prompt, sampling, [&](std::uint64_t seed) {
+      auto out = decoder.generate(prompt, three_tokens(seed));
+      resampled += out.stats.resampling.accepted;
+      return out;
+    });
+    CHECK(resampled > 0);
+  } else if (method == "duo, traversal") {
+    fit = duo_fit<sd::TraversalVerification>(4, 0, sampling, nullptr);
+  } else {
+    const auto r = sv_batch_fit<sd::BlockVerification>(sampling, sd::ChainBuilder::Pick::kTop1, /*biased=*/false);
+    CHECK(r.truncated > 0);
+    fit = r.fit;
   }
   INFO(fit.describe());
   CHECK_FALSE(fit.rejects(st::kAlpha));

@@ -160,7 +160,7 @@ MethodInfo duo_method() {
           [](const MethodContext& c) {
             if (c.draft == nullptr) throw InvalidArgumentError("method duo needs a draft model (--draft)");
             auto split = split_of(c.config);
-            return with_rule<false>(c, [&]<class Rule>(Rule rule) {
+            return with_rule<false, true>(c, [&]<class Rule>(Rule rule) {
               return AnyDecoder::make<WithDuo<Rule>>(c.config.spec(), c, std::move(split), std::move(rule));
             });
           }};

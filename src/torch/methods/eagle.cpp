@@ -51,7 +51,7 @@ MethodInfo eagle_method() {
            rule_param()},
           [](const MethodContext& c) {
             auto head = load_head(c, HeadKind::kEagle);
-            return with_rule<false>(c, [&]<class Rule>(Rule rule) {
+            return with_rule<false, true>(c, [&]<class Rule>(Rule rule) {
               return AnyDecoder::make<WithEagleHead<Rule>>(c.config.spec(), c, std::move(head), std::move(rule));
             });
           }};

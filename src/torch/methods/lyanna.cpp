@@ -63,7 +63,7 @@ MethodInfo lyanna_method() {
             o.resample_budget = c.config.int32("rbudget");
             o.validate();
             auto head = load_head(c, HeadKind::kLyanna);
-            return with_rule<false>(c, [&]<class Rule>(Rule rule) {
+            return with_rule<false, true>(c, [&]<class Rule>(Rule rule) {
               if (!o.resample)
                 return AnyDecoder::make<WithLyanna<Rule, NoCarryOver>>(c.config.spec(), c, std::move(head), o,
                                                                        std::move(rule), NoCarryOver{});

@@ -48,7 +48,7 @@ MethodInfo ngram_method() {
   // One-hot guesses, not probabilities: rule=speculative does not fit.
   return {"ngram", "prompt lookup: the continuation of an earlier n-gram, no draft model", "2304.04487",
           MethodModels::kTargetOnly, true, std::move(params), [](const MethodContext& c) {
-            return with_rule<false>(c, [&]<class Rule>(Rule rule) {
+            return with_rule<true, false>(c, [&]<class Rule>(Rule rule) {
               return AnyDecoder::make<WithNgram<Rule>>(c.config.spec(), c, std::move(rule));
             });
           }};

@@ -13,9 +13,11 @@
 
 #include <fmt/format.h>
 
+#include "specdec/accept/block_verification.hpp"
 #include "specdec/accept/greedy.hpp"
 #include "specdec/accept/recursive_rejection_sampling.hpp"
 #include "specdec/accept/speculative_sampling.hpp"
+#include "specdec/accept/traversal_verification.hpp"
 #include "specdec/accept/typical_acceptance.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/draft/model_drafter.hpp"
@@ -88,25 +90,33 @@ MethodInfo duo_method();
 MethodInfo sv_method();
 
 // The acceptance rule of rule= (see methods.hpp), checked against the
-// sampling and the method: `speculative_fits` says whether the method builds
-// chains from a drafter with probabilities.
-enum class RuleKind : std::uint8_t { kGreedy, kRecursiveRejection, kSpeculative, kTypical };
-RuleKind rule_kind(const MethodConfig& c, const SamplingParams& sampling, bool speculative_fits);
+// sampling and the method: whether it builds chains only (rule=block fits),
+// and whether its drafter gives probabilities too (rule=speculative fits).
+enum class RuleKind : std::uint8_t { kGreedy, kRecursiveRejection, kSpeculative, kBlock, kTraversal, kTypical };
+struct RuleFit {
+  bool chains = false;
+  bool probs = false;
+};
+RuleKind rule_kind(const MethodConfig& c, const SamplingParams& sampling, RuleFit fit);
 
-// Calls f(rule) with the chosen rule object. SpeculativeSampling is only
-// instantiated where it fits (a chain builder and a probability drafter), so
-// nothing else compiles against it.
-template <bool kSpeculativeFits, class F>
+// Calls f(rule) with the chosen rule object. The chain-only rules are only
+// instantiated where they fit (a chain builder; for SpeculativeSampling also a
+// probability drafter), so nothing else compiles against them.
+template <bool kChains, bool kProbs, class F>
 AnyDecoder with_rule(const MethodContext& c, F&& f) {
-  switch (rule_kind(c.config, c.sampling, kSpeculativeFits)) {
+  switch (rule_kind(c.config, c.sampling, RuleFit{kChains, kProbs})) {
     case RuleKind::kGreedy: return f(GreedyAcceptance{});
     case RuleKind::kRecursiveRejection: return f(RecursiveRejectionSampling{});
+    case RuleKind::kTraversal: return f(TraversalVerification{});
     case RuleKind::kTypical: return f(TypicalAcceptance{});
+    case RuleKind::kBlock:
+      if constexpr (kChains) return f(BlockVerification{});
+      break;
     case RuleKind::kSpeculative:
-      if constexpr (kSpeculativeFits) return f(SpeculativeSampling{});
+      if constexpr (kChains && kProbs) return f(SpeculativeSampling{});
       break;
   }
-  throw InvalidArgumentError(fmt::format("method {}: rule=speculative does not fit it", c.config.name));
+  throw InvalidArgumentError(fmt::format("method {}: rule={} does not fit it", c.config.name, c.config.text("rule")));
 }
 
 // One request of a batched run (engine/continuous_batch.hpp): its own
@@ -197,7 +207,7 @@ template <class Builder>
 AnyDecoder draft_model_method(const MethodContext& c, Builder builder, RuntimePolicy policy) {
   if (c.draft == nullptr) throw InvalidArgumentError(fmt::format("method {} needs a draft model (--draft)", c.config.name));
   constexpr bool kChain = requires { requires Builder::kBuildsChainsOnly; };
-  return with_rule<kChain>(c, [&]<class Rule>(Rule rule) {
+  return with_rule<kChain, true>(c, [&]<class Rule>(Rule rule) {
     return AnyDecoder::make<WithDraftModel<Builder, Rule>>(c.config.spec(), c, std::move(builder), std::move(rule),
                                                            std::move(policy));
   });

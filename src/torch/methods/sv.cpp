@@ -174,7 +174,7 @@ MethodInfo sv_method() {
                 std::fprintf(stderr, " | %7.2f\n", 1e3 * latency.fixed()[i]);
               }
             }
-            return with_rule<true>(c, [&]<class Rule>(Rule rule) {
+            return with_rule<true, true>(c, [&]<class Rule>(Rule rule) {
               return AnyDecoder::make<WithSv<Rule>>(c.config.spec(), c, std::move(companion), sample, std::move(rule),
                                                     std::move(tables), std::move(latency), options);
             });
