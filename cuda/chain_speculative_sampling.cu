@@ -9,16 +9,14 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <limits>
 
 #include "specdec/accept/row_math.hpp"
 #include "specdec/core/rng.hpp"
 #include "specdec/cuda/chain_speculative_sampling.hpp"
+#include "launch_checks.hpp"
 
 namespace specdec::cuda {
 namespace {
-
-constexpr int kThreadsPerBlock = 128;
 
 __global__ void chain_speculative_sampling_kernel(
     const float* __restrict__ draft_probs,     // [batch, gamma, vocab]
@@ -34,15 +32,7 @@ __global__ void chain_speculative_sampling_kernel(
   const TokenId* tokens = draft_tokens + b * gamma;
   TokenId* out = output_tokens + b * (gamma + 1);
 
-  // A drafted token outside the vocabulary would index outside its rows: flag
-  // the row instead of sampling it (the host rule throws here).
-  for (std::int32_t i = 0; i < gamma; ++i) {
-    if (tokens[i] < 0 || tokens[i] >= vocab) {
-      for (std::int32_t j = 0; j <= gamma; ++j) out[j] = kNoToken;
-      num_accepted[b] = -1;
-      return;
-    }
-  }
+  if (detail::flag_bad_chain(tokens, gamma, vocab, out, num_accepted + b)) return;
 
   const row_math::StridedRows draft_rows{
       draft_probs == nullptr ? nullptr : draft_probs + b * gamma * vocab, vocab};
@@ -51,24 +41,6 @@ __global__ void chain_speculative_sampling_kernel(
   num_accepted[b] = row_math::chain_speculative_sampling_row(
       draft_rows, tokens, target_rows, gamma, vocab,
       PhiloxUniforms{seed, static_cast<std::uint64_t>(b), offset}, out);
-}
-
-// The launcher's argument checks (draft_probs is optional: null means
-// deterministic drafts).
-bool valid_arguments(const TokenId* draft_tokens, const float* target_probs,
-                     const TokenId* output_tokens, const std::int32_t* num_accepted,
-                     std::int32_t batch, std::int32_t gamma, std::int64_t vocab) {
-  if (batch < 0 || gamma < 0 || vocab <= 0) return false;
-  if (gamma == std::numeric_limits<std::int32_t>::max()) return false;  // gamma + 1 rows
-  if (vocab > std::numeric_limits<TokenId>::max()) return false;        // ids must fit a TokenId
-  // batch * (gamma + 1) * vocab elements must be addressable with int64.
-  const std::int64_t rows =
-      static_cast<std::int64_t>(batch) * (static_cast<std::int64_t>(gamma) + 1);
-  if (rows > 0 && vocab > std::numeric_limits<std::int64_t>::max() / rows) return false;
-  if (batch == 0) return true;
-  if (target_probs == nullptr || output_tokens == nullptr || num_accepted == nullptr) return false;
-  if (gamma > 0 && draft_tokens == nullptr) return false;
-  return true;
 }
 
 }  // namespace
@@ -81,14 +53,12 @@ Status chain_speculative_sampling(const float* draft_probs,     // [batch, gamma
                                   std::int32_t batch, std::int32_t gamma, std::int64_t vocab,
                                   std::uint64_t seed, std::uint64_t offset, void* stream) {
   // Validate before any CUDA call, so bad arguments never touch the device.
-  if (!valid_arguments(draft_tokens, target_probs, output_tokens, num_accepted, batch, gamma,
-                       vocab))
+  if (!detail::valid_chain_arguments(draft_tokens, target_probs, output_tokens, num_accepted, batch, gamma,
+                                     vocab))
     return Status::kInvalidArgument;
   if (batch == 0) return Status::kOk;
 
-  const auto blocks = static_cast<unsigned>(
-      (static_cast<std::int64_t>(batch) + kThreadsPerBlock - 1) / kThreadsPerBlock);
-  chain_speculative_sampling_kernel<<<blocks, kThreadsPerBlock, 0,
+  chain_speculative_sampling_kernel<<<detail::blocks_for(batch), detail::kThreadsPerBlock, 0,
                                       static_cast<cudaStream_t>(stream)>>>(
       draft_probs, draft_tokens, target_probs, output_tokens, num_accepted, batch, gamma, vocab,
       seed, offset);

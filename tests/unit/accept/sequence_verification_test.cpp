@@ -11,6 +11,7 @@
 #include "specdec/accept/speculative_sampling.hpp"
 #include "specdec/accept/traversal_verification.hpp"
 #include "support/catch.hpp"
+#include "support/random_tree.hpp"
 #include "support/rows.hpp"
 
 namespace sd = specdec;
@@ -108,81 +109,19 @@ TEST_CASE("Traversal verification falls back to a sibling's subtree after a reje
   }
 }
 
-namespace {
-
-// A random tree of up to 12 nodes in every mode, in DraftTree and flat form.
-struct RandomTree {
-  sd::DraftTree tree;
-  std::vector<std::int32_t> parents;
-  std::vector<sd::TokenId> tokens;
-  std::vector<std::uint8_t> draws;
-  std::vector<float> draft_rows, target_rows;  // [n + 1, vocab], per slot / per row
-  sd::ProbMatrix draft_matrix;
-};
-
-std::vector<float> random_row(std::mt19937& gen, std::int64_t vocab) {
-  std::exponential_distribution<float> e(1.0f);
-  std::vector<float> r(static_cast<std::size_t>(vocab));
-  double total = 0.0;
-  for (auto& v : r) total += (v = std::uniform_int_distribution<int>(0, 3)(gen) == 0 ? 0.0f : e(gen));
-  if (total == 0.0) r[0] = 1.0f, total = 1.0;
-  for (auto& v : r) v = static_cast<float>(v / total);
-  return r;
-}
-
-RandomTree random_tree(std::mt19937& gen, std::int64_t vocab) {
-  RandomTree t;
-  t.tree.clear(0);
-  const int n = std::uniform_int_distribution<int>(1, 12)(gen);
-  // Nodes pick a parent, a token and (first child) their slot's mode; rows
-  // follow, with every sampled child given positive draft probability.
-  for (int i = 0; i < n; ++i) {
-    const std::int32_t parent = std::uniform_int_distribution<std::int32_t>(-1, i - 1)(gen);
-    if (t.tree.num_children(parent) == 0) {
-      const auto mode = static_cast<sd::ChildMode>(std::uniform_int_distribution<int>(1, 3)(gen));
-      t.tree.set_children_source(parent, mode == sd::ChildMode::kDeterministic ? -1 : parent + 1, mode);
-    }
-    t.parents.push_back(parent);
-    const auto tok = std::uniform_int_distribution<sd::TokenId>(0, static_cast<sd::TokenId>(vocab - 1))(gen);
-    t.tokens.push_back(tok);
-    t.tree.add_node(parent, tok, 0.5f);
-  }
-  t.draft_matrix.resize(n + 1, vocab);
-  for (std::int32_t slot = -1; slot < n; ++slot) {
-    auto q = random_row(gen, vocab);
-    // Sampled children must have positive draft probability.
-    for (auto c = t.tree.first_child(slot); c >= 0; c = t.tree.next_sibling(c))
-      if (q[static_cast<std::size_t>(t.tree.token(c))] == 0.0f) q[static_cast<std::size_t>(t.tree.token(c))] = 0.05f;
-    double total = 0.0;
-    for (const float v : q) total += v;
-    for (auto& v : q) v = static_cast<float>(v / total);
-    std::copy(q.begin(), q.end(), t.draft_matrix.row(slot + 1).begin());
-    t.draft_rows.insert(t.draft_rows.end(), q.begin(), q.end());
-    const auto mode = t.tree.children_mode(slot);
-    t.draws.push_back(mode == sd::ChildMode::kSampledWithReplacement      ? std::uint8_t(1)
-                      : mode == sd::ChildMode::kSampledWithoutReplacement ? std::uint8_t(2)
-                                                                          : std::uint8_t(0));
-    const auto p = random_row(gen, vocab);
-    t.target_rows.insert(t.target_rows.end(), p.begin(), p.end());
-  }
-  return t;
-}
-
-}  // namespace
-
 TEST_CASE("The flat tree the CUDA kernel walks gives what the host rule gives", "[unit][accept][tree]") {
   constexpr std::int64_t kVocab = 5;
   std::mt19937 gen(17);
   sd::TraversalVerification rule;
   std::int64_t accepted = 0;
   for (int i = 0; i < 2000; ++i) {
-    const auto t = random_tree(gen, kVocab);
+    const auto t = sd::testing::random_tree(gen, kVocab, 12);
     const auto n = t.tree.size();
     const sd::ProbRows target(t.target_rows.data(), n + 1, kVocab);
     sd::RandomStream rng(11, static_cast<std::uint64_t>(i));
     const auto expected = rule.verify(t.tree, target, t.draft_matrix.view(), rng);
 
-    const sd::row_math::FlatTree flat{t.parents.data(), t.tokens.data(), t.draws.data(), t.draft_rows.data(), n, kVocab};
+    const auto flat = t.flat(kVocab);
     const auto levels = static_cast<std::size_t>(t.tree.max_depth()) + 1;
     std::vector<sd::row_math::TraversalLevel> level(levels);
     std::vector<double> scratch(2 * levels * kVocab);

@@ -1,8 +1,9 @@
-// specdec::cuda::chain_speculative_sampling against the host row function it is
+// The chain kernels, specdec::cuda::chain_speculative_sampling and
+// specdec::cuda::block_verification, against the host row functions they are
 // built on: for the same inputs, seed and offset, the device must emit exactly
-// the tokens and accepted counts of row_math::chain_speculative_sampling_row
-// with PhiloxUniforms{seed, b, offset} for batch row b (what the host rule
-// SpeculativeSampling draws from RandomStream(seed, b, offset)).
+// the tokens and accepted counts of row_math::chain_speculative_sampling_row /
+// row_math::block_verification_row with PhiloxUniforms{seed, b, offset} for
+// batch row b (what the host rules draw from RandomStream(seed, b, offset)).
 //
 // [cuda] tests need a device; without one they WARN "skipped: no CUDA device"
 // and pass (Catch2 v2 has no SKIP). The [unit] test needs no device.
@@ -17,10 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "device_support.hpp"
 #include "specdec/accept/row_math.hpp"
+#include "specdec/accept/sequence_row_math.hpp"
 #include "specdec/core/rng.hpp"
 #include "specdec/core/status.hpp"
 #include "specdec/core/types.hpp"
+#include "specdec/cuda/block_verification.hpp"
 #include "specdec/cuda/chain_speculative_sampling.hpp"
 #include "support/catch.hpp"
 
@@ -29,40 +33,13 @@ namespace {
 using specdec::kNoToken;
 using specdec::Status;
 using specdec::TokenId;
+using specdec::testing::DeviceBuffer;
+using specdec::testing::have_cuda_device;
 
-bool have_cuda_device() {
-  int count = 0;
-  return specdec::cuda::cuda_device_count(&count) == Status::kOk && count > 0;
+enum class Kernel { kSpeculativeSampling, kBlockVerification };
+const char* name(Kernel k) {
+  return k == Kernel::kSpeculativeSampling ? "chain_speculative_sampling" : "block_verification";
 }
-
-// Device memory holding a copy of a host vector; freed on scope exit.
-template <class T>
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(const std::vector<T>& host) : size_(host.size()) {
-    // At least one element, so that an empty buffer is still a valid address.
-    REQUIRE(cudaMalloc(reinterpret_cast<void**>(&ptr_), std::max<std::size_t>(bytes(), 1)) ==
-            cudaSuccess);
-    if (size_ > 0)
-      REQUIRE(cudaMemcpy(ptr_, host.data(), bytes(), cudaMemcpyHostToDevice) == cudaSuccess);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { cudaFree(ptr_); }
-
-  T* get() const { return ptr_; }
-  std::vector<T> to_host() const {
-    std::vector<T> host(size_);
-    if (size_ > 0)
-      REQUIRE(cudaMemcpy(host.data(), ptr_, bytes(), cudaMemcpyDeviceToHost) == cudaSuccess);
-    return host;
-  }
-
- private:
-  std::size_t bytes() const { return size_ * sizeof(T); }
-  std::size_t size_;
-  T* ptr_ = nullptr;
-};
 
 // LLM-like rows: softmax of N(0, 3^2) logits; a quarter of them truncated to
 // their top 50 tokens (zeros force rejections and exercise the residual).
@@ -125,7 +102,7 @@ struct Result {
   std::vector<std::int32_t> accepted;  // [batch]
 };
 
-Result run_host(const float* draft_probs, const Batch& in, std::int32_t batch, std::int32_t gamma,
+Result run_host(Kernel kernel, const float* draft_probs, const Batch& in, std::int32_t batch, std::int32_t gamma,
                 std::int64_t vocab, std::uint64_t seed, std::uint64_t offset) {
   using specdec::row_math::StridedRows;
   Result r;
@@ -135,15 +112,18 @@ Result run_host(const float* draft_probs, const Batch& in, std::int32_t batch, s
     const StridedRows draft{
         draft_probs == nullptr ? nullptr : draft_probs + std::int64_t{b} * gamma * vocab, vocab};
     const StridedRows target{in.target_probs.data() + std::int64_t{b} * (gamma + 1) * vocab, vocab};
-    r.accepted[static_cast<std::size_t>(b)] = specdec::row_math::chain_speculative_sampling_row(
-        draft, in.draft_tokens.data() + std::int64_t{b} * gamma, target, gamma, vocab,
-        specdec::PhiloxUniforms{seed, static_cast<std::uint64_t>(b), offset},
-        r.tokens.data() + std::int64_t{b} * (gamma + 1));
+    const TokenId* x = in.draft_tokens.data() + std::int64_t{b} * gamma;
+    const specdec::PhiloxUniforms u{seed, static_cast<std::uint64_t>(b), offset};
+    TokenId* out = r.tokens.data() + std::int64_t{b} * (gamma + 1);
+    r.accepted[static_cast<std::size_t>(b)] =
+        kernel == Kernel::kSpeculativeSampling
+            ? specdec::row_math::chain_speculative_sampling_row(draft, x, target, gamma, vocab, u, out)
+            : specdec::row_math::block_verification_row(draft, x, target, gamma, vocab, u, out);
   }
   return r;
 }
 
-Result run_device(bool with_draft_probs, const Batch& in, std::int32_t batch, std::int32_t gamma,
+Result run_device(Kernel kernel, bool with_draft_probs, const Batch& in, std::int32_t batch, std::int32_t gamma,
                   std::int64_t vocab, std::uint64_t seed, std::uint64_t offset) {
   const DeviceBuffer<float> draft_probs(with_draft_probs ? in.draft_probs : std::vector<float>{});
   const DeviceBuffer<TokenId> draft_tokens(in.draft_tokens);
@@ -153,9 +133,10 @@ Result run_device(bool with_draft_probs, const Batch& in, std::int32_t batch, st
       static_cast<std::size_t>(batch) * static_cast<std::size_t>(gamma + 1), -7));
   const DeviceBuffer<std::int32_t> accepted(
       std::vector<std::int32_t>(static_cast<std::size_t>(batch), -7));
-  const Status s = specdec::cuda::chain_speculative_sampling(
-      with_draft_probs ? draft_probs.get() : nullptr, draft_tokens.get(), target_probs.get(),
-      tokens.get(), accepted.get(), batch, gamma, vocab, seed, offset);
+  const auto launch = kernel == Kernel::kSpeculativeSampling ? specdec::cuda::chain_speculative_sampling
+                                                             : specdec::cuda::block_verification;
+  const Status s = launch(with_draft_probs ? draft_probs.get() : nullptr, draft_tokens.get(), target_probs.get(),
+                          tokens.get(), accepted.get(), batch, gamma, vocab, seed, offset, nullptr);
   REQUIRE(std::string(specdec::status_string(s)) == "ok");
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   return {tokens.to_host(), accepted.to_host()};
@@ -163,9 +144,11 @@ Result run_device(bool with_draft_probs, const Batch& in, std::int32_t batch, st
 
 }  // namespace
 
-TEST_CASE("cuda::chain_speculative_sampling rejects bad arguments before touching a device",
-          "[unit]") {
-  using specdec::cuda::chain_speculative_sampling;
+TEST_CASE("The chain kernels' launchers reject bad arguments before touching a device", "[unit]") {
+  const auto kernel = GENERATE(Kernel::kSpeculativeSampling, Kernel::kBlockVerification);
+  INFO(name(kernel));
+  const auto launch = kernel == Kernel::kSpeculativeSampling ? specdec::cuda::chain_speculative_sampling
+                                                             : specdec::cuda::block_verification;
   // Host addresses stand in for device pointers: a call that passed validation
   // would launch on them, so every call below must fail validation.
   float probs[4] = {};
@@ -174,7 +157,7 @@ TEST_CASE("cuda::chain_speculative_sampling rejects bad arguments before touchin
   const auto call = [&](const float* q, const TokenId* x, const float* p, TokenId* out,
                         std::int32_t* n, std::int32_t batch, std::int32_t gamma,
                         std::int64_t vocab) {
-    return chain_speculative_sampling(q, x, p, out, n, batch, gamma, vocab, 1, 0);
+    return launch(q, x, p, out, n, batch, gamma, vocab, 1, 0, nullptr);
   };
   const auto kInvalid = Status::kInvalidArgument;
   CHECK(call(probs, tokens, probs, tokens, accepted, -1, 1, 2) == kInvalid);
@@ -196,8 +179,9 @@ TEST_CASE("cuda::chain_speculative_sampling rejects bad arguments before touchin
   CHECK(std::string(specdec::status_string(Status::kInvalidArgument)) == "invalid argument");
 }
 
-TEST_CASE("cuda::chain_speculative_sampling emits exactly the host row function's tokens",
-          "[cuda]") {
+TEST_CASE("The chain kernels emit exactly the host row functions' tokens", "[cuda]") {
+  const auto kernel = GENERATE(Kernel::kSpeculativeSampling, Kernel::kBlockVerification);
+  INFO(name(kernel));
   if (!have_cuda_device()) {
     WARN("skipped: no CUDA device");
     return;
@@ -213,9 +197,9 @@ TEST_CASE("cuda::chain_speculative_sampling emits exactly the host row function'
         const std::uint64_t seed = 0x9E3779B97F4A7C15ull ^ static_cast<std::uint64_t>(gamma);
         const std::uint64_t offset = 3 + 7 * static_cast<std::uint64_t>(gamma);
         CAPTURE(vocab, batch, gamma, with_draft_probs, seed, offset);
-        const Result host = run_host(with_draft_probs ? in.draft_probs.data() : nullptr, in, batch,
+        const Result host = run_host(kernel, with_draft_probs ? in.draft_probs.data() : nullptr, in, batch,
                                      gamma, vocab, seed, offset);
-        const Result device = run_device(with_draft_probs, in, batch, gamma, vocab, seed, offset);
+        const Result device = run_device(kernel, with_draft_probs, in, batch, gamma, vocab, seed, offset);
         REQUIRE(device.accepted == host.accepted);
         REQUIRE(device.tokens == host.tokens);
         for (const std::int32_t n : host.accepted) {
@@ -230,8 +214,9 @@ TEST_CASE("cuda::chain_speculative_sampling emits exactly the host row function'
   CHECK(total_rejections > 0);
 }
 
-TEST_CASE("cuda::chain_speculative_sampling draws row b from Philox stream b at the offset",
-          "[cuda]") {
+TEST_CASE("The chain kernels draw row b from Philox stream b at the offset", "[cuda]") {
+  const auto kernel = GENERATE(Kernel::kSpeculativeSampling, Kernel::kBlockVerification);
+  INFO(name(kernel));
   if (!have_cuda_device()) {
     WARN("skipped: no CUDA device");
     return;
@@ -243,7 +228,7 @@ TEST_CASE("cuda::chain_speculative_sampling draws row b from Philox stream b at 
   const std::int64_t vocab = 1000;
   const Batch in = make_batch(gen, batch, gamma, vocab);
   const std::uint64_t seed = 42, offset = 1001;
-  const Result device = run_device(false, in, batch, gamma, vocab, seed, offset);
+  const Result device = run_device(kernel, false, in, batch, gamma, vocab, seed, offset);
   for (std::int32_t b = 0; b < batch; ++b) {
     CAPTURE(b);
     const double u = specdec::philox_uniform(seed, static_cast<std::uint64_t>(b), offset);
@@ -254,8 +239,9 @@ TEST_CASE("cuda::chain_speculative_sampling draws row b from Philox stream b at 
   }
 }
 
-TEST_CASE("cuda::chain_speculative_sampling flags rows whose drafted token is out of range",
-          "[cuda]") {
+TEST_CASE("The chain kernels flag rows whose drafted token is out of range", "[cuda]") {
+  const auto kernel = GENERATE(Kernel::kSpeculativeSampling, Kernel::kBlockVerification);
+  INFO(name(kernel));
   if (!have_cuda_device()) {
     WARN("skipped: no CUDA device");
     return;
@@ -266,8 +252,8 @@ TEST_CASE("cuda::chain_speculative_sampling flags rows whose drafted token is ou
   Batch in = make_batch(gen, batch, gamma, vocab);
   in.draft_tokens[1 * gamma + 2] = static_cast<TokenId>(vocab);  // row 1
   in.draft_tokens[2 * gamma + 0] = -3;                           // row 2
-  const Result device = run_device(true, in, batch, gamma, vocab, 5, 0);
-  const Result host = run_host(in.draft_probs.data(), in, 1, gamma, vocab, 5, 0);
+  const Result device = run_device(kernel, true, in, batch, gamma, vocab, 5, 0);
+  const Result host = run_host(kernel, in.draft_probs.data(), in, 1, gamma, vocab, 5, 0);
   CHECK(device.accepted[0] == host.accepted[0]);  // row 0 is sampled as usual
   for (std::size_t b = 1; b < 3; ++b) {
     CAPTURE(b);

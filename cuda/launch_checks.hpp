@@ -1,0 +1,52 @@
+// Argument checks and grid sizes shared by the chain kernels' launchers
+// (chain speculative sampling, block verification): same inputs, one thread
+// per batch row. Internal to specdec::cuda; needs no CUDA headers.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "specdec/core/macros.hpp"
+#include "specdec/core/types.hpp"
+
+namespace specdec::cuda::detail {
+
+inline constexpr int kThreadsPerBlock = 128;
+
+inline unsigned blocks_for(std::int64_t rows) {
+  return static_cast<unsigned>((rows + kThreadsPerBlock - 1) / kThreadsPerBlock);
+}
+
+// Whether the chain launchers' arguments are usable (draft_probs is optional:
+// null means deterministic drafts). See chain_speculative_sampling.hpp.
+inline bool valid_chain_arguments(const TokenId* draft_tokens, const float* target_probs,
+                                  const TokenId* output_tokens, const std::int32_t* num_accepted,
+                                  std::int32_t batch, std::int32_t gamma, std::int64_t vocab) {
+  if (batch < 0 || gamma < 0 || vocab <= 0) return false;
+  if (gamma == std::numeric_limits<std::int32_t>::max()) return false;  // gamma + 1 rows
+  if (vocab > std::numeric_limits<TokenId>::max()) return false;        // ids must fit a TokenId
+  // batch * (gamma + 1) * vocab elements must be addressable with int64.
+  const std::int64_t rows = static_cast<std::int64_t>(batch) * (static_cast<std::int64_t>(gamma) + 1);
+  if (rows > 0 && vocab > std::numeric_limits<std::int64_t>::max() / rows) return false;
+  if (batch == 0) return true;
+  if (target_probs == nullptr || output_tokens == nullptr || num_accepted == nullptr) return false;
+  if (gamma > 0 && draft_tokens == nullptr) return false;
+  return true;
+}
+
+// A drafted token outside the vocabulary would index outside its rows: the
+// row is flagged (all kNoToken, num_accepted -1) instead of sampled; the host
+// rules throw there. Returns whether the row was flagged.
+SPECDEC_HOST_DEVICE bool flag_bad_chain(const TokenId* tokens, std::int32_t gamma, std::int64_t vocab, TokenId* out,
+                                        std::int32_t* num_accepted) {
+  for (std::int32_t i = 0; i < gamma; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab) {
+      for (std::int32_t j = 0; j <= gamma; ++j) out[j] = kNoToken;
+      *num_accepted = -1;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace specdec::cuda::detail

@@ -1,0 +1,31 @@
+// Batched block verification on a CUDA device (Sun et al., arXiv 2403.10444,
+// Algorithm 2). Lossless.
+//
+// Each batch row runs row_math::block_verification_row, the function the host
+// rule BlockVerification runs, with the same Philox draws: row b's j-th
+// uniform (j in [0, gamma]) is philox_uniform(seed, b, offset + j), what the
+// host rule draws from a RandomStream(seed, b, offset). Host and device emit
+// identical tokens for identical inputs; the next call's offset is
+// offset + gamma + 1.
+//
+// Arguments, their layout, the flagging of out-of-vocabulary drafts and the
+// returned Status are those of cuda::chain_speculative_sampling (one thread
+// per row, rows used as given: validate upstream). No CUDA headers needed.
+#pragma once
+
+#include <cstdint>
+
+#include "specdec/core/status.hpp"
+#include "specdec/core/types.hpp"
+
+namespace specdec::cuda {
+
+Status block_verification(const float* draft_probs,     // [batch, gamma, vocab], or null: one-hot drafts
+                          const TokenId* draft_tokens,  // [batch, gamma]
+                          const float* target_probs,    // [batch, gamma + 1, vocab]
+                          TokenId* output_tokens,       // [batch, gamma + 1]
+                          std::int32_t* num_accepted,   // [batch]
+                          std::int32_t batch, std::int32_t gamma, std::int64_t vocab, std::uint64_t seed,
+                          std::uint64_t offset, void* stream = nullptr);
+
+}  // namespace specdec::cuda
