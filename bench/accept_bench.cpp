@@ -13,9 +13,11 @@
 #include <benchmark/benchmark.h>
 
 #include "bench_inputs.hpp"
+#include "specdec/accept/block_verification.hpp"
 #include "specdec/accept/greedy.hpp"
 #include "specdec/accept/recursive_rejection_sampling.hpp"
 #include "specdec/accept/speculative_sampling.hpp"
+#include "specdec/accept/traversal_verification.hpp"
 #include "specdec/accept/typical_acceptance.hpp"
 #include "specdec/core/rng.hpp"
 #include "specdec/core/verify_result.hpp"
@@ -59,6 +61,20 @@ void BM_RecursiveRejectionSampling_Tree(benchmark::State& state, Children childr
   run_rounds(state, rule, verify_inputs(vocab_arg(state), nodes_arg(state), kWidth, children));
 }
 
+// Block verification on the same chains: every row is checked, and each
+// position past the block's end costs one pass over its row.
+void BM_BlockVerification_Chain(benchmark::State& state, Children drafting) {
+  BlockVerification rule;
+  run_rounds(state, rule, verify_inputs(vocab_arg(state), nodes_arg(state), 1, drafting));
+}
+
+// Traversal verification on the same trees: every rejected node costs a pass
+// over its parent's row.
+void BM_TraversalVerification_Tree(benchmark::State& state, Children children) {
+  TraversalVerification rule;
+  run_rounds(state, rule, verify_inputs(vocab_arg(state), nodes_arg(state), kWidth, children));
+}
+
 void BM_Greedy_Tree(benchmark::State& state) {
   GreedyAcceptance rule;
   run_rounds(state, rule,
@@ -86,6 +102,10 @@ BENCHMARK_CAPTURE(BM_SpeculativeSampling_Chain, sampled, Children::kSampled)->Ap
 BENCHMARK_CAPTURE(BM_SpeculativeSampling_Chain, argmax, Children::kTopK)->Apply(chain_grid);
 BENCHMARK_CAPTURE(BM_RecursiveRejectionSampling_Tree, topk, Children::kTopK)->Apply(tree_grid);
 BENCHMARK_CAPTURE(BM_RecursiveRejectionSampling_Tree, iid, Children::kSampled)->Apply(tree_grid);
+BENCHMARK_CAPTURE(BM_BlockVerification_Chain, sampled, Children::kSampled)->Apply(chain_grid);
+BENCHMARK_CAPTURE(BM_BlockVerification_Chain, argmax, Children::kTopK)->Apply(chain_grid);
+BENCHMARK_CAPTURE(BM_TraversalVerification_Tree, topk, Children::kTopK)->Apply(tree_grid);
+BENCHMARK_CAPTURE(BM_TraversalVerification_Tree, iid, Children::kSampled)->Apply(tree_grid);
 BENCHMARK(BM_Greedy_Tree)->Apply(tree_grid);
 BENCHMARK(BM_TypicalAcceptance_Tree)->Apply(tree_grid);
 

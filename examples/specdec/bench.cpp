@@ -13,12 +13,14 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "session.hpp"
+#include "specdec/accept/same_drafts_comparison.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/torch/methods.hpp"
 
@@ -266,6 +268,61 @@ int run_batched_bench(const BenchCommand& b) {
   return 0;
 }
 
+// Each method's prompts again, untimed, every round re-verified by the three
+// rules on the same drafts. A method that does not expose its rounds (e.g.
+// DuoDecoding) gets none.
+std::vector<std::optional<SameDraftsComparison>> compare_rules_on_same_drafts(std::vector<AnyDecoder>& methods,
+                                                                             const std::vector<std::string>& prompts,
+                                                                             const tokenizer::Tokenizer& tokenizer,
+                                                                             const GenerationOptions& options,
+                                                                             const std::string& set_name) {
+  std::vector<std::optional<SameDraftsComparison>> out(methods.size());
+  for (std::size_t m = 0; m < methods.size(); ++m) {
+    auto& cmp = out[m].emplace(options.seed);
+    try {
+      methods[m].set_round_view_observer([&cmp](const RoundView& v) { cmp.observe(v); });
+    } catch (const UnsupportedError&) {
+      out[m].reset();
+      continue;
+    }
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+      progress(i, prompts.size(), set_name + " same drafts " + methods[m].name());
+      methods[m].generate(tokenizer.encode(prompts[i], true), options);
+    }
+    methods[m].set_round_view_observer({});
+  }
+  progress(1, 1, "");
+  std::fprintf(stderr, "\n");
+  return out;
+}
+
+nlohmann::json same_drafts_json(const SameDraftsComparison& c) {
+  const auto block = c.block().rounds > 0 ? nlohmann::json(c.block().tau()) : nlohmann::json(nullptr);
+  const auto token_chains =
+      c.block().rounds > 0 ? nlohmann::json(c.token_level_on_chains().tau()) : nlohmann::json(nullptr);
+  return {{"rounds", c.token_level().rounds},
+          {"tau_token_level", c.token_level().tau()},
+          {"tau_traversal", c.traversal().tau()},
+          {"chain_rounds", c.block().rounds},
+          {"tau_block", block},
+          {"tau_token_level_on_chains", token_chains}};
+}
+
+void print_same_drafts(const std::vector<AnyDecoder>& methods,
+                       const std::vector<std::optional<SameDraftsComparison>>& same, const std::string& set_name) {
+  std::printf("  same drafts (%s): tau of each rule on the rounds the method drafted\n", set_name.c_str());
+  std::printf("  %-42s %8s %9s %9s %9s %9s\n", "method", "rounds", "token", "block", "traversal", "trav/tok");
+  for (std::size_t m = 0; m < methods.size(); ++m) {
+    if (!same[m]) continue;
+    const auto& c = *same[m];
+    const std::string block =
+        c.block().rounds == c.token_level().rounds ? fmt::format("{:9.3f}", c.block().tau()) : fmt::format("{:>9}", "-");
+    std::printf("  %-42s %8lld %9.3f %s %9.3f %8.3fx\n", methods[m].name().c_str(),
+                static_cast<long long>(c.token_level().rounds), c.token_level().tau(), block.c_str(),
+                c.traversal().tau(), c.traversal().tau() / c.token_level().tau());
+  }
+}
+
 }  // namespace
 
 void add_bench_options(CLI::App& cmd, BenchCommand& b) {
@@ -284,6 +341,9 @@ void add_bench_options(CLI::App& cmd, BenchCommand& b) {
                  "run the pooled prompt sets as concurrent requests, up to N at once (repeat for several N)");
   cmd.add_option("--waves", b.waves,
                  "with --batch: at least waves x N requests (the prompts cycled, each request its own seed)");
+  cmd.add_flag("--same-drafts", b.same_drafts,
+               "then rerun each method untimed, re-verifying every round with token-level, block and traversal "
+               "verification on the same drafts, and report each rule's tau");
 }
 
 int run_bench(const BenchCommand& b) {
@@ -335,6 +395,8 @@ int run_bench(const BenchCommand& b) {
     }
     progress(done, total_runs, "");
     std::fprintf(stderr, "\n");
+    std::vector<std::optional<SameDraftsComparison>> same(methods.size());
+    if (b.same_drafts) same = compare_rules_on_same_drafts(methods, prompts, s.tokenizer, options, set_name);
     const double ar_tps = base.total.tokens_per_second();
     auto record = [&](const std::string& name, const Tally& t, bool is_ar) {
       const auto& st = t.total;
@@ -372,10 +434,15 @@ int run_bench(const BenchCommand& b) {
                          {"stop_reasons", t.stop_reasons},
                          {"lag", lag_json(st.lag)},
                          {"outputs_differing_from_autoregressive", t.differ}});
-      records.push_back(std::move(rec));
+      return rec;
     };
-    record("autoregressive", base, true);
-    for (std::size_t m = 0; m < methods.size(); ++m) record(methods[m].name(), tallies[m], false);
+    records.push_back(record("autoregressive", base, true));
+    for (std::size_t m = 0; m < methods.size(); ++m) {
+      auto rec = record(methods[m].name(), tallies[m], false);
+      if (same[m]) rec["same_drafts"] = same_drafts_json(*same[m]);
+      records.push_back(std::move(rec));
+    }
+    if (b.same_drafts) print_same_drafts(methods, same, set_name);
   }
   write_records(b.json, records);
   return 0;

@@ -30,6 +30,10 @@ struct BenchCommand {
   // cycled, each request its own seed), so the batch stays full for most
   // of the run instead of draining after one wave; 0 = each prompt once.
   std::int32_t waves = 0;
+  // After the timed runs, each method runs its prompts again, untimed, with
+  // every round re-verified by token-level, block and traversal verification
+  // on the same drafts (SameDraftsComparison); the records get their tau.
+  bool same_drafts = false;
 };
 
 void add_bench_options(CLI::App& cmd, BenchCommand& b);

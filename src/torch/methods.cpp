@@ -161,6 +161,19 @@ MethodParam rule_param() {
           "| typical (Medusa, LOSSY)"};
 }
 
+MethodParam draw_param() {
+  return {"draw", ParamType::kText, "topk",
+          "children per node: topk (the draft's best, deterministic) | sample (drawn without replacement, Sequoia "
+          "arXiv 2402.12374 §3.2)"};
+}
+
+ChildMode child_draw(const MethodConfig& c) {
+  const auto& draw = c.text("draw");
+  if (draw == "topk") return ChildMode::kDeterministic;
+  if (draw == "sample") return ChildMode::kSampledWithoutReplacement;
+  throw InvalidArgumentError(fmt::format("method {}: unknown draw '{}' (topk, sample)", c.name, draw));
+}
+
 RuleKind rule_kind(const MethodConfig& c, const SamplingParams& sampling, RuleFit fit) {
   const auto& rule = c.text("rule");
   if (rule == "auto") return sampling.is_greedy() ? RuleKind::kGreedy : RuleKind::kRecursiveRejection;

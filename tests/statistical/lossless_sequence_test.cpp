@@ -14,11 +14,13 @@
 // verification emits, and traversal verification equals a plainly recursive
 // reference implementation token for token, from the same uniforms.
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "lossless_harness.hpp"
 #include "specdec/accept/block_verification.hpp"
 #include "specdec/accept/greedy.hpp"
+#include "specdec/accept/recursive_rejection_sampling.hpp"
 #include "specdec/accept/sequence_row_math.hpp"
 #include "specdec/accept/traversal_verification.hpp"
 #include "support/catch.hpp"
@@ -276,4 +278,57 @@ TEST_CASE("Traversal verification equals block verification on chains and the re
   });
   CHECK(accepted > 0);
   CHECK(rejected > 0);
+}
+
+namespace {
+
+// Mean and standard error of the per-round difference in accepted drafts,
+// rule a minus rule b, on the same rounds (each from its own stream).
+struct Paired {
+  double mean = 0.0, se = 0.0;
+};
+template <class A, class B>
+Paired paired_difference(st::Strategy s, A& a, B& b, int rounds_per_case) {
+  std::vector<double> d;
+  std::uint64_t round = 0;
+  for_random_rounds(st::warp_settings()[0], s, rounds_per_case,
+                    [&](const sd::DraftTree& tree, const sd::ProbRows& target, const sd::ProbRows& draft) {
+                      sd::RandomStream ra(21, round), rb(22, round);
+                      ++round;
+                      d.push_back(a.verify(tree, target, draft, ra).num_accepted() -
+                                  b.verify(tree, target, draft, rb).num_accepted());
+                    });
+  Paired p;
+  for (const double x : d) p.mean += x;
+  p.mean /= static_cast<double>(d.size());
+  double var = 0.0;
+  for (const double x : d) var += (x - p.mean) * (x - p.mean);
+  p.se = std::sqrt(var / static_cast<double>(d.size() - 1) / static_cast<double>(d.size()));
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("On deterministic drafts block and traversal verification accept exactly as much as token level",
+          "[statistical][accept][tree]") {
+  // A lossless rule accepts a node at most with the target's probability of
+  // its path, and token level attains that on one-hot drafts (docs/acceptance.md).
+  const auto s = GENERATE(st::Strategy::kChainGreedyDraft, st::Strategy::kTreeTopK);
+  INFO(st::name(s));
+  sd::RecursiveRejectionSampling token;
+  sd::TraversalVerification traversal;
+  const auto p = paired_difference(s, traversal, token, static_cast<int>(st::outcomes() / 8));
+  INFO("traversal - token level: " << p.mean << " accepted per round, se " << p.se);
+  CHECK(std::fabs(p.mean) < 4.0 * p.se);
+}
+
+TEST_CASE("On sampled drafts block and traversal verification accept more than token level",
+          "[statistical][accept][tree]") {
+  const auto s = GENERATE(st::Strategy::kChainSampled, st::Strategy::kTreeIid, st::Strategy::kTreeNoReplacement);
+  INFO(st::name(s));
+  sd::RecursiveRejectionSampling token;
+  sd::TraversalVerification traversal;
+  const auto p = paired_difference(s, traversal, token, static_cast<int>(st::outcomes() / 8));
+  INFO("traversal - token level: " << p.mean << " accepted per round, se " << p.se);
+  CHECK(p.mean > 4.0 * p.se);
 }

@@ -116,7 +116,11 @@ TEST_CASE("Every method decodes greedily exactly like autoregressive decoding", 
                            // every rule: at temperature 0 the lossless ones, and typical acceptance (a one-hot
                            // target row is accepted only at its argmax), emit the greedy text
                            "chain:k=3:rule=rrs", "chain:k=3:rule=speculative", "chain:k=3:rule=typical",
-                           "tree:rule=rrs", "dynamic:top_k=3:depth=3:total=8:rule=typical", "ngram:k=3:rule=rrs"}) {
+                           "tree:rule=rrs", "dynamic:top_k=3:depth=3:total=8:rule=typical", "ngram:k=3:rule=rrs",
+                           "chain:k=4:rule=block", "chain:k=4:rule=traversal", "ngram:k=3:rule=block",
+                           "tree:rule=traversal", "tree:draw=sample:rule=traversal",
+                           "dynamic:top_k=3:depth=3:total=8:rule=traversal",
+                           "sequoia:p=0.5,0.2,0.1:total=8:depth=3:draw=sample:rule=traversal"}) {
     auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f});
     sd::GenerationOptions o;
     o.max_new_tokens = 32;
@@ -263,6 +267,10 @@ TEST_CASE("Method specs with unknown names, keys or values are typed errors", "[
   CHECK_THROWS_WITH(tb::make_method(tb::parse_method("chain:rule=greedy"), target, &target, sd::SamplingParams{0.8f}),
                     Catch::Contains("temperature 0"));
   CHECK_THROWS_AS(tb::make_method(tb::parse_method("chain:rule=maybe"), target, &target, {}), sd::InvalidArgumentError);
+  CHECK_THROWS_WITH(tb::make_method(tb::parse_method("dynamic:rule=block"), target, &target, {}),
+                    Catch::Contains("rule=block") && Catch::Contains("rule=traversal"));
+  CHECK_THROWS_WITH(tb::make_method(tb::parse_method("tree:draw=iid"), target, &target, {}),
+                    Catch::Contains("unknown draw 'iid'"));
 }
 
 TEST_CASE("The registry lists every method, specs round-trip, and lossy rules say so", "[torch][engine]") {
@@ -282,6 +290,8 @@ TEST_CASE("The registry lists every method, specs round-trip, and lossy rules sa
   CHECK(tb::describe_rule(tb::parse_method("chain"), greedy) == "greedy acceptance, lossless");
   CHECK(tb::describe_rule(tb::parse_method("chain"), sampled) == "recursive rejection sampling, lossless");
   CHECK(tb::describe_rule(tb::parse_method("chain:rule=speculative"), sampled) == "speculative sampling, lossless");
+  CHECK(tb::describe_rule(tb::parse_method("chain:rule=block"), sampled) == "block verification, lossless");
+  CHECK(tb::describe_rule(tb::parse_method("tree:rule=traversal"), sampled) == "traversal verification, lossless");
   CHECK_THAT(tb::describe_rule(tb::parse_method("dynamic:rule=typical"), sampled), Catch::Contains("LOSSY"));
   // A lossy rule's rounds are recorded as lossy.
   auto target = tb::LlamaModel::random(tiny(2, 32), 3);

@@ -12,6 +12,7 @@
 #include "specdec/core/prob_matrix.hpp"
 #include "specdec/core/tensor_view.hpp"
 #include "specdec/core/types.hpp"
+#include "specdec/core/verify_result.hpp"
 
 namespace specdec {
 
@@ -163,6 +164,16 @@ struct RoundOutcome {
   std::int32_t target_forwards = 0, draft_forwards = 0;
   const DraftTree* tree = nullptr;                // the verified tree
   std::span<const std::int32_t> accepted_nodes;   // node indices of the accepted path, root to leaf
+};
+
+// One verified round as an engine's observers see it (profiling and
+// research tools: `specdec profile-sv`, the same-drafts rule comparison).
+struct RoundView {
+  std::int32_t seq = 0;
+  const DraftTree* tree = nullptr;  // the verified tree
+  ProbRows target;                  // the target's rows: [root, tree nodes]
+  ProbRows draft;                   // the rows the tree's slots refer to
+  const VerifyResult* result = nullptr;
 };
 
 }  // namespace specdec

@@ -4,6 +4,7 @@
 // place because decoders hold pointers to their parts and do not move.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "specdec/core/error.hpp"
+#include "specdec/core/round.hpp"
 #include "specdec/engine/continuous_batch.hpp"
 #include "specdec/engine/generation.hpp"
 
@@ -54,12 +56,22 @@ class AnyDecoder {
     return impl_->generate_batch(prompts, options, max_batch);
   }
 
+  // Calls `observer` after every round the decoder verifies, with the round's
+  // tree and rows (RoundView), for profiling and research tools; an empty
+  // function detaches it. UnsupportedError for a decoder that does not expose
+  // its rounds.
+  void set_round_view_observer(std::function<void(const RoundView&)> observer) {
+    if (!impl_) throw InvalidArgumentError("AnyDecoder: empty (no method was assigned)");
+    impl_->set_round_view_observer(std::move(observer));
+  }
+
  private:
   struct Interface {
     virtual ~Interface() = default;
     virtual GenerationResult generate(std::span<const TokenId>, const GenerationOptions&, const TokenCallback&) = 0;
     virtual BatchRun generate_batch(std::span<const std::vector<TokenId>>, std::span<const GenerationOptions>,
                                     std::size_t) = 0;
+    virtual void set_round_view_observer(std::function<void(const RoundView&)>) = 0;
   };
   template <class T>
   struct Holder final : Interface {
@@ -75,6 +87,12 @@ class AnyDecoder {
         return value.generate_batch(prompts, options, max_batch);
       else
         throw UnsupportedError("AnyDecoder: this decoder runs one request at a time (no generate_batch)");
+    }
+    void set_round_view_observer(std::function<void(const RoundView&)> observer) override {
+      if constexpr (requires { value.set_round_view_observer(std::move(observer)); })
+        value.set_round_view_observer(std::move(observer));
+      else
+        throw UnsupportedError("AnyDecoder: this decoder does not expose its rounds (no set_round_view_observer)");
     }
     T value;
   };

@@ -189,14 +189,8 @@ class SpeculativeEngine {
   }
 
   // The same, with the round's rows (profiling tools that read the target's
-  // and the draft's distributions, e.g. `specdec profile-sv`).
-  struct RoundView {
-    std::int32_t seq = 0;
-    const DraftTree* tree = nullptr;  // the verified tree
-    ProbRows target;                  // the target's rows: [root, tree nodes]
-    ProbRows draft;                   // the rows the tree's slots refer to
-    const VerifyResult* result = nullptr;
-  };
+  // and the draft's distributions, e.g. `specdec profile-sv`; core/round.hpp).
+  using RoundView = specdec::RoundView;
   void set_round_view_observer(std::function<void(const RoundView&)> observer) {
     round_view_observer_ = std::move(observer);
   }

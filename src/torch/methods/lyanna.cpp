@@ -31,6 +31,9 @@ struct WithLyanna {
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
     return generate_with_head(decoder, head, drafter, p, o, cb);
   }
+  void set_round_view_observer(std::function<void(const RoundView&)> f) {
+    decoder.engine().set_round_view_observer(std::move(f));
+  }
   BatchRun generate_batch(std::span<const std::vector<TokenId>> p, std::span<const GenerationOptions> o,
                           std::size_t max_batch) {
     return run_head_batch<LyannaDrafter<DraftHead>>(decoder.engine(), head, p, o, max_batch, initial_policy);

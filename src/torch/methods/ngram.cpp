@@ -29,6 +29,9 @@ struct WithNgram {
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
     return decoder.generate(p, o, cb);
   }
+  void set_round_view_observer(std::function<void(const RoundView&)> f) {
+    decoder.engine().set_round_view_observer(std::move(f));
+  }
   BatchRun generate_batch(std::span<const std::vector<TokenId>> p, std::span<const GenerationOptions> o,
                           std::size_t max_batch) {
     return run_batch<NgramDrafter>(decoder.engine(), p, o, max_batch, initial_policy, nullptr, [&](std::int32_t) {

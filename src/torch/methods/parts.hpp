@@ -77,6 +77,10 @@ inline RuntimePolicy tree_policy(std::int32_t depth, std::int32_t nodes) {
 // rule=, which every speculative method takes.
 MethodParam rule_param();
 
+// draw= of the static-tree methods: how each node's children are drafted.
+MethodParam draw_param();
+ChildMode child_draw(const MethodConfig& c);
+
 // The registered methods, one file each (src/torch/methods/<name>.cpp).
 MethodInfo autoregressive_method();
 MethodInfo chain_method();
@@ -195,6 +199,9 @@ struct WithDraftModel {
   }
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
     return decoder.generate(p, o, cb);
+  }
+  void set_round_view_observer(std::function<void(const RoundView&)> f) {
+    decoder.engine().set_round_view_observer(std::move(f));
   }
   BatchRun generate_batch(std::span<const std::vector<TokenId>> p, std::span<const GenerationOptions> o,
                           std::size_t max_batch) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "specdec/accept/block_verification.hpp"
+#include "specdec/accept/same_drafts_comparison.hpp"
 #include "specdec/accept/sequence_row_math.hpp"
 #include "specdec/accept/speculative_sampling.hpp"
 #include "specdec/accept/traversal_verification.hpp"
@@ -35,9 +36,10 @@ double mean_accepted(Rule rule, const sd::DraftTree& tree, const sd::ProbMatrix&
 
 TEST_CASE("Block verification accepts 11/9 tokens where token verification accepts 10/9 (the paper's example)",
           "[unit][accept][chain]") {
-  // arXiv 2403.10444, §3: context-free M_s = (2/3, 1/3), M_b = (1/3, 2/3),
-  // gamma = 2. The four draft blocks, weighted by their draft probability,
-  // give E[tau] = 11/9 for block and 10/9 for token verification.
+  // arXiv 2403.10444, §1 (the motivating example): context-free
+  // M_s = (2/3, 1/3), M_b = (1/3, 2/3), gamma = 2. The four draft blocks,
+  // weighted by their draft probability, give E[tau] = 11/9 for block and
+  // 10/9 for token verification.
   const std::vector<float> s = {2.0f / 3, 1.0f / 3}, b = {1.0f / 3, 2.0f / 3};
   const auto draft = matrix({{s[0], s[1]}, {s[0], s[1]}});
   const auto target = matrix({{b[0], b[1]}, {b[0], b[1]}, {b[0], b[1]}});
@@ -178,4 +180,25 @@ TEST_CASE("Block and traversal verification reject bad input with a typed error"
                                                        bad_draft.view(), rng),
                         Contains("draft row 0") && Contains("sum"));
   }
+}
+
+TEST_CASE("The same-drafts comparison finds the paper's 11/9 against 10/9 on identical rounds", "[unit][accept]") {
+  const std::vector<float> s = {2.0f / 3, 1.0f / 3}, b = {1.0f / 3, 2.0f / 3};
+  const auto draft = matrix({{s[0], s[1]}, {s[0], s[1]}});
+  const auto target = matrix({{b[0], b[1]}, {b[0], b[1]}, {b[0], b[1]}});
+  sd::SameDraftsComparison cmp(5);
+  std::mt19937 gen(1);
+  std::discrete_distribution<sd::TokenId> q(s.begin(), s.end());
+  constexpr int kRounds = 100000;
+  for (int i = 0; i < kRounds; ++i) {
+    const auto tree = chain(0, {q(gen), q(gen)});
+    cmp.observe(sd::RoundView{0, &tree, target.view(), draft.view(), nullptr});
+  }
+  const double tolerance = 5.0 / std::sqrt(static_cast<double>(kRounds));
+  CHECK(cmp.token_level().rounds == kRounds);
+  CHECK(cmp.block().rounds == kRounds);
+  CHECK(cmp.block().tau() == Catch::Detail::Approx(1.0 + 11.0 / 9).margin(tolerance));
+  CHECK(cmp.token_level().tau() == Catch::Detail::Approx(1.0 + 10.0 / 9).margin(tolerance));
+  CHECK(cmp.traversal().accepted == cmp.block().accepted);  // same uniforms: the same tokens on chains
+  CHECK(cmp.token_level_on_chains().accepted == cmp.token_level().accepted);
 }

@@ -1,0 +1,69 @@
+// Token-level, block and traversal verification on the same drafts. Fed the
+// rounds an engine verified (RoundView: the tree, the target's and the
+// draft's rows), it re-verifies each with every rule and counts what each
+// would have accepted. The rules see identical drafts and target rows and
+// draw from the same uniforms (a fresh Philox stream per round), so the
+// comparison of their mean accepted length tau carries none of the drafts'
+// variance (a paired design with common random numbers; the papers compare
+// separate runs). On a chain block and traversal verification then emit the
+// same tokens.
+//
+// Token level is RecursiveRejectionSampling, which on a chain is speculative
+// sampling. Block verification counts chain rounds only; traversal all.
+#pragma once
+
+#include <cstdint>
+
+#include "specdec/accept/block_verification.hpp"
+#include "specdec/accept/recursive_rejection_sampling.hpp"
+#include "specdec/accept/traversal_verification.hpp"
+#include "specdec/core/rng.hpp"
+#include "specdec/core/round.hpp"
+
+namespace specdec {
+
+class SameDraftsComparison {
+ public:
+  struct Tally {
+    std::int64_t rounds = 0;
+    std::int64_t accepted = 0;  // drafted tokens accepted, over the rounds
+    // Tokens emitted per round: accepted drafts plus the one drawn after them.
+    double tau() const { return rounds > 0 ? 1.0 + static_cast<double>(accepted) / static_cast<double>(rounds) : 0.0; }
+    void add(const VerifyResult& r) {
+      ++rounds;
+      accepted += r.num_accepted();
+    }
+  };
+
+  explicit SameDraftsComparison(std::uint64_t seed = 0) : seed_(seed) {}
+
+  void observe(const RoundView& v) {
+    const DraftTree& tree = *v.tree;
+    const std::uint64_t round = static_cast<std::uint64_t>(token_level_.rounds);
+    RandomStream token_rng(seed_, round), traversal_rng(seed_, round), block_rng(seed_, round);
+    token_rule_.verify(tree, v.target, v.draft, token_rng, token_);
+    token_level_.add(token_);
+    traversal_rule_.verify(tree, v.target, v.draft, traversal_rng, other_);
+    traversal_.add(other_);
+    if (!tree.is_chain()) return;
+    token_on_chains_.add(token_);
+    block_rule_.verify(tree, v.target, v.draft, block_rng, other_);
+    block_.add(other_);
+  }
+
+  const Tally& token_level() const { return token_level_; }
+  const Tally& traversal() const { return traversal_; }
+  // Chain rounds only: block verification, and token level on the same rounds.
+  const Tally& block() const { return block_; }
+  const Tally& token_level_on_chains() const { return token_on_chains_; }
+
+ private:
+  RecursiveRejectionSampling token_rule_;
+  BlockVerification block_rule_;
+  TraversalVerification traversal_rule_;
+  std::uint64_t seed_;
+  VerifyResult token_, other_;
+  Tally token_level_, traversal_, block_, token_on_chains_;
+};
+
+}  // namespace specdec
