@@ -51,38 +51,59 @@ class ReferenceTraversal {
 
  private:
   // Does `slot`, reached with weight p, hold? If so it sets r.bonus_token,
-  // and path_ collects the path bottom-up.
+  // and path_ collects the path bottom-up. A sampled slot's b is w / total
+  // (w the row until a rejection); a one-hot slot's is the row without the
+  // rejected tokens `gone`, over total (the library's O(1) form).
   bool visit(std::int32_t slot, double p, sd::VerifyResult& r) {
     const auto vocab = target_->vocab();
     const auto row = target_->row(slot + 1);
-    std::vector<double> w(row.begin(), row.end());  // b = w / total
-    double total = 1.0;
-    bool residual = false;
     const auto mode = tree_->children_mode(slot);
+    const bool one_hot = tree_->num_children(slot) == 0 || mode == sd::ChildMode::kDeterministic;
+    std::vector<double> w(row.begin(), row.end());
+    double total = 1.0, remaining = -1.0;
+    bool residual = false;
+    std::vector<sd::TokenId> gone;
     std::vector<double> s;
     double s_total = 1.0;
-    if (tree_->num_children(slot) > 0 && mode != sd::ChildMode::kDeterministic) {
+    if (!one_hot) {
       const auto q = draft_->row(tree_->children_draft_row(slot));
       s.assign(q.begin(), q.end());
     }
+    const auto b_of = [&](std::size_t y) {
+      if (residual) return w[y] / total;
+      if (std::find(gone.begin(), gone.end(), static_cast<sd::TokenId>(y)) != gone.end()) return 0.0;
+      return static_cast<double>(row[y]) / total;
+    };
     for (const auto c : tree_->children(slot)) {
       const auto x = static_cast<std::size_t>(tree_->token(c));
-      const auto s_of = [&](std::size_t y) { return s.empty() ? (y == x ? 1.0 : 0.0) : s[y] / s_total; };
-      const double p_c = sd::row_math::child_weight(p, residual ? w[x] / total : w[x], s_of(x));
+      const double p_c = sd::row_math::child_weight(p, b_of(x), one_hot ? 1.0 : s[x] / s_total);
       if (p_c > 0.0 && visit(c, p_c, r)) {
         path_.push_back(c);
         return true;
       }
+      if (one_hot) {  // b loses x
+        if (remaining < 0.0) {  // the row's exact mass, once
+          remaining = 0.0;
+          for (const float v : row) remaining += static_cast<double>(v);
+        }
+        const double b_x = b_of(x) > 0.0 ? static_cast<double>(row[x]) : 0.0;
+        const double z = sd::row_math::onehot_residual_mass(p, remaining, b_x, total);
+        if (z > 0.0) {
+          remaining -= b_x;
+          total = remaining;
+          gone.push_back(static_cast<sd::TokenId>(x));
+        }
+        p = sd::row_math::weight_after_rejection(p, z);
+        continue;
+      }
       std::vector<double> next(w.size());
       double z = 0.0;
       for (std::size_t y = 0; y < w.size(); ++y) {
-        const double b = residual ? w[y] / total : w[y];
-        next[y] = sd::row_math::residual_weight(p, b, s_of(y));
+        next[y] = sd::row_math::residual_weight(p, b_of(y), s[y] / s_total);
         z += next[y];
       }
       if (ordinary_residual_)  // the bug: the law moves to max(b - s, 0), unscaled
-        for (std::size_t y = 0; y < w.size(); ++y)
-          next[y] = sd::row_math::residual_weight(1.0, residual ? w[y] / total : w[y], s_of(y));
+        for (std::size_t y = 0; y < w.size(); ++y) next[y] = sd::row_math::residual_weight(1.0, b_of(y), s[y] / s_total);
       if (z > 0.0) {
         double t = 0.0;
         for (const double v : next) t += v;
@@ -91,7 +112,7 @@ class ReferenceTraversal {
         residual = true;
       }
       p = sd::row_math::weight_after_rejection(p, z);
-      if (!s.empty() && mode == sd::ChildMode::kSampledWithoutReplacement) {
+      if (mode == sd::ChildMode::kSampledWithoutReplacement) {
         double rest = 0.0;
         for (std::size_t y = 0; y < s.size(); ++y) {
           s[y] = y == x ? 0.0 : s[y] / s_total;
@@ -102,7 +123,17 @@ class ReferenceTraversal {
     }
     if (slot != sd::DraftTree::kRoot && !(u_[static_cast<std::uint64_t>(slot)] < p)) return false;
     const double u = u_[static_cast<std::uint64_t>(tree_->size())];
-    sd::TokenId y = residual ? sd::row_math::sample_row(w.data(), vocab, u) : sd::kNoToken;
+    sd::TokenId y = sd::kNoToken;
+    if (residual) {
+      y = sd::row_math::sample_row(w.data(), vocab, u);
+    } else if (!gone.empty()) {
+      y = sd::row_math::sample_excluding(row.data(), vocab, u, [&](std::int64_t k) {
+        std::int64_t next = vocab;
+        for (const auto t : gone)
+          if (t > k && t < next) next = t;
+        return next;
+      });
+    }
     if (y == sd::kNoToken) y = sd::row_math::sample_row(row.data(), vocab, u);
     r.bonus_token = y;
     return true;

@@ -73,19 +73,59 @@ SPECDEC_HOST_DEVICE TokenId sample_weights(W w, std::int64_t n, double u) {
   return last;
 }
 
-// s(y) of a draft row, or of the one-hot at `drafted` when q is null.
-SPECDEC_HOST_DEVICE double draft_value(const float* q, TokenId drafted, std::int64_t y) {
-  return q != nullptr ? static_cast<double>(q[y]) : (y == drafted ? 1.0 : 0.0);
+// The exact double-precision mass of a row.
+SPECDEC_HOST_DEVICE double row_mass(const float* row, std::int64_t vocab) {
+  double m = 0.0;
+  for (std::int64_t y = 0; y < vocab; ++y) m += static_cast<double>(row[y]);
+  return m;
 }
 
-// Z = sum_y max(p * b(y) - s(y), 0) for a target row b and draft row q (null:
-// one-hot at `drafted`).
-SPECDEC_HOST_DEVICE double residual_mass(double p, const float* b, const float* q, TokenId drafted,
-                                         std::int64_t vocab) {
+// Z = sum_y max(p * b(y) - q(y), 0) for a target row b and a draft row q.
+SPECDEC_HOST_DEVICE double sampled_residual_mass(double p, const float* b, const float* q, std::int64_t vocab) {
   double z = 0.0;
-  for (std::int64_t y = 0; y < vocab; ++y)
-    z += residual_weight(p, static_cast<double>(b[y]), draft_value(q, drafted, y));
+  for (std::int64_t y = 0; y < vocab; ++y) z += residual_weight(p, static_cast<double>(b[y]), static_cast<double>(q[y]));
   return z;
+}
+
+// The same for a one-hot draft at x, in O(1): with b = row / total over the
+// tokens not yet removed, of unnormalised mass `remaining`, max(p b - 1, 0)
+// vanishes (p b(x) <= 1) and Z = p (remaining - row(x)) / total; the residual
+// is the row without x, its new total remaining - row(x).
+SPECDEC_HOST_DEVICE double onehot_residual_mass(double p, double remaining, double row_x, double total) {
+  return p * (remaining - row_x) / total;
+}
+
+// Draw from `row` without the tokens `next_excluded` enumerates, with uniform
+// u: next_excluded(y) is the smallest excluded token above y (or >= vocab).
+// The exact double sum of what is left; kNoToken when nothing is.
+template <class NextExcluded>
+SPECDEC_HOST_DEVICE TokenId sample_excluding(const float* row, std::int64_t vocab, double u,
+                                             NextExcluded next_excluded) {
+  double total = 0.0;
+  std::int64_t skip = next_excluded(-1);
+  for (std::int64_t y = 0; y < vocab; ++y) {
+    if (y == skip) {
+      skip = next_excluded(y);
+      continue;
+    }
+    total += static_cast<double>(row[y]);
+  }
+  if (!(total > 0.0)) return kNoToken;
+  const double t = u * total;
+  double acc = 0.0;
+  TokenId last = kNoToken;
+  skip = next_excluded(-1);
+  for (std::int64_t y = 0; y < vocab; ++y) {
+    if (y == skip) {
+      skip = next_excluded(y);
+      continue;
+    }
+    if (!(row[y] > 0.0f)) continue;
+    acc += static_cast<double>(row[y]);
+    last = static_cast<TokenId>(y);
+    if (t < acc) return last;
+  }
+  return last;
 }
 
 // ---- block verification (chains) -------------------------------------------
@@ -121,9 +161,14 @@ SPECDEC_HOST_DEVICE std::int32_t block_verification_row(DraftRows draft_row, con
   for (std::int32_t i = gamma; i >= 1; --i) {
     const double p = block_weight(draft_row, tokens, target_row, i);
     if (!(p > 0.0)) continue;  // h_i = 0: Z_i is 0 too
-    const double h =
-        i == gamma ? p
-                   : weight_after_rejection(p, residual_mass(p, target_row(i), draft_row(i), tokens[i], vocab));
+    double h = p;
+    if (i < gamma) {
+      const float* b = target_row(i);
+      const float* q = draft_row(i);
+      const double z = q != nullptr ? sampled_residual_mass(p, b, q, vocab)
+                                    : onehot_residual_mass(p, row_mass(b, vocab), static_cast<double>(b[tokens[i]]), 1.0);
+      h = weight_after_rejection(p, z);
+    }
     if (uniforms[static_cast<std::uint64_t>(i - 1)] < h) {
       tau = i;
       p_tau = p;
@@ -137,9 +182,12 @@ SPECDEC_HOST_DEVICE std::int32_t block_verification_row(DraftRows draft_row, con
     const float* b = target_row(tau);
     const float* q = draft_row(tau);
     const TokenId x = tokens[tau];
-    y = sample_weights(
-        [&](std::int64_t k) { return residual_weight(p_tau, static_cast<double>(b[k]), draft_value(q, x, k)); },
-        vocab, u);
+    if (q != nullptr)
+      y = sample_weights(
+          [&](std::int64_t k) { return residual_weight(p_tau, static_cast<double>(b[k]), static_cast<double>(q[k])); },
+          vocab, u);
+    else  // b without x
+      y = sample_excluding(b, vocab, u, [x, vocab](std::int64_t k) { return x > k ? std::int64_t{x} : vocab; });
   }
   // The bonus; or, if rounding left the residual empty (Z = 0, where a block
   // cannot end in exact arithmetic), the target row itself.
@@ -158,13 +206,18 @@ enum class SlotDraw : std::uint8_t { kOneHot = 0, kIid = 1, kWithoutReplacement 
 
 // One level of the traversal's path (root = level 0): the node, the next
 // child to visit, the node's weight p, and its laws b and s, each either the
-// model's row as given (total 1) or scratch weights over `total`.
+// model's row as given (total 1) or scratch weights over `total`. A one-hot
+// slot keeps no scratch: after a rejection its b is the row without the
+// rejected children's tokens (`excludes`), over b_total, and `remaining` is
+// the row's unnormalised mass left (row_mass once, then O(1) per rejection).
 struct TraversalLevel {
   std::int32_t node = -1;
   std::int32_t next_child = -1;
   double p = 1.0;
   double b_total = 1.0, s_total = 1.0;
+  double remaining = -1.0;  // one-hot slots: unknown until the first rejection
   bool b_scratch = false, s_scratch = false;
+  bool excludes = false;
 };
 
 // A tree in flat arrays, for the device (and the host tests of what it runs):
@@ -199,15 +252,77 @@ struct FlatTree {
 
 namespace detail {
 
-// b(y) and s(y) of a level: the row as given, or its scratch weights / total.
-SPECDEC_HOST_DEVICE double level_b(const TraversalLevel& l, const float* row, const double* scratch,
-                                   std::int64_t y) {
-  return l.b_scratch ? scratch[y] / l.b_total : static_cast<double>(row[y]);
+// Whether y is the token of one of slot's children before `stop` (-1: all of
+// them): a one-hot slot's rejected children, which its b no longer holds.
+template <class Tree>
+SPECDEC_HOST_DEVICE bool rejected_child_token(const Tree& tree, std::int32_t slot, std::int32_t stop, TokenId y) {
+  for (std::int32_t c = tree.first_child(slot); c >= 0 && c != stop; c = tree.next_sibling(c))
+    if (tree.token(c) == y) return true;
+  return false;
 }
-SPECDEC_HOST_DEVICE double level_s(const TraversalLevel& l, const float* q, const double* scratch, TokenId drafted,
-                                   std::int64_t y) {
-  if (q == nullptr) return y == drafted ? 1.0 : 0.0;
+
+// The smallest token above y among slot's children (all rejected), or vocab.
+template <class Tree>
+SPECDEC_HOST_DEVICE std::int64_t next_child_token(const Tree& tree, std::int32_t slot, std::int64_t y,
+                                                  std::int64_t vocab) {
+  std::int64_t best = vocab;
+  for (std::int32_t c = tree.first_child(slot); c >= 0; c = tree.next_sibling(c)) {
+    const std::int64_t t = tree.token(c);
+    if (t > y && t < best) best = t;
+  }
+  return best;
+}
+
+// b(y) of a level (before child `stop`, for a one-hot slot), and s(y).
+template <class Tree>
+SPECDEC_HOST_DEVICE double level_b(const Tree& tree, const TraversalLevel& l, const float* row,
+                                   const double* scratch, std::int32_t stop, std::int64_t y) {
+  if (l.b_scratch) return scratch[y] / l.b_total;
+  if (l.excludes && rejected_child_token(tree, l.node, stop, static_cast<TokenId>(y))) return 0.0;
+  return static_cast<double>(row[y]) / l.b_total;
+}
+SPECDEC_HOST_DEVICE double level_s(const TraversalLevel& l, const float* q, const double* scratch, std::int64_t y) {
   return l.s_scratch ? scratch[y] / l.s_total : static_cast<double>(q[y]);
+}
+
+// A child of `l` with token x, drawn from its draft row q (sampled slots),
+// was rejected: b <- norm(max(p b - s, 0)), p <- Z / (Z + 1 - p), and without
+// replacement s loses x. Two passes over the vocabulary.
+SPECDEC_HOST_DEVICE void reject_sampled(TraversalLevel& l, const float* row, const float* q, bool without_replacement,
+                                        TokenId x, double* b, double* s, std::int64_t vocab) {
+  const auto b_of = [&](std::int64_t y) { return l.b_scratch ? b[y] / l.b_total : static_cast<double>(row[y]); };
+  double z = 0.0;
+  for (std::int64_t y = 0; y < vocab; ++y) z += residual_weight(l.p, b_of(y), level_s(l, q, s, y));
+  if (z > 0.0) {
+    for (std::int64_t y = 0; y < vocab; ++y) b[y] = residual_weight(l.p, b_of(y), level_s(l, q, s, y));
+    l.b_total = z;
+    l.b_scratch = true;
+  }
+  // else: nothing is owed (a weight-0 node, or rounding); b is kept for the
+  // fallback draw and p drops to 0 unless it is 1.
+  l.p = weight_after_rejection(l.p, z);
+  if (without_replacement) {
+    double rest = 0.0;
+    for (std::int64_t y = 0; y < vocab; ++y) {
+      s[y] = y == x ? 0.0 : level_s(l, q, s, y);
+      rest += s[y];
+    }
+    l.s_total = rest;
+    l.s_scratch = true;
+  }
+}
+
+// The same for a one-hot child (s = one-hot at x), in O(1) after the row's
+// mass is known: b becomes the row without x.
+SPECDEC_HOST_DEVICE void reject_onehot(TraversalLevel& l, const float* row, double b_x_row, std::int64_t vocab) {
+  if (l.remaining < 0.0) l.remaining = row_mass(row, vocab);
+  const double z = onehot_residual_mass(l.p, l.remaining, b_x_row, l.b_total);
+  if (z > 0.0) {
+    l.remaining -= b_x_row;
+    l.b_total = l.remaining;
+    l.excludes = true;
+  }
+  l.p = weight_after_rejection(l.p, z);
 }
 
 }  // namespace detail
@@ -238,17 +353,16 @@ SPECDEC_HOST_DEVICE std::int32_t traversal_verification_row(const Tree& tree, Ta
     TraversalLevel& l = levels[depth];
     const std::int32_t slot = l.node;
     double* b_scratch = scratch + static_cast<std::int64_t>(depth) * 2 * vocab;
-    double* s_scratch = b_scratch + vocab;
     const float* b_row = target_row(slot + 1);
-    const float* q = tree.draft_row(slot);
 
     std::int32_t rejected = -1;  // a child of this level that fails
     if (l.next_child >= 0) {
       const std::int32_t c = l.next_child;
       l.next_child = tree.next_sibling(c);
       const TokenId x = tree.token(c);
-      const double p_c = child_weight(l.p, detail::level_b(l, b_row, b_scratch, x),
-                                      detail::level_s(l, q, s_scratch, x, x));
+      const float* q = tree.draft_row(slot);
+      const double s_x = q == nullptr ? 1.0 : detail::level_s(l, q, b_scratch + vocab, x);
+      const double p_c = child_weight(l.p, detail::level_b(tree, l, b_row, b_scratch, c, x), s_x);
       if (p_c > 0.0) {  // descend; a child of weight 0 fails whatever lies below it
         TraversalLevel& next = levels[++depth];
         next = TraversalLevel{};
@@ -262,7 +376,12 @@ SPECDEC_HOST_DEVICE std::int32_t traversal_verification_row(const Tree& tree, Ta
       // The node holds (the root always does: its weight stays 1).
       for (std::int32_t d = 1; d <= depth; ++d) path[d - 1] = levels[d].node;
       const double u = uniforms[static_cast<std::uint64_t>(n)];
-      TokenId y = l.b_scratch ? sample_row(b_scratch, vocab, u) : kNoToken;
+      TokenId y = kNoToken;
+      if (l.b_scratch)
+        y = sample_row(b_scratch, vocab, u);
+      else if (l.excludes)
+        y = sample_excluding(b_row, vocab, u,
+                             [&](std::int64_t k) { return detail::next_child_token(tree, slot, k, vocab); });
       if (y == kNoToken) y = sample_row(b_row, vocab, u);
       *emitted = y;
       return depth;
@@ -273,32 +392,17 @@ SPECDEC_HOST_DEVICE std::int32_t traversal_verification_row(const Tree& tree, Ta
 
     // A child `rejected` of levels[depth] failed: update that level's laws.
     TraversalLevel& u = levels[depth];
-    const std::int32_t u_slot = u.node;
-    double* ub = scratch + static_cast<std::int64_t>(depth) * 2 * vocab;
-    double* us = ub + vocab;
-    const float* u_row = target_row(u_slot + 1);
-    const float* uq = tree.draft_row(u_slot);
+    const float* u_row = target_row(u.node + 1);
+    const float* uq = tree.draft_row(u.node);
     const TokenId x = tree.token(rejected);
-    double z = 0.0;
-    for (std::int64_t y = 0; y < vocab; ++y)
-      z += residual_weight(u.p, detail::level_b(u, u_row, ub, y), detail::level_s(u, uq, us, x, y));
-    if (z > 0.0) {
-      for (std::int64_t y = 0; y < vocab; ++y)
-        ub[y] = residual_weight(u.p, detail::level_b(u, u_row, ub, y), detail::level_s(u, uq, us, x, y));
-      u.b_total = z;
-      u.b_scratch = true;
-    }
-    // else: nothing is owed (a weight-0 node, or rounding); b is kept for the
-    // fallback draw and p drops to 0 unless it is 1.
-    u.p = weight_after_rejection(u.p, z);
-    if (uq != nullptr && tree.draw(u_slot) == SlotDraw::kWithoutReplacement) {
-      double rest = 0.0;
-      for (std::int64_t y = 0; y < vocab; ++y) {
-        us[y] = y == x ? 0.0 : detail::level_s(u, uq, us, x, y);
-        rest += us[y];
-      }
-      u.s_total = rest;
-      u.s_scratch = true;
+    double* ub = scratch + static_cast<std::int64_t>(depth) * 2 * vocab;
+    if (uq == nullptr) {
+      // b(x) as the row holds it, 0 if an earlier sibling had x already.
+      const bool gone = u.excludes && detail::rejected_child_token(tree, u.node, rejected, x);
+      detail::reject_onehot(u, u_row, gone ? 0.0 : static_cast<double>(u_row[x]), vocab);
+    } else {
+      detail::reject_sampled(u, u_row, uq, tree.draw(u.node) == SlotDraw::kWithoutReplacement, x, ub, ub + vocab,
+                             vocab);
     }
   }
 }
