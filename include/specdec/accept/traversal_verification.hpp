@@ -63,10 +63,11 @@ class TraversalVerification {
       for (auto c = tree.first_child(slot); c >= 0; c = tree.next_sibling(c))
         detail::check_drafted_token(kName, q, tree.token(c), c);
     }
+    // Scratch only grows: resizing down and up again would re-zero it every round.
     const auto levels = static_cast<std::size_t>(tree.max_depth()) + 1;
-    levels_.resize(levels);
-    scratch_.resize(2 * levels * static_cast<std::size_t>(vocab));
-    path_.resize(levels);
+    if (levels_.size() < levels) levels_.resize(levels);
+    if (scratch_.size() < 2 * levels * static_cast<std::size_t>(vocab)) scratch_.resize(2 * levels * static_cast<std::size_t>(vocab));
+    if (path_.size() < levels) path_.resize(levels);
     TokenId emitted = kNoToken;
     const auto accepted = row_math::traversal_verification_row(
         HostTree{tree, rows_}, detail::ChainInputs::TargetRows{target}, vocab,
