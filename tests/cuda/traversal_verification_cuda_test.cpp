@@ -53,6 +53,32 @@ Batch make_batch(std::mt19937& gen, std::int32_t batch, std::int32_t nodes, std:
   return out;
 }
 
+// The kernel's outputs for a batch (device memory in, host copies out).
+struct DeviceRun {
+  std::vector<std::int32_t> path, count;
+  std::vector<TokenId> emitted;
+};
+
+DeviceRun run_device(const Batch& in, std::int32_t batch, std::int32_t nodes, std::int64_t vocab,
+                     std::uint64_t seed, std::uint64_t offset) {
+  const DeviceBuffer<std::int32_t> parents(in.parents);
+  const DeviceBuffer<TokenId> tokens(in.tokens);
+  const DeviceBuffer<std::uint8_t> draws(in.draws);
+  const DeviceBuffer<float> draft(in.draft), target(in.target);
+  // Filled with a value the kernel never writes, so an unwritten slot shows.
+  const DeviceBuffer<std::int32_t> path(std::vector<std::int32_t>(static_cast<std::size_t>(batch * in.max_depth), -7));
+  const DeviceBuffer<std::int32_t> count(std::vector<std::int32_t>(static_cast<std::size_t>(batch), -7));
+  const DeviceBuffer<TokenId> emitted(std::vector<TokenId>(static_cast<std::size_t>(batch), -7));
+  const auto bytes = specdec::cuda::traversal_verification_workspace_bytes(batch, in.max_depth, vocab);
+  const DeviceBuffer<char> workspace{std::vector<char>(bytes)};
+  const Status s = specdec::cuda::traversal_verification(
+      parents.get(), tokens.get(), draws.get(), draft.get(), target.get(), path.get(), count.get(), emitted.get(),
+      batch, nodes, in.max_depth, vocab, workspace.get(), bytes, seed, offset);
+  REQUIRE(std::string(specdec::status_string(s)) == "ok");
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  return {path.to_host(), count.to_host(), emitted.to_host()};
+}
+
 }  // namespace
 
 TEST_CASE("cuda::traversal_verification rejects bad arguments before touching a device", "[unit]") {
@@ -106,23 +132,10 @@ TEST_CASE("cuda::traversal_verification emits exactly the host row function's pa
       const Batch in = make_batch(gen, batch, nodes, vocab);
       const std::uint64_t seed = 77 + static_cast<std::uint64_t>(nodes), offset = 5;
       CAPTURE(vocab, nodes, in.max_depth);
-      const DeviceBuffer<std::int32_t> parents(in.parents);
-      const DeviceBuffer<TokenId> tokens(in.tokens);
-      const DeviceBuffer<std::uint8_t> draws(in.draws);
-      const DeviceBuffer<float> draft(in.draft), target(in.target);
-      const DeviceBuffer<std::int32_t> path(std::vector<std::int32_t>(static_cast<std::size_t>(batch * in.max_depth), -7));
-      const DeviceBuffer<std::int32_t> count(std::vector<std::int32_t>(static_cast<std::size_t>(batch), -7));
-      const DeviceBuffer<TokenId> emitted(std::vector<TokenId>(static_cast<std::size_t>(batch), -7));
-      const auto bytes = specdec::cuda::traversal_verification_workspace_bytes(batch, in.max_depth, vocab);
-      const DeviceBuffer<char> workspace{std::vector<char>(bytes)};
-      const Status s = specdec::cuda::traversal_verification(
-          parents.get(), tokens.get(), draws.get(), draft.get(), target.get(), path.get(), count.get(), emitted.get(),
-          batch, nodes, in.max_depth, vocab, workspace.get(), bytes, seed, offset);
-      REQUIRE(std::string(specdec::status_string(s)) == "ok");
-      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-      const auto device_path = path.to_host();
-      const auto device_count = count.to_host();
-      const auto device_emitted = emitted.to_host();
+      const DeviceRun device = run_device(in, batch, nodes, vocab, seed, offset);
+      const auto& device_path = device.path;
+      const auto& device_count = device.count;
+      const auto& device_emitted = device.emitted;
       for (std::int32_t b = 0; b < batch; ++b) {
         CAPTURE(b);
         const auto& t = in.trees[static_cast<std::size_t>(b)];
@@ -159,21 +172,9 @@ TEST_CASE("cuda::traversal_verification flags rows it cannot walk", "[cuda]") {
   Batch in = make_batch(gen, batch, nodes, vocab);
   in.tokens[1 * nodes + 2] = static_cast<TokenId>(vocab);  // row 1: a token outside the vocabulary
   in.parents[2 * nodes + 1] = 3;                           // row 2: a parent after its child
-  const DeviceBuffer<std::int32_t> parents(in.parents);
-  const DeviceBuffer<TokenId> tokens(in.tokens);
-  const DeviceBuffer<std::uint8_t> draws(in.draws);
-  const DeviceBuffer<float> draft(in.draft), target(in.target);
-  const DeviceBuffer<std::int32_t> path(std::vector<std::int32_t>(static_cast<std::size_t>(batch * in.max_depth), -7));
-  const DeviceBuffer<std::int32_t> count(std::vector<std::int32_t>(static_cast<std::size_t>(batch), -7));
-  const DeviceBuffer<TokenId> emitted(std::vector<TokenId>(static_cast<std::size_t>(batch), -7));
-  const auto bytes = specdec::cuda::traversal_verification_workspace_bytes(batch, in.max_depth, vocab);
-  const DeviceBuffer<char> workspace{std::vector<char>(bytes)};
-  REQUIRE(specdec::cuda::traversal_verification(parents.get(), tokens.get(), draws.get(), draft.get(), target.get(),
-                                                path.get(), count.get(), emitted.get(), batch, nodes, in.max_depth,
-                                                vocab, workspace.get(), bytes, 9, 0) == Status::kOk);
-  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  const auto c = count.to_host();
-  const auto e = emitted.to_host();
+  const DeviceRun device = run_device(in, batch, nodes, vocab, 9, 0);
+  const auto& c = device.count;
+  const auto& e = device.emitted;
   CHECK(c[0] >= 0);
   CHECK(e[0] != specdec::kNoToken);
   for (std::size_t b = 1; b < 3; ++b) {

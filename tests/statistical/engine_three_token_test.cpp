@@ -228,79 +228,88 @@ SvFit sv_batch_fit(const sd::SamplingParams& sampling, sd::ChainBuilder::Pick pi
 
 sd::StaticTreeShape small_tree() { return sd::StaticTreeShape::from_choices({{0}, {1}, {0, 0}, {0, 1}, {1, 0}, {0, 0, 0}}); }
 
-}  // namespace
-
-TEST_CASE("Every lossless method keeps the target's joint law of three tokens", "[statistical][engine]") {
-  const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
-  const std::string method = GENERATE("chain, speculative sampling", "chain, recursive rejection",
-                                      "static tree, sampled without replacement", "static tree, top-k",
-                                      "dynamic tree", "sequoia", "n-gram", "eagle head", "lyanna, fusion",
-                                      "lyanna, separate re-sampled forward", "lyanna, no re-sampling");
-  INFO(method << ", " << st::describe(sampling));
-  sd::testing::ChiSquareResult fit;
-  const sd::DraftBudget tree_budget{3, 6, 6, 0.0f};
-  if (method == "chain, speculative sampling") {
-    fit = draft_model_fit(sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, sd::SpeculativeSampling{},
-                          sd::DraftBudget{3, 3, 3, 0.0f}, sampling);
-  } else if (method == "chain, recursive rejection") {
-    fit = draft_model_fit(sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, sd::RecursiveRejectionSampling{},
-                          sd::DraftBudget{3, 3, 3, 0.0f}, sampling);
-  } else if (method == "static tree, sampled without replacement") {
-    fit = draft_model_fit(sd::StaticTreeBuilder(small_tree(), sd::ChildMode::kSampledWithoutReplacement),
-                          sd::RecursiveRejectionSampling{}, tree_budget, sampling);
-  } else if (method == "static tree, top-k") {
-    fit = draft_model_fit(sd::StaticTreeBuilder(small_tree()), sd::RecursiveRejectionSampling{}, tree_budget, sampling);
-  } else if (method == "dynamic tree") {
-    fit = draft_model_fit(sd::DynamicTreeBuilder{2, 3, 6}, sd::RecursiveRejectionSampling{}, tree_budget, sampling);
-  } else if (method == "sequoia") {
-    const std::vector<double> p = {0.5, 0.2, 0.1};
-    fit = draft_model_fit(sd::StaticTreeBuilder(sd::sequoia_shape(p, 6, 3)), sd::RecursiveRejectionSampling{},
-                          tree_budget, sampling);
-  } else if (method == "n-gram") {
-    Models m;
-    Verifier verifier(m.target, sampling);
-    sd::NgramDrafter drafter(kVocab, 1, 2);
-    sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{sd::ChainBuilder::Pick::kTop1}, verifier,
-                                   sd::RecursiveRejectionSampling{}, sd::FixedLength::chain(3));
-    const std::vector<sd::TokenId> prompt = {3, 1, 4, 3, 1, 4, 3, 1};  // repeats: the lookup finds matches
-    fit = fit_three_tokens(m.target, prompt, sampling,
-                           [&](std::uint64_t seed) { return decoder.generate(prompt, three_tokens(seed)); });
-  } else if (method == "eagle head") {
+// The three-token fit of one method verified by `rule`: a draft model's
+// sampled or greedy-drafted chain, static trees (children without replacement
+// or top-k), the dynamic tree, Sequoia, n-gram lookup, the EAGLE-style head
+// and Lyanna. Branches a rule does not fit (a chain-only rule and a tree, a
+// rule that needs draft probabilities and the n-gram drafter) are not built.
+template <class Rule>
+sd::testing::ChiSquareResult method_fit(const std::string& method, const sd::SamplingParams& sampling, Rule rule) {
+  const sd::DraftBudget chain_budget{3, 3, 3, 0.0f}, tree_budget{3, 6, 6, 0.0f};
+  const std::vector<sd::TokenId> prompt = {3, 1, 4};
+  if (method == "chain") return draft_model_fit(sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, rule, chain_budget, sampling);
+  if (method == "greedy-drafted chain")
+    return draft_model_fit(sd::ChainBuilder{sd::ChainBuilder::Pick::kTop1}, rule, chain_budget, sampling);
+  if constexpr (sd::RuleFitsDrafter<Rule, sd::NgramDrafter>) {
+    if (method == "n-gram") {
+      Models m;
+      Verifier verifier(m.target, sampling);
+      sd::NgramDrafter drafter(kVocab, 1, 2);
+      sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{sd::ChainBuilder::Pick::kTop1}, verifier, rule,
+                                     sd::FixedLength::chain(3));
+      const std::vector<sd::TokenId> repeats = {3, 1, 4, 3, 1, 4, 3, 1};  // the lookup finds matches
+      return fit_three_tokens(m.target, repeats, sampling,
+                              [&](std::uint64_t seed) { return decoder.generate(repeats, three_tokens(seed)); });
+    }
+  }
+  if constexpr (!sd::kVerifiesChainsOnly<Rule>) {
+    if (method == "static tree, sampled without replacement")
+      return draft_model_fit(sd::StaticTreeBuilder(small_tree(), sd::ChildMode::kSampledWithoutReplacement), rule,
+                             tree_budget, sampling);
+    if (method == "static tree, top-k") return draft_model_fit(sd::StaticTreeBuilder(small_tree()), rule, tree_budget, sampling);
+    if (method == "dynamic tree") return draft_model_fit(sd::DynamicTreeBuilder{2, 3, 6}, rule, tree_budget, sampling);
+    if (method == "sequoia") {
+      const std::vector<double> p = {0.5, 0.2, 0.1};
+      return draft_model_fit(sd::StaticTreeBuilder(sd::sequoia_shape(p, 6, 3)), rule, tree_budget, sampling);
+    }
     Models m;
     Verifier verifier(m.target, sampling);
     FakeFeatureHead head(m.draft, kHot, 3);
-    sd::EagleHeadDrafter drafter(head, sampling);
-    sd::SpeculativeDecoder decoder(drafter, sd::DynamicTreeBuilder{2, 3, 6}, verifier, sd::RecursiveRejectionSampling{},
-                                   sd::FixedLength(tree_budget));
-    const std::vector<sd::TokenId> prompt = {3, 1, 4};
-    fit = fit_three_tokens(m.target, prompt, sampling,
-                           [&](std::uint64_t seed) { return decoder.generate(prompt, three_tokens(seed)); });
-  } else {  // Lyanna
-    Models m;
-    Verifier verifier(m.target, sampling);
-    FakeFeatureHead head(m.draft, kHot, 3);
-    sd::LyannaDrafter drafter(head);
-    sd::LyannaOptions o;
-    o.depth = 3;
-    o.branch = 2;
-    o.verify_budget = 3;  // narrow: re-sampled trees get accepted
-    o.fusion = method == "lyanna, fusion";
-    const std::vector<sd::TokenId> prompt = {3, 1, 4};
-    std::int64_t resampled = 0;
-    if (method == "lyanna, no re-sampling") {
-      auto decoder = sd::lyanna_decoder_without_resampling(drafter, verifier, sd::RecursiveRejectionSampling{}, o);
-      fit = fit_three_tokens(m.target, prompt, sampling,
-                             [&](std::uint64_t seed) { return decoder.generate(prompt, three_tokens(seed)); });
-    } else {
-      auto decoder = sd::lyanna_decoder(drafter, verifier, sd::RecursiveRejectionSampling{}, o);
-      fit = fit_three_tokens(m.target, prompt, sampling, [&](std::uint64_t seed) {
+    if (method == "eagle head") {
+      sd::EagleHeadDrafter drafter(head, sampling);
+      sd::SpeculativeDecoder decoder(drafter, sd::DynamicTreeBuilder{2, 3, 6}, verifier, rule,
+                                     sd::FixedLength(tree_budget));
+      return fit_three_tokens(m.target, prompt, sampling,
+                              [&](std::uint64_t seed) { return decoder.generate(prompt, three_tokens(seed)); });
+    }
+    if (method.starts_with("lyanna")) {
+      sd::LyannaDrafter drafter(head);
+      sd::LyannaOptions o;
+      o.depth = 3;
+      o.branch = 2;
+      o.verify_budget = 3;  // narrow: re-sampled trees get accepted
+      o.fusion = method == "lyanna, fusion";
+      if (method == "lyanna, no re-sampling") {
+        auto decoder = sd::lyanna_decoder_without_resampling(drafter, verifier, rule, o);
+        return fit_three_tokens(m.target, prompt, sampling,
+                                [&](std::uint64_t seed) { return decoder.generate(prompt, three_tokens(seed)); });
+      }
+      auto decoder = sd::lyanna_decoder(drafter, verifier, rule, o);
+      std::int64_t resampled = 0;
+      const auto fit = fit_three_tokens(m.target, prompt, sampling, [&](std::uint64_t seed) {
         auto out = decoder.generate(prompt, three_tokens(seed));
         resampled += out.stats.resampling.accepted;
         return out;
       });
       CHECK(resampled > 0);  // re-sampled nodes were verified and accepted, so their law was tested
+      return fit;
     }
   }
+  FAIL("no method '" << method << "' for rule " << Rule::kName);
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("Every lossless method keeps the target's joint law of three tokens", "[statistical][engine]") {
+  const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
+  const std::string method = GENERATE("chain, speculative sampling", "chain", "static tree, sampled without replacement",
+                                      "static tree, top-k", "dynamic tree", "sequoia", "n-gram", "eagle head",
+                                      "lyanna, fusion", "lyanna, separate re-sampled forward", "lyanna, no re-sampling");
+  INFO(method << ", " << st::describe(sampling));
+  const auto fit = method == "chain, speculative sampling"
+                       ? method_fit("chain", sampling, sd::SpeculativeSampling{})
+                       : method_fit(method, sampling, sd::RecursiveRejectionSampling{});
   INFO(fit.describe());
   CHECK_FALSE(fit.rejects(st::kAlpha));
 }
@@ -309,74 +318,22 @@ TEST_CASE("Block and traversal verification keep the three-token law in every me
   const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
   const std::string method =
       GENERATE("chain, block", "chain, traversal", "greedy-drafted chain, block", "n-gram, block",
-               "static tree without replacement, traversal", "static tree top-k, traversal", "dynamic tree, traversal",
-               "sequoia, traversal", "eagle head, traversal", "lyanna, fusion, traversal", "duo, traversal",
-               "sv at batch 4, block");
+               "static tree, sampled without replacement, traversal", "static tree, top-k, traversal",
+               "dynamic tree, traversal", "sequoia, traversal", "eagle head, traversal", "lyanna, fusion, traversal",
+               "duo, traversal", "sv at batch 4, block");
   INFO(method << ", " << st::describe(sampling));
   sd::testing::ChiSquareResult fit;
-  const sd::DraftBudget chain_budget{4, 4, 4, 0.0f}, tree_budget{3, 6, 6, 0.0f};
-  const std::vector<sd::TokenId> prompt = {3, 1, 4};
-  if (method == "chain, block") {
-    fit = draft_model_fit(sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, sd::BlockVerification{}, chain_budget,
-                          sampling);
-  } else if (method == "chain, traversal") {
-    fit = draft_model_fit(sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, sd::TraversalVerification{},
-                          chain_budget, sampling);
-  } else if (method == "greedy-drafted chain, block") {
-    fit = draft_model_fit(sd::ChainBuilder{sd::ChainBuilder::Pick::kTop1}, sd::BlockVerification{}, chain_budget,
-                          sampling);
-  } else if (method == "n-gram, block") {
-    Models m;
-    Verifier verifier(m.target, sampling);
-    sd::NgramDrafter drafter(kVocab, 1, 2);
-    sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{sd::ChainBuilder::Pick::kTop1}, verifier,
-                                   sd::BlockVerification{}, sd::FixedLength::chain(3));
-    const std::vector<sd::TokenId> repeats = {3, 1, 4, 3, 1, 4, 3, 1};
-    fit = fit_three_tokens(m.target, repeats, sampling,
-                           [&](std::uint64_t seed) { return decoder.generate(repeats, three_tokens(seed)); });
-  } else if (method == "static tree without replacement, traversal") {
-    fit = draft_model_fit(sd::StaticTreeBuilder(small_tree(), sd::ChildMode::kSampledWithoutReplacement),
-                          sd::TraversalVerification{}, tree_budget, sampling);
-  } else if (method == "static tree top-k, traversal") {
-    fit = draft_model_fit(sd::StaticTreeBuilder(small_tree()), sd::TraversalVerification{}, tree_budget, sampling);
-  } else if (method == "dynamic tree, traversal") {
-    fit = draft_model_fit(sd::DynamicTreeBuilder{2, 3, 6}, sd::TraversalVerification{}, tree_budget, sampling);
-  } else if (method == "sequoia, traversal") {
-    const std::vector<double> p = {0.5, 0.2, 0.1};
-    fit = draft_model_fit(sd::StaticTreeBuilder(sd::sequoia_shape(p, 6, 3)), sd::TraversalVerification{}, tree_budget,
-                          sampling);
-  } else if (method == "eagle head, traversal") {
-    Models m;
-    Verifier verifier(m.target, sampling);
-    FakeFeatureHead head(m.draft, kHot, 3);
-    sd::EagleHeadDrafter drafter(head, sampling);
-    sd::SpeculativeDecoder decoder(drafter, sd::DynamicTreeBuilder{2, 3, 6}, verifier, sd::TraversalVerification{},
-                                   sd::FixedLength(tree_budget));
-    fit = fit_three_tokens(m.target, prompt, sampling,
-                           [&](std::uint64_t seed) { return decoder.generate(prompt, three_tokens(seed)); });
-  } else if (method == "lyanna, fusion, traversal") {
-    Models m;
-    Verifier verifier(m.target, sampling);
-    FakeFeatureHead head(m.draft, kHot, 3);
-    sd::LyannaDrafter drafter(head);
-    sd::LyannaOptions o;
-    o.depth = 3;
-    o.branch = 2;
-    o.verify_budget = 3;
-    auto decoder = sd::lyanna_decoder(drafter, verifier, sd::TraversalVerification{}, o);
-    std::int64_t resampled = 0;
-    fit = fit_three_tokens(m.target, prompt, sampling, [&](std::uint64_t seed) {
-      auto out = decoder.generate(prompt, three_tokens(seed));
-      resampled += out.stats.resampling.accepted;
-      return out;
-    });
-    CHECK(resampled > 0);
-  } else if (method == "duo, traversal") {
+  const auto cut = method.rfind(", ");
+  const std::string name = method.substr(0, cut), rule = method.substr(cut + 2);
+  if (name == "duo") {
     fit = duo_fit<sd::TraversalVerification>(4, 0, sampling, nullptr);
-  } else {
+  } else if (name == "sv at batch 4") {
     const auto r = sv_batch_fit<sd::BlockVerification>(sampling, sd::ChainBuilder::Pick::kTop1, /*biased=*/false);
     CHECK(r.truncated > 0);
     fit = r.fit;
+  } else {
+    fit = rule == "block" ? method_fit(name, sampling, sd::BlockVerification{})
+                          : method_fit(name, sampling, sd::TraversalVerification{});
   }
   INFO(fit.describe());
   CHECK_FALSE(fit.rejects(st::kAlpha));

@@ -12,6 +12,7 @@
 // sampling. Block verification counts chain rounds only; traversal all.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "specdec/accept/block_verification.hpp"
@@ -35,6 +36,26 @@ class SameDraftsComparison {
     }
   };
 
+  // A rule's accepted drafts minus token level's, round by round: its mean
+  // and standard error say whether a difference in tau is more than chance.
+  struct Difference {
+    std::int64_t rounds = 0;
+    double sum = 0.0, sum_sq = 0.0;
+    double mean() const { return rounds > 0 ? sum / static_cast<double>(rounds) : 0.0; }
+    double standard_error() const {
+      if (rounds < 2) return 0.0;
+      const double n = static_cast<double>(rounds);
+      const double var = (sum_sq - sum * sum / n) / (n - 1.0);
+      return var > 0.0 ? std::sqrt(var / n) : 0.0;
+    }
+    void add(const VerifyResult& rule, const VerifyResult& token) {
+      const double d = rule.num_accepted() - token.num_accepted();
+      ++rounds;
+      sum += d;
+      sum_sq += d * d;
+    }
+  };
+
   explicit SameDraftsComparison(std::uint64_t seed = 0) : seed_(seed) {}
 
   void observe(const RoundView& v) {
@@ -45,10 +66,12 @@ class SameDraftsComparison {
     token_level_.add(token_);
     traversal_rule_.verify(tree, v.target, v.draft, traversal_rng, other_);
     traversal_.add(other_);
+    traversal_gain_.add(other_, token_);
     if (!tree.is_chain()) return;
     token_on_chains_.add(token_);
     block_rule_.verify(tree, v.target, v.draft, block_rng, other_);
     block_.add(other_);
+    block_gain_.add(other_, token_);
   }
 
   const Tally& token_level() const { return token_level_; }
@@ -56,6 +79,9 @@ class SameDraftsComparison {
   // Chain rounds only: block verification, and token level on the same rounds.
   const Tally& block() const { return block_; }
   const Tally& token_level_on_chains() const { return token_on_chains_; }
+  // Accepted drafts per round over token level's, on the same rounds.
+  const Difference& traversal_gain() const { return traversal_gain_; }
+  const Difference& block_gain() const { return block_gain_; }
 
  private:
   RecursiveRejectionSampling token_rule_;
@@ -64,6 +90,7 @@ class SameDraftsComparison {
   std::uint64_t seed_;
   VerifyResult token_, other_;
   Tally token_level_, traversal_, block_, token_on_chains_;
+  Difference traversal_gain_, block_gain_;
 };
 
 }  // namespace specdec

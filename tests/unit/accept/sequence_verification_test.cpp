@@ -201,4 +201,8 @@ TEST_CASE("The same-drafts comparison finds the paper's 11/9 against 10/9 on ide
   CHECK(cmp.token_level().tau() == Catch::Detail::Approx(1.0 + 10.0 / 9).margin(tolerance));
   CHECK(cmp.traversal().accepted == cmp.block().accepted);  // same uniforms: the same tokens on chains
   CHECK(cmp.token_level_on_chains().accepted == cmp.token_level().accepted);
+  // The paired difference: 1/9 accepted per round more, well beyond its error.
+  CHECK(cmp.block_gain().mean() == Catch::Detail::Approx(1.0 / 9).margin(5 * cmp.block_gain().standard_error()));
+  CHECK(cmp.block_gain().mean() > 5 * cmp.block_gain().standard_error());
+  CHECK(cmp.traversal_gain().mean() == Catch::Detail::Approx(cmp.block_gain().mean()));
 }
