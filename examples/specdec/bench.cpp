@@ -306,6 +306,9 @@ nlohmann::json same_drafts_json(const SameDraftsComparison& c) {
           {"chain_rounds", c.block().rounds},
           {"tau_block", block},
           {"tau_token_level_on_chains", token_chains},
+          {"one_hot_rounds", c.one_hot_exact().rounds},
+          {"tau_exact_one_hot",
+           c.one_hot_exact().rounds > 0 ? nlohmann::json(c.one_hot_exact().tau()) : nlohmann::json(nullptr)},
           {"traversal_minus_token_accepted", c.traversal_gain().mean()},
           {"traversal_minus_token_standard_error", c.traversal_gain().standard_error()},
           {"block_minus_token_accepted", c.block().rounds > 0 ? nlohmann::json(c.block_gain().mean()) : nlohmann::json(nullptr)},
@@ -316,17 +319,21 @@ nlohmann::json same_drafts_json(const SameDraftsComparison& c) {
 void print_same_drafts(const std::vector<AnyDecoder>& methods,
                        const std::vector<std::optional<SameDraftsComparison>>& same, const std::string& set_name) {
   std::printf("  same drafts (%s): tau of each rule on the rounds the method drafted\n", set_name.c_str());
-  std::printf("  %-42s %8s %9s %9s %9s %9s %15s\n", "method", "rounds", "token", "block", "traversal", "trav/tok",
-              "trav-tok (se)");
+  std::printf("  %-42s %8s %9s %9s %9s %9s %15s %9s\n", "method", "rounds", "token", "block", "traversal", "trav/tok",
+              "trav-tok (se)", "exact");
   for (std::size_t m = 0; m < methods.size(); ++m) {
     if (!same[m]) continue;
     const auto& c = *same[m];
     const std::string block =
         c.block().rounds == c.token_level().rounds ? fmt::format("{:9.3f}", c.block().tau()) : fmt::format("{:>9}", "-");
-    std::printf("  %-42s %8lld %9.3f %s %9.3f %8.3fx %+7.3f (%.3f)\n", methods[m].name().c_str(),
+    // The exact tau where every round was one-hot (then no rule beats it, in expectation).
+    const std::string exact = c.one_hot_exact().rounds == c.token_level().rounds
+                                  ? fmt::format("{:9.3f}", c.one_hot_exact().tau())
+                                  : fmt::format("{:>9}", "-");
+    std::printf("  %-42s %8lld %9.3f %s %9.3f %8.3fx %+7.3f (%.3f) %s\n", methods[m].name().c_str(),
                 static_cast<long long>(c.token_level().rounds), c.token_level().tau(), block.c_str(),
                 c.traversal().tau(), c.traversal().tau() / c.token_level().tau(), c.traversal_gain().mean(),
-                c.traversal_gain().standard_error());
+                c.traversal_gain().standard_error(), exact.c_str());
   }
 }
 

@@ -10,10 +10,17 @@
 //
 // Token level is RecursiveRejectionSampling, which on a chain is speculative
 // sampling. Block verification counts chain rounds only; traversal all.
+//
+// On a round whose child sets are all one-hot (top-k, greedy or n-gram
+// drafts) no lossless rule can accept a node v more often than the target's
+// own probability of v's path, and token level attains it, so the expected
+// accepted drafts are exactly sum_v P_target(path to v): `one_hot_exact`
+// records it, a noise-free reference for every rule's mean on such rounds.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "specdec/accept/block_verification.hpp"
 #include "specdec/accept/recursive_rejection_sampling.hpp"
@@ -56,6 +63,13 @@ class SameDraftsComparison {
     }
   };
 
+  // Expected accepted drafts of one-hot rounds, exactly.
+  struct Exact {
+    std::int64_t rounds = 0;
+    double accepted = 0.0;
+    double tau() const { return rounds > 0 ? 1.0 + accepted / static_cast<double>(rounds) : 0.0; }
+  };
+
   explicit SameDraftsComparison(std::uint64_t seed = 0) : seed_(seed) {}
 
   void observe(const RoundView& v) {
@@ -67,6 +81,7 @@ class SameDraftsComparison {
     traversal_rule_.verify(tree, v.target, v.draft, traversal_rng, other_);
     traversal_.add(other_);
     traversal_gain_.add(other_, token_);
+    add_one_hot_exact(tree, v.target);
     if (!tree.is_chain()) return;
     token_on_chains_.add(token_);
     block_rule_.verify(tree, v.target, v.draft, block_rng, other_);
@@ -82,8 +97,33 @@ class SameDraftsComparison {
   // Accepted drafts per round over token level's, on the same rounds.
   const Difference& traversal_gain() const { return traversal_gain_; }
   const Difference& block_gain() const { return block_gain_; }
+  const Exact& one_hot_exact() const { return exact_; }
 
  private:
+  // sum_v prod over v's path of b(x) / mass(b), if every child set is one-hot.
+  void add_one_hot_exact(const DraftTree& tree, const ProbRows& target) {
+    for (std::int32_t slot = DraftTree::kRoot; slot < tree.size(); ++slot)
+      if (tree.num_children(slot) > 0 && tree.children_mode(slot) != ChildMode::kDeterministic) return;
+    path_probability_.assign(static_cast<std::size_t>(tree.size()), 0.0);
+    double expected = 0.0;
+    for (std::int32_t slot = DraftTree::kRoot; slot < tree.size(); ++slot) {
+      if (tree.num_children(slot) == 0) continue;
+      const auto row = target.row(slot + 1);
+      double mass = 0.0;
+      for (const float v : row) mass += static_cast<double>(v);
+      const double reach = slot == DraftTree::kRoot ? 1.0 : path_probability_[static_cast<std::size_t>(slot)];
+      for (auto c = tree.first_child(slot); c >= 0; c = tree.next_sibling(c)) {
+        // A repeated sibling token is never accepted twice: count the first.
+        if (tree.find_child(slot, tree.token(c)) != c) continue;
+        const double p = reach * static_cast<double>(row[static_cast<std::size_t>(tree.token(c))]) / mass;
+        path_probability_[static_cast<std::size_t>(c)] = p;
+        expected += p;
+      }
+    }
+    ++exact_.rounds;
+    exact_.accepted += expected;
+  }
+
   RecursiveRejectionSampling token_rule_;
   BlockVerification block_rule_;
   TraversalVerification traversal_rule_;
@@ -91,6 +131,8 @@ class SameDraftsComparison {
   VerifyResult token_, other_;
   Tally token_level_, traversal_, block_, token_on_chains_;
   Difference traversal_gain_, block_gain_;
+  Exact exact_;
+  std::vector<double> path_probability_;
 };
 
 }  // namespace specdec

@@ -206,3 +206,23 @@ TEST_CASE("The same-drafts comparison finds the paper's 11/9 against 10/9 on ide
   CHECK(cmp.block_gain().mean() > 5 * cmp.block_gain().standard_error());
   CHECK(cmp.traversal_gain().mean() == Catch::Detail::Approx(cmp.block_gain().mean()));
 }
+
+TEST_CASE("The same-drafts comparison knows the exact mean of one-hot rounds", "[unit][accept]") {
+  // Root children 1 and 2 (one-hot), node 0 has child 0: expected accepted
+  // = P(1) + P(2) + P(1) P(0 | 1) = 0.5 + 0.2 + 0.5 * 0.4.
+  sd::DraftTree tree(0);
+  tree.set_children_source(sd::DraftTree::kRoot, -1, sd::ChildMode::kDeterministic);
+  const auto a = tree.add_node(sd::DraftTree::kRoot, 1, 1.0f);
+  tree.add_node(sd::DraftTree::kRoot, 2, 1.0f);
+  tree.set_children_source(a, -1, sd::ChildMode::kDeterministic);
+  tree.add_node(a, 0, 1.0f);
+  const auto target = matrix({{0.3f, 0.5f, 0.2f}, {0.4f, 0.3f, 0.3f}, {0.1f, 0.1f, 0.8f}, {0.2f, 0.2f, 0.6f}});
+  sd::SameDraftsComparison cmp(3);
+  for (int i = 0; i < 20000; ++i) cmp.observe(sd::RoundView{0, &tree, target.view(), {}, nullptr});
+  CHECK(cmp.one_hot_exact().rounds == 20000);
+  CHECK(cmp.one_hot_exact().tau() == Catch::Detail::Approx(1.9));
+  // Both rules' empirical means agree with it (sd of accepted per round < 1).
+  const double tolerance = 5.0 / std::sqrt(20000.0);
+  CHECK(cmp.token_level().tau() == Catch::Detail::Approx(1.9).margin(tolerance));
+  CHECK(cmp.traversal().tau() == Catch::Detail::Approx(1.9).margin(tolerance));
+}
