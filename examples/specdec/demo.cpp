@@ -222,6 +222,8 @@ int run_demo(const DemoOptions& o) {
   GreedyAcceptance greedy;
   SpeculativeSampling chain;
   RecursiveRejectionSampling tree_rule;
+  BlockVerification block;
+  TraversalVerification traversal;
   TypicalAcceptance typical;
   if (params.is_greedy()) {
     const Method m{"greedy, chain", Children::kChain};
@@ -231,8 +233,12 @@ int run_demo(const DemoOptions& o) {
   }
   const Method m1{"speculative sampling, chain", Children::kChain};
   print_row(m1.name, true, run_method(chain, m1, target, draft, o), target, o.gamma);
+  const Method b1{"block verification, chain", Children::kChain};
+  print_row(b1.name, true, run_method(block, b1, target, draft, o), target, o.gamma);
   const Method m2{fmt::format("recursive rejection, {} i.i.d. children", o.width), Children::kSampled};
   print_row(m2.name, true, run_method(tree_rule, m2, target, draft, o), target, o.gamma);
+  const Method t2{fmt::format("traversal verification, {} i.i.d. children", o.width), Children::kSampled};
+  print_row(t2.name, true, run_method(traversal, t2, target, draft, o), target, o.gamma);
   const Method m3{fmt::format("recursive rejection, top-{} tree", o.width), Children::kTopK};
   print_row(m3.name, true, run_method(tree_rule, m3, target, draft, o), target, o.gamma);
   const Method m4{fmt::format("typical acceptance, top-{} tree", o.width), Children::kTopK};

@@ -4,11 +4,15 @@
 // I/O (those are specdec::io and specdec::tokenizer).
 #pragma once
 
+#include "specdec/accept/block_verification.hpp"
 #include "specdec/accept/greedy.hpp"
 #include "specdec/accept/input_checks.hpp"
 #include "specdec/accept/recursive_rejection_sampling.hpp"
 #include "specdec/accept/row_math.hpp"
+#include "specdec/accept/same_drafts_comparison.hpp"
+#include "specdec/accept/sequence_row_math.hpp"
 #include "specdec/accept/speculative_sampling.hpp"
+#include "specdec/accept/traversal_verification.hpp"
 #include "specdec/accept/typical_acceptance.hpp"
 #include "specdec/carry/lagged_tail.hpp"
 #include "specdec/carry/lyanna_resampling.hpp"
