@@ -77,8 +77,10 @@ struct ChainInputs {
   void gather(std::string_view rule, const DraftTree& tree, const ProbRows& target, const ProbRows& draft) {
     check_rule_inputs(rule, tree, target);
     if (!tree.is_chain())
-      throw InvalidTreeError(fmt::format("{}: the tree is not a chain; it verifies chains only (trees: traversal_verification or recursive_rejection_sampling)",
-                                     rule));
+      throw InvalidTreeError(fmt::format(
+          "{}: the tree is not a chain; it verifies chains only (trees: traversal_verification or "
+          "recursive_rejection_sampling)",
+          rule));
     const auto gamma = static_cast<std::size_t>(tree.size());
     draft_rows.assign(gamma, nullptr);
     tokens.resize(gamma);
