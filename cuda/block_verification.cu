@@ -29,22 +29,25 @@ __global__ void block_verification_kernel(const float* __restrict__ draft_probs,
   const row_math::StridedRows draft_rows{draft_probs == nullptr ? nullptr : draft_probs + b * gamma * vocab,
                                          vocab};
   const row_math::StridedRows target_rows{target_probs + b * (gamma + 1) * vocab, vocab};
-  num_accepted[b] = row_math::block_verification_row(draft_rows, tokens, target_rows, gamma, vocab,
-                                                     PhiloxUniforms{seed, static_cast<std::uint64_t>(b), offset}, out);
+  num_accepted[b] =
+      row_math::block_verification_row(draft_rows, tokens, target_rows, gamma, vocab,
+                                       PhiloxUniforms{seed, static_cast<std::uint64_t>(b), offset}, out);
 }
 
 }  // namespace
 
 Status block_verification(const float* draft_probs, const TokenId* draft_tokens, const float* target_probs,
-                          TokenId* output_tokens, std::int32_t* num_accepted, std::int32_t batch, std::int32_t gamma,
-                          std::int64_t vocab, std::uint64_t seed, std::uint64_t offset, void* stream) {
-  if (!detail::valid_chain_arguments(draft_tokens, target_probs, output_tokens, num_accepted, batch, gamma, vocab))
+                          TokenId* output_tokens, std::int32_t* num_accepted, std::int32_t batch,
+                          std::int32_t gamma, std::int64_t vocab, std::uint64_t seed, std::uint64_t offset,
+                          void* stream) {
+  if (!detail::valid_chain_arguments(draft_tokens, target_probs, output_tokens, num_accepted, batch, gamma,
+                                     vocab))
     return Status::kInvalidArgument;
   if (batch == 0) return Status::kOk;
   block_verification_kernel<<<detail::blocks_for(batch), detail::kThreadsPerBlock, 0,
                               static_cast<cudaStream_t>(stream)>>>(draft_probs, draft_tokens, target_probs,
-                                                                   output_tokens, num_accepted, batch, gamma, vocab,
-                                                                   seed, offset);
+                                                                   output_tokens, num_accepted, batch, gamma,
+                                                                   vocab, seed, offset);
   return cudaGetLastError() == cudaSuccess ? Status::kOk : Status::kCudaError;
 }
 

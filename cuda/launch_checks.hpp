@@ -37,8 +37,8 @@ inline bool valid_chain_arguments(const TokenId* draft_tokens, const float* targ
 // A drafted token outside the vocabulary would index outside its rows: the
 // row is flagged (all kNoToken, num_accepted -1) instead of sampled; the host
 // rules throw there. Returns whether the row was flagged.
-SPECDEC_HOST_DEVICE bool flag_bad_chain(const TokenId* tokens, std::int32_t gamma, std::int64_t vocab, TokenId* out,
-                                        std::int32_t* num_accepted) {
+SPECDEC_HOST_DEVICE bool flag_bad_chain(const TokenId* tokens, std::int32_t gamma, std::int64_t vocab,
+                                        TokenId* out, std::int32_t* num_accepted) {
   for (std::int32_t i = 0; i < gamma; ++i) {
     if (tokens[i] < 0 || tokens[i] >= vocab) {
       for (std::int32_t j = 0; j <= gamma; ++j) out[j] = kNoToken;

@@ -31,7 +31,8 @@ std::size_t row_bytes(std::int32_t max_depth, std::int64_t vocab) {
 
 // Whether a row's tree is one the row function can walk (see the header).
 __device__ bool valid_tree(const std::int32_t* parents, const TokenId* tokens, const std::uint8_t* draws,
-                           bool have_draft_rows, std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab) {
+                           bool have_draft_rows, std::int32_t nodes, std::int32_t max_depth,
+                           std::int64_t vocab) {
   for (std::int32_t j = 0; j < nodes; ++j) {
     if (parents[j] < -1 || parents[j] >= j || tokens[j] < 0 || tokens[j] >= vocab) return false;
     std::int32_t depth = 1;
@@ -43,16 +44,13 @@ __device__ bool valid_tree(const std::int32_t* parents, const TokenId* tokens, c
   return true;
 }
 
-__global__ void traversal_verification_kernel(const std::int32_t* __restrict__ parents,
-                                              const TokenId* __restrict__ tokens,
-                                              const std::uint8_t* __restrict__ slot_draws,
-                                              const float* __restrict__ draft_probs,
-                                              const float* __restrict__ target_probs,
-                                              std::int32_t* __restrict__ accepted_nodes,
-                                              std::int32_t* __restrict__ num_accepted, TokenId* __restrict__ emitted,
-                                              std::int32_t batch, std::int32_t nodes, std::int32_t max_depth,
-                                              std::int64_t vocab, char* __restrict__ workspace, std::size_t stride,
-                                              std::size_t levels_size, std::uint64_t seed, std::uint64_t offset) {
+__global__ void traversal_verification_kernel(
+    const std::int32_t* __restrict__ parents, const TokenId* __restrict__ tokens,
+    const std::uint8_t* __restrict__ slot_draws, const float* __restrict__ draft_probs,
+    const float* __restrict__ target_probs, std::int32_t* __restrict__ accepted_nodes,
+    std::int32_t* __restrict__ num_accepted, TokenId* __restrict__ emitted, std::int32_t batch,
+    std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab, char* __restrict__ workspace,
+    std::size_t stride, std::size_t levels_size, std::uint64_t seed, std::uint64_t offset) {
   const std::int64_t b =
       static_cast<std::int64_t>(blockIdx.x) * blockDim.x + static_cast<std::int64_t>(threadIdx.x);
   if (b >= batch) return;
@@ -64,14 +62,14 @@ __global__ void traversal_verification_kernel(const std::int32_t* __restrict__ p
   emitted[b] = kNoToken;
   if (valid_tree(par, tok, draws, draft_probs != nullptr, nodes, max_depth, vocab)) {
     const std::int64_t rows = static_cast<std::int64_t>(nodes) + 1;
-    const row_math::FlatTree tree{par, tok, draws, draft_probs == nullptr ? nullptr : draft_probs + b * rows * vocab,
-                                  nodes, vocab};
+    const row_math::FlatTree tree{
+        par, tok, draws, draft_probs == nullptr ? nullptr : draft_probs + b * rows * vocab, nodes, vocab};
     char* base = workspace + static_cast<std::size_t>(b) * stride;
     auto* levels = reinterpret_cast<row_math::TraversalLevel*>(base);
     auto* scratch = reinterpret_cast<double*>(base + levels_size);
-    k = row_math::traversal_verification_row(tree, row_math::StridedRows{target_probs + b * rows * vocab, vocab},
-                                             vocab, PhiloxUniforms{seed, static_cast<std::uint64_t>(b), offset},
-                                             levels, scratch, path, emitted + b);
+    k = row_math::traversal_verification_row(
+        tree, row_math::StridedRows{target_probs + b * rows * vocab, vocab}, vocab,
+        PhiloxUniforms{seed, static_cast<std::uint64_t>(b), offset}, levels, scratch, path, emitted + b);
   }
   for (std::int32_t j = k < 0 ? 0 : k; j < max_depth; ++j) path[j] = -1;
   num_accepted[b] = k;
@@ -81,18 +79,22 @@ __global__ void traversal_verification_kernel(const std::int32_t* __restrict__ p
 
 std::size_t traversal_verification_workspace_bytes(std::int32_t batch, std::int32_t max_depth,
                                                    std::int64_t vocab) {
-  if (batch < 0 || max_depth < 0 || max_depth == std::numeric_limits<std::int32_t>::max() || vocab <= 0) return 0;
+  if (batch < 0 || max_depth < 0 || max_depth == std::numeric_limits<std::int32_t>::max() || vocab <= 0)
+    return 0;
   const std::size_t row = row_bytes(max_depth, vocab);
-  if (row == 0 || (batch > 0 && row > std::numeric_limits<std::size_t>::max() / static_cast<std::size_t>(batch)))
+  if (row == 0 ||
+      (batch > 0 && row > std::numeric_limits<std::size_t>::max() / static_cast<std::size_t>(batch)))
     return 0;
   return row * static_cast<std::size_t>(batch);
 }
 
-Status traversal_verification(const std::int32_t* parents, const TokenId* tokens, const std::uint8_t* slot_draws,
-                              const float* draft_probs, const float* target_probs, std::int32_t* accepted_nodes,
-                              std::int32_t* num_accepted, TokenId* emitted, std::int32_t batch, std::int32_t nodes,
-                              std::int32_t max_depth, std::int64_t vocab, void* workspace,
-                              std::size_t workspace_bytes, std::uint64_t seed, std::uint64_t offset, void* stream) {
+Status traversal_verification(const std::int32_t* parents, const TokenId* tokens,
+                              const std::uint8_t* slot_draws, const float* draft_probs,
+                              const float* target_probs, std::int32_t* accepted_nodes,
+                              std::int32_t* num_accepted, TokenId* emitted, std::int32_t batch,
+                              std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab, void* workspace,
+                              std::size_t workspace_bytes, std::uint64_t seed, std::uint64_t offset,
+                              void* stream) {
   if (batch < 0 || nodes < 0 || nodes == std::numeric_limits<std::int32_t>::max() || max_depth < 0 ||
       max_depth > nodes || vocab <= 0 || vocab > std::numeric_limits<TokenId>::max())
     return Status::kInvalidArgument;
@@ -103,13 +105,14 @@ Status traversal_verification(const std::int32_t* parents, const TokenId* tokens
   if (batch == 0) return Status::kOk;
   if (needed == 0 || workspace_bytes < needed || workspace == nullptr) return Status::kInvalidArgument;
   if (slot_draws == nullptr || target_probs == nullptr || num_accepted == nullptr || emitted == nullptr ||
-      (nodes > 0 && (parents == nullptr || tokens == nullptr)) || (max_depth > 0 && accepted_nodes == nullptr))
+      (nodes > 0 && (parents == nullptr || tokens == nullptr)) ||
+      (max_depth > 0 && accepted_nodes == nullptr))
     return Status::kInvalidArgument;
   traversal_verification_kernel<<<detail::blocks_for(batch), detail::kThreadsPerBlock, 0,
                                   static_cast<cudaStream_t>(stream)>>>(
-      parents, tokens, slot_draws, draft_probs, target_probs, accepted_nodes, num_accepted, emitted, batch, nodes,
-      max_depth, vocab, static_cast<char*>(workspace), row_bytes(max_depth, vocab), level_bytes(max_depth), seed,
-      offset);
+      parents, tokens, slot_draws, draft_probs, target_probs, accepted_nodes, num_accepted, emitted, batch,
+      nodes, max_depth, vocab, static_cast<char*>(workspace), row_bytes(max_depth, vocab),
+      level_bytes(max_depth), seed, offset);
   return cudaGetLastError() == cudaSuccess ? Status::kOk : Status::kCudaError;
 }
 

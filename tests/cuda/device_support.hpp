@@ -25,10 +25,8 @@ class DeviceBuffer {
  public:
   explicit DeviceBuffer(const std::vector<T>& host) : size_(host.size()) {
     // At least one element, so that an empty buffer is still a valid address.
-    REQUIRE(cudaMalloc(reinterpret_cast<void**>(&ptr_), std::max<std::size_t>(bytes(), 1)) ==
-            cudaSuccess);
-    if (size_ > 0)
-      REQUIRE(cudaMemcpy(ptr_, host.data(), bytes(), cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaMalloc(reinterpret_cast<void**>(&ptr_), std::max<std::size_t>(bytes(), 1)) == cudaSuccess);
+    if (size_ > 0) REQUIRE(cudaMemcpy(ptr_, host.data(), bytes(), cudaMemcpyHostToDevice) == cudaSuccess);
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -37,8 +35,7 @@ class DeviceBuffer {
   T* get() const { return ptr_; }
   std::vector<T> to_host() const {
     std::vector<T> host(size_);
-    if (size_ > 0)
-      REQUIRE(cudaMemcpy(host.data(), ptr_, bytes(), cudaMemcpyDeviceToHost) == cudaSuccess);
+    if (size_ > 0) REQUIRE(cudaMemcpy(host.data(), ptr_, bytes(), cudaMemcpyDeviceToHost) == cudaSuccess);
     return host;
   }
 

@@ -66,14 +66,15 @@ DeviceRun run_device(const Batch& in, std::int32_t batch, std::int32_t nodes, st
   const DeviceBuffer<std::uint8_t> draws(in.draws);
   const DeviceBuffer<float> draft(in.draft), target(in.target);
   // Filled with a value the kernel never writes, so an unwritten slot shows.
-  const DeviceBuffer<std::int32_t> path(std::vector<std::int32_t>(static_cast<std::size_t>(batch * in.max_depth), -7));
+  const DeviceBuffer<std::int32_t> path(
+      std::vector<std::int32_t>(static_cast<std::size_t>(batch * in.max_depth), -7));
   const DeviceBuffer<std::int32_t> count(std::vector<std::int32_t>(static_cast<std::size_t>(batch), -7));
   const DeviceBuffer<TokenId> emitted(std::vector<TokenId>(static_cast<std::size_t>(batch), -7));
   const auto bytes = specdec::cuda::traversal_verification_workspace_bytes(batch, in.max_depth, vocab);
   const DeviceBuffer<char> workspace{std::vector<char>(bytes)};
   const Status s = specdec::cuda::traversal_verification(
-      parents.get(), tokens.get(), draws.get(), draft.get(), target.get(), path.get(), count.get(), emitted.get(),
-      batch, nodes, in.max_depth, vocab, workspace.get(), bytes, seed, offset);
+      parents.get(), tokens.get(), draws.get(), draft.get(), target.get(), path.get(), count.get(),
+      emitted.get(), batch, nodes, in.max_depth, vocab, workspace.get(), bytes, seed, offset);
   REQUIRE(std::string(specdec::status_string(s)) == "ok");
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   return {path.to_host(), count.to_host(), emitted.to_host()};
@@ -90,8 +91,9 @@ TEST_CASE("cuda::traversal_verification rejects bad arguments before touching a 
   char workspace[4096];
   const auto call = [&](std::int32_t batch, std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab,
                         std::size_t bytes, void* ws = nullptr, const float* target = nullptr) {
-    return traversal_verification(ints, ids, draws, probs, target == nullptr ? probs : target, ints, ints, ids, batch,
-                                  nodes, max_depth, vocab, ws == nullptr ? workspace : ws, bytes, 1, 0);
+    return traversal_verification(ints, ids, draws, probs, target == nullptr ? probs : target, ints, ints,
+                                  ids, batch, nodes, max_depth, vocab, ws == nullptr ? workspace : ws, bytes,
+                                  1, 0);
   };
   const auto kInvalid = Status::kInvalidArgument;
   CHECK(call(-1, 1, 1, 2, 4096) == kInvalid);
@@ -100,14 +102,14 @@ TEST_CASE("cuda::traversal_verification rejects bad arguments before touching a 
   CHECK(call(1, 1, 1, 0, 4096) == kInvalid);
   CHECK(call(1, 1, 1, std::int64_t{1} << 31, 4096) == kInvalid);
   CHECK(call(1, 3, 3, 2, 8) == kInvalid);  // short workspace
-  CHECK(traversal_verification(ints, ids, nullptr, probs, probs, ints, ints, ids, 1, 1, 1, 2, workspace, 4096, 1, 0) ==
-        kInvalid);
-  CHECK(traversal_verification(ints, ids, draws, probs, nullptr, ints, ints, ids, 1, 1, 1, 2, workspace, 4096, 1, 0) ==
-        kInvalid);
-  CHECK(traversal_verification(ints, ids, draws, probs, probs, nullptr, ints, ids, 1, 1, 1, 2, workspace, 4096, 1, 0) ==
-        kInvalid);
-  CHECK(traversal_verification(ints, ids, draws, probs, probs, ints, ints, ids, 1, 1, 1, 2, nullptr, 4096, 1, 0) ==
-        kInvalid);
+  CHECK(traversal_verification(ints, ids, nullptr, probs, probs, ints, ints, ids, 1, 1, 1, 2, workspace, 4096,
+                               1, 0) == kInvalid);
+  CHECK(traversal_verification(ints, ids, draws, probs, nullptr, ints, ints, ids, 1, 1, 1, 2, workspace, 4096,
+                               1, 0) == kInvalid);
+  CHECK(traversal_verification(ints, ids, draws, probs, probs, nullptr, ints, ids, 1, 1, 1, 2, workspace,
+                               4096, 1, 0) == kInvalid);
+  CHECK(traversal_verification(ints, ids, draws, probs, probs, ints, ints, ids, 1, 1, 1, 2, nullptr, 4096, 1,
+                               0) == kInvalid);
   CHECK(call(0, 5, 3, 10, 0) == Status::kOk);  // an empty batch launches nothing
 
   using specdec::cuda::traversal_verification_workspace_bytes;
@@ -146,12 +148,13 @@ TEST_CASE("cuda::traversal_verification emits exactly the host row function's pa
         TokenId host_emitted = specdec::kNoToken;
         const auto k = specdec::row_math::traversal_verification_row(
             t.flat(vocab), specdec::row_math::StridedRows{t.target_rows.data(), vocab}, vocab,
-            specdec::PhiloxUniforms{seed, static_cast<std::uint64_t>(b), offset}, level.data(), scratch.data(),
-            host_path.data(), &host_emitted);
+            specdec::PhiloxUniforms{seed, static_cast<std::uint64_t>(b), offset}, level.data(),
+            scratch.data(), host_path.data(), &host_emitted);
         REQUIRE(device_count[static_cast<std::size_t>(b)] == k);
         REQUIRE(device_emitted[static_cast<std::size_t>(b)] == host_emitted);
         for (std::int32_t j = 0; j < in.max_depth; ++j)
-          REQUIRE(device_path[static_cast<std::size_t>(b * in.max_depth + j)] == (j < k ? host_path[static_cast<std::size_t>(j)] : -1));
+          REQUIRE(device_path[static_cast<std::size_t>(b * in.max_depth + j)] ==
+                  (j < k ? host_path[static_cast<std::size_t>(j)] : -1));
         accepted += k;
         rejections += k < t.tree.max_depth();
       }

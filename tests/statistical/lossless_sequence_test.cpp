@@ -36,8 +36,8 @@ class ReferenceTraversal {
  public:
   explicit ReferenceTraversal(bool ordinary_residual) : ordinary_residual_(ordinary_residual) {}
 
-  sd::VerifyResult operator()(const sd::DraftTree& tree, const sd::ProbRows& target, const sd::ProbRows& draft,
-                              sd::RandomStream& rng) {
+  sd::VerifyResult operator()(const sd::DraftTree& tree, const sd::ProbRows& target,
+                              const sd::ProbRows& draft, sd::RandomStream& rng) {
     tree_ = &tree;
     target_ = &target;
     draft_ = &draft;
@@ -81,7 +81,7 @@ class ReferenceTraversal {
         path_.push_back(c);
         return true;
       }
-      if (one_hot) {  // b loses x
+      if (one_hot) {            // b loses x
         if (remaining < 0.0) {  // the row's exact mass, once
           remaining = 0.0;
           for (const float v : row) remaining += static_cast<double>(v);
@@ -103,7 +103,8 @@ class ReferenceTraversal {
         z += next[y];
       }
       if (ordinary_residual_)  // the bug: the law moves to max(b - s, 0), unscaled
-        for (std::size_t y = 0; y < w.size(); ++y) next[y] = sd::row_math::residual_weight(1.0, b_of(y), s[y] / s_total);
+        for (std::size_t y = 0; y < w.size(); ++y)
+          next[y] = sd::row_math::residual_weight(1.0, b_of(y), s[y] / s_total);
       if (z > 0.0) {
         double t = 0.0;
         for (const double v : next) t += v;
@@ -148,7 +149,9 @@ class ReferenceTraversal {
 };
 
 // T = 1 and one warped setting.
-std::vector<sd::SamplingParams> settings() { return {st::warp_settings()[0], st::warp_settings()[1]}; }
+std::vector<sd::SamplingParams> settings() {
+  return {st::warp_settings()[0], st::warp_settings()[1]};
+}
 
 auto chain_of(int gamma, sd::ChildMode mode) {
   return [=](st::Drafting& d, std::vector<sd::TokenId>& ctx, sd::DraftTree& tree, sd::ProbMatrix& rows) {
@@ -165,7 +168,8 @@ template <class Draft, class Rule>
 void check_lossless(const std::string& what, Draft draft, Rule& rule) {
   for (const auto& c : st::pair_cases())
     for (const auto& params : settings()) {
-      const auto fit = st::run_lossless_fit(c, params, draft, [&](auto&&... args) { return rule.verify(args...); }, 3);
+      const auto fit = st::run_lossless_fit(
+          c, params, draft, [&](auto&&... args) { return rule.verify(args...); }, 3);
       INFO(what << ", " << c.name << ", " << st::describe(params));
       INFO("first token: " << fit.first.describe());
       INFO("first two tokens: " << fit.joint.describe());
@@ -181,22 +185,23 @@ void check_lossless(const std::string& what, Draft draft, Rule& rule) {
 TEST_CASE("Block verification is lossless on sampled chains of 1 to 6 drafts", "[statistical][accept]") {
   const int gamma = GENERATE(1, 2, 3, 4, 5, 6);
   sd::BlockVerification rule;
-  check_lossless("sampled chain, gamma " + std::to_string(gamma), chain_of(gamma, sd::ChildMode::kSampledWithReplacement),
-                 rule);
+  check_lossless("sampled chain, gamma " + std::to_string(gamma),
+                 chain_of(gamma, sd::ChildMode::kSampledWithReplacement), rule);
 }
 
 TEST_CASE("Block verification is lossless on greedy-drafted (one-hot) chains of 1 to 6 drafts",
           "[statistical][accept]") {
   const int gamma = GENERATE(1, 2, 3, 4, 5, 6);
   sd::BlockVerification rule;
-  check_lossless("greedy-drafted chain, gamma " + std::to_string(gamma), chain_of(gamma, sd::ChildMode::kDeterministic),
-                 rule);
+  check_lossless("greedy-drafted chain, gamma " + std::to_string(gamma),
+                 chain_of(gamma, sd::ChildMode::kDeterministic), rule);
 }
 
 TEST_CASE("Traversal verification is lossless on chains and on trees of every child mode",
           "[statistical][accept][tree]") {
-  const auto s = GENERATE(st::Strategy::kChainSampled, st::Strategy::kTreeIid, st::Strategy::kTreeNoReplacement,
-                          st::Strategy::kTreeTopK, st::Strategy::kTreePruned, st::Strategy::kTreeUnion);
+  const auto s =
+      GENERATE(st::Strategy::kChainSampled, st::Strategy::kTreeIid, st::Strategy::kTreeNoReplacement,
+               st::Strategy::kTreeTopK, st::Strategy::kTreePruned, st::Strategy::kTreeUnion);
   sd::TraversalVerification rule;
   check_lossless(st::name(s), strategy(s), rule);
 }
@@ -268,8 +273,9 @@ void check_same(const sd::VerifyResult& a, const sd::VerifyResult& b) {
 
 TEST_CASE("At temperature 0 block and traversal verification emit exactly what greedy verification emits",
           "[statistical][accept][tree]") {
-  const auto s = GENERATE(st::Strategy::kChainSampled, st::Strategy::kChainGreedyDraft, st::Strategy::kTreeIid,
-                          st::Strategy::kTreeNoReplacement, st::Strategy::kTreeTopK, st::Strategy::kTreeUnion);
+  const auto s =
+      GENERATE(st::Strategy::kChainSampled, st::Strategy::kChainGreedyDraft, st::Strategy::kTreeIid,
+               st::Strategy::kTreeNoReplacement, st::Strategy::kTreeTopK, st::Strategy::kTreeUnion);
   INFO(st::name(s));
   sd::GreedyAcceptance greedy;
   sd::BlockVerification block;
@@ -289,9 +295,9 @@ TEST_CASE("At temperature 0 block and traversal verification emit exactly what g
 
 TEST_CASE("Traversal verification equals block verification on chains and the recursive reference on trees",
           "[statistical][accept][tree]") {
-  const auto s = GENERATE(st::Strategy::kChainSampled, st::Strategy::kChainGreedyDraft, st::Strategy::kTreeIid,
-                          st::Strategy::kTreeNoReplacement, st::Strategy::kTreeTopK, st::Strategy::kTreePruned,
-                          st::Strategy::kTreeUnion);
+  const auto s = GENERATE(st::Strategy::kChainSampled, st::Strategy::kChainGreedyDraft,
+                          st::Strategy::kTreeIid, st::Strategy::kTreeNoReplacement, st::Strategy::kTreeTopK,
+                          st::Strategy::kTreePruned, st::Strategy::kTreeUnion);
   const auto params = settings()[static_cast<std::size_t>(GENERATE(0, 1))];
   INFO(st::name(s) << ", " << st::describe(params));
   sd::BlockVerification block;
@@ -299,14 +305,16 @@ TEST_CASE("Traversal verification equals block verification on chains and the re
   ReferenceTraversal reference(/*ordinary_residual=*/false);
   std::uint64_t stream = 0;
   std::int64_t accepted = 0, rejected = 0;
-  for_random_rounds(params, s, 500, [&](const sd::DraftTree& tree, const sd::ProbRows& target, const sd::ProbRows& draft) {
-    sd::RandomStream a(9, stream), b(9, stream);
-    ++stream;
-    const auto r = traversal.verify(tree, target, draft, a);
-    check_same(r, tree.is_chain() ? block.verify(tree, target, draft, b) : reference(tree, target, draft, b));
-    accepted += r.num_accepted();
-    rejected += !r.depth_accepted.empty() && r.depth_accepted.back() == 0;
-  });
+  for_random_rounds(
+      params, s, 500, [&](const sd::DraftTree& tree, const sd::ProbRows& target, const sd::ProbRows& draft) {
+        sd::RandomStream a(9, stream), b(9, stream);
+        ++stream;
+        const auto r = traversal.verify(tree, target, draft, a);
+        check_same(
+            r, tree.is_chain() ? block.verify(tree, target, draft, b) : reference(tree, target, draft, b));
+        accepted += r.num_accepted();
+        rejected += !r.depth_accepted.empty() && r.depth_accepted.back() == 0;
+      });
   CHECK(accepted > 0);
   CHECK(rejected > 0);
 }
@@ -355,7 +363,8 @@ TEST_CASE("On deterministic drafts block and traversal verification accept exact
 
 TEST_CASE("On sampled drafts block and traversal verification accept more than token level",
           "[statistical][accept][tree]") {
-  const auto s = GENERATE(st::Strategy::kChainSampled, st::Strategy::kTreeIid, st::Strategy::kTreeNoReplacement);
+  const auto s =
+      GENERATE(st::Strategy::kChainSampled, st::Strategy::kTreeIid, st::Strategy::kTreeNoReplacement);
   INFO(st::name(s));
   sd::RecursiveRejectionSampling token;
   sd::TraversalVerification traversal;

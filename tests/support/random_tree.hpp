@@ -62,7 +62,8 @@ inline RandomTree random_tree(std::mt19937& gen, std::int64_t vocab, int max_nod
     auto q = random_row(gen, vocab);
     // Sampled children must have positive draft probability.
     for (auto c = t.tree.first_child(slot); c >= 0; c = t.tree.next_sibling(c))
-      if (q[static_cast<std::size_t>(t.tree.token(c))] == 0.0f) q[static_cast<std::size_t>(t.tree.token(c))] = 0.05f;
+      if (q[static_cast<std::size_t>(t.tree.token(c))] == 0.0f)
+        q[static_cast<std::size_t>(t.tree.token(c))] = 0.05f;
     double total = 0.0;
     for (const float v : q) total += v;
     for (auto& v : q) v = static_cast<float>(v / total);
@@ -71,7 +72,7 @@ inline RandomTree random_tree(std::mt19937& gen, std::int64_t vocab, int max_nod
     const auto mode = t.tree.children_mode(slot);
     t.draws.push_back(mode == ChildMode::kSampledWithReplacement      ? std::uint8_t(1)
                       : mode == ChildMode::kSampledWithoutReplacement ? std::uint8_t(2)
-                                                                          : std::uint8_t(0));
+                                                                      : std::uint8_t(0));
     const auto p = random_row(gen, vocab);
     t.target_rows.insert(t.target_rows.end(), p.begin(), p.end());
   }

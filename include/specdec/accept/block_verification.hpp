@@ -68,7 +68,8 @@ class BlockVerification {
     detail::chain_result(accepted, gamma, emitted_[static_cast<std::size_t>(accepted)], out);
   }
 
-  VerifyResult verify(const DraftTree& tree, const ProbRows& target, const ProbRows& draft, RandomStream& rng) {
+  VerifyResult verify(const DraftTree& tree, const ProbRows& target, const ProbRows& draft,
+                      RandomStream& rng) {
     VerifyResult r;
     verify(tree, target, draft, rng, r);
     return r;

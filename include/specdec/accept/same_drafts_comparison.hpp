@@ -36,7 +36,9 @@ class SameDraftsComparison {
     std::int64_t rounds = 0;
     std::int64_t accepted = 0;  // drafted tokens accepted, over the rounds
     // Tokens emitted per round: accepted drafts plus the one drawn after them.
-    double tau() const { return rounds > 0 ? 1.0 + static_cast<double>(accepted) / static_cast<double>(rounds) : 0.0; }
+    double tau() const {
+      return rounds > 0 ? 1.0 + static_cast<double>(accepted) / static_cast<double>(rounds) : 0.0;
+    }
     void add(const VerifyResult& r) {
       ++rounds;
       accepted += r.num_accepted();

@@ -81,9 +81,11 @@ SPECDEC_HOST_DEVICE double row_mass(const float* row, std::int64_t vocab) {
 }
 
 // Z = sum_y max(p * b(y) - q(y), 0) for a target row b and a draft row q.
-SPECDEC_HOST_DEVICE double sampled_residual_mass(double p, const float* b, const float* q, std::int64_t vocab) {
+SPECDEC_HOST_DEVICE double sampled_residual_mass(double p, const float* b, const float* q,
+                                                 std::int64_t vocab) {
   double z = 0.0;
-  for (std::int64_t y = 0; y < vocab; ++y) z += residual_weight(p, static_cast<double>(b[y]), static_cast<double>(q[y]));
+  for (std::int64_t y = 0; y < vocab; ++y)
+    z += residual_weight(p, static_cast<double>(b[y]), static_cast<double>(q[y]));
   return z;
 }
 
@@ -138,7 +140,8 @@ SPECDEC_HOST_DEVICE double block_weight(DraftRows draft_row, const TokenId* toke
   for (std::int32_t j = 0; j < i && p > 0.0; ++j) {
     const TokenId x = tokens[j];
     const float* q = draft_row(j);
-    p = child_weight(p, static_cast<double>(target_row(j)[x]), q != nullptr ? static_cast<double>(q[x]) : 1.0);
+    p = child_weight(p, static_cast<double>(target_row(j)[x]),
+                     q != nullptr ? static_cast<double>(q[x]) : 1.0);
   }
   return p;
 }
@@ -165,8 +168,9 @@ SPECDEC_HOST_DEVICE std::int32_t block_verification_row(DraftRows draft_row, con
     if (i < gamma) {
       const float* b = target_row(i);
       const float* q = draft_row(i);
-      const double z = q != nullptr ? sampled_residual_mass(p, b, q, vocab)
-                                    : onehot_residual_mass(p, row_mass(b, vocab), static_cast<double>(b[tokens[i]]), 1.0);
+      const double z =
+          q != nullptr ? sampled_residual_mass(p, b, q, vocab)
+                       : onehot_residual_mass(p, row_mass(b, vocab), static_cast<double>(b[tokens[i]]), 1.0);
       h = weight_after_rejection(p, z);
     }
     if (uniforms[static_cast<std::uint64_t>(i - 1)] < h) {
@@ -184,10 +188,13 @@ SPECDEC_HOST_DEVICE std::int32_t block_verification_row(DraftRows draft_row, con
     const TokenId x = tokens[tau];
     if (q != nullptr)
       y = sample_weights(
-          [&](std::int64_t k) { return residual_weight(p_tau, static_cast<double>(b[k]), static_cast<double>(q[k])); },
+          [&](std::int64_t k) {
+            return residual_weight(p_tau, static_cast<double>(b[k]), static_cast<double>(q[k]));
+          },
           vocab, u);
     else  // b without x
-      y = sample_excluding(b, vocab, u, [x, vocab](std::int64_t k) { return x > k ? std::int64_t{x} : vocab; });
+      y = sample_excluding(b, vocab, u,
+                           [x, vocab](std::int64_t k) { return x > k ? std::int64_t{x} : vocab; });
   }
   // The bonus; or, if rounding left the residual empty (Z = 0, where a block
   // cannot end in exact arithmetic), the target row itself.
@@ -244,9 +251,12 @@ struct FlatTree {
       if (parents[j] == parents[i]) return j;
     return -1;
   }
-  SPECDEC_HOST_DEVICE SlotDraw draw(std::int32_t slot) const { return static_cast<SlotDraw>(draws[slot + 1]); }
+  SPECDEC_HOST_DEVICE SlotDraw draw(std::int32_t slot) const {
+    return static_cast<SlotDraw>(draws[slot + 1]);
+  }
   SPECDEC_HOST_DEVICE const float* draft_row(std::int32_t slot) const {
-    return draw(slot) == SlotDraw::kOneHot || draft_rows == nullptr ? nullptr : draft_rows + (slot + 1) * vocab;
+    return draw(slot) == SlotDraw::kOneHot || draft_rows == nullptr ? nullptr
+                                                                    : draft_rows + (slot + 1) * vocab;
   }
 };
 
@@ -255,7 +265,8 @@ namespace detail {
 // Whether y is the token of one of slot's children before `stop` (-1: all of
 // them): a one-hot slot's rejected children, which its b no longer holds.
 template <class Tree>
-SPECDEC_HOST_DEVICE bool rejected_child_token(const Tree& tree, std::int32_t slot, std::int32_t stop, TokenId y) {
+SPECDEC_HOST_DEVICE bool rejected_child_token(const Tree& tree, std::int32_t slot, std::int32_t stop,
+                                              TokenId y) {
   for (std::int32_t c = tree.first_child(slot); c >= 0 && c != stop; c = tree.next_sibling(c))
     if (tree.token(c) == y) return true;
   return false;
@@ -281,16 +292,20 @@ SPECDEC_HOST_DEVICE double level_b(const Tree& tree, const TraversalLevel& l, co
   if (l.excludes && rejected_child_token(tree, l.node, stop, static_cast<TokenId>(y))) return 0.0;
   return static_cast<double>(row[y]) / l.b_total;
 }
-SPECDEC_HOST_DEVICE double level_s(const TraversalLevel& l, const float* q, const double* scratch, std::int64_t y) {
+SPECDEC_HOST_DEVICE double level_s(const TraversalLevel& l, const float* q, const double* scratch,
+                                   std::int64_t y) {
   return l.s_scratch ? scratch[y] / l.s_total : static_cast<double>(q[y]);
 }
 
 // A child of `l` with token x, drawn from its draft row q (sampled slots),
 // was rejected: b <- norm(max(p b - s, 0)), p <- Z / (Z + 1 - p), and without
 // replacement s loses x. Two passes over the vocabulary.
-SPECDEC_HOST_DEVICE void reject_sampled(TraversalLevel& l, const float* row, const float* q, bool without_replacement,
-                                        TokenId x, double* b, double* s, std::int64_t vocab) {
-  const auto b_of = [&](std::int64_t y) { return l.b_scratch ? b[y] / l.b_total : static_cast<double>(row[y]); };
+SPECDEC_HOST_DEVICE void reject_sampled(TraversalLevel& l, const float* row, const float* q,
+                                        bool without_replacement, TokenId x, double* b, double* s,
+                                        std::int64_t vocab) {
+  const auto b_of = [&](std::int64_t y) {
+    return l.b_scratch ? b[y] / l.b_total : static_cast<double>(row[y]);
+  };
   double z = 0.0;
   for (std::int64_t y = 0; y < vocab; ++y) z += residual_weight(l.p, b_of(y), level_s(l, q, s, y));
   if (z > 0.0) {
@@ -314,7 +329,8 @@ SPECDEC_HOST_DEVICE void reject_sampled(TraversalLevel& l, const float* row, con
 
 // The same for a one-hot child (s = one-hot at x), in O(1) after the row's
 // mass is known: b becomes the row without x.
-SPECDEC_HOST_DEVICE void reject_onehot(TraversalLevel& l, const float* row, double b_x_row, std::int64_t vocab) {
+SPECDEC_HOST_DEVICE void reject_onehot(TraversalLevel& l, const float* row, double b_x_row,
+                                       std::int64_t vocab) {
   if (l.remaining < 0.0) l.remaining = row_mass(row, vocab);
   const double z = onehot_residual_mass(l.p, l.remaining, b_x_row, l.b_total);
   if (z > 0.0) {
@@ -401,8 +417,8 @@ SPECDEC_HOST_DEVICE std::int32_t traversal_verification_row(const Tree& tree, Ta
       const bool gone = u.excludes && detail::rejected_child_token(tree, u.node, rejected, x);
       detail::reject_onehot(u, u_row, gone ? 0.0 : static_cast<double>(u_row[x]), vocab);
     } else {
-      detail::reject_sampled(u, u_row, uq, tree.draw(u.node) == SlotDraw::kWithoutReplacement, x, ub, ub + vocab,
-                             vocab);
+      detail::reject_sampled(u, u_row, uq, tree.draw(u.node) == SlotDraw::kWithoutReplacement, x, ub,
+                             ub + vocab, vocab);
     }
   }
 }

@@ -66,7 +66,8 @@ class TraversalVerification {
     // Scratch only grows: resizing down and up again would re-zero it every round.
     const auto levels = static_cast<std::size_t>(tree.max_depth()) + 1;
     if (levels_.size() < levels) levels_.resize(levels);
-    if (scratch_.size() < 2 * levels * static_cast<std::size_t>(vocab)) scratch_.resize(2 * levels * static_cast<std::size_t>(vocab));
+    if (scratch_.size() < 2 * levels * static_cast<std::size_t>(vocab))
+      scratch_.resize(2 * levels * static_cast<std::size_t>(vocab));
     if (path_.size() < levels) path_.resize(levels);
     TokenId emitted = kNoToken;
     const auto accepted = row_math::traversal_verification_row(
@@ -81,7 +82,8 @@ class TraversalVerification {
     out.bonus_token = emitted;
   }
 
-  VerifyResult verify(const DraftTree& tree, const ProbRows& target, const ProbRows& draft, RandomStream& rng) {
+  VerifyResult verify(const DraftTree& tree, const ProbRows& target, const ProbRows& draft,
+                      RandomStream& rng) {
     VerifyResult r;
     verify(tree, target, draft, rng, r);
     return r;
@@ -99,9 +101,12 @@ class TraversalVerification {
     const float* draft_row(std::int32_t slot) const { return rows[static_cast<std::size_t>(slot + 1)]; }
     row_math::SlotDraw draw(std::int32_t slot) const {
       switch (tree.children_mode(slot)) {
-        case ChildMode::kSampledWithReplacement: return row_math::SlotDraw::kIid;
-        case ChildMode::kSampledWithoutReplacement: return row_math::SlotDraw::kWithoutReplacement;
-        default: return row_math::SlotDraw::kOneHot;
+        case ChildMode::kSampledWithReplacement:
+          return row_math::SlotDraw::kIid;
+        case ChildMode::kSampledWithoutReplacement:
+          return row_math::SlotDraw::kWithoutReplacement;
+        default:
+          return row_math::SlotDraw::kOneHot;
       }
     }
   };

@@ -59,8 +59,8 @@ Status traversal_verification(const std::int32_t* parents,     // [batch, nodes]
                               std::int32_t* accepted_nodes,    // [batch, max_depth]
                               std::int32_t* num_accepted,      // [batch]
                               TokenId* emitted,                // [batch]
-                              std::int32_t batch, std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab,
-                              void* workspace, std::size_t workspace_bytes, std::uint64_t seed,
-                              std::uint64_t offset, void* stream = nullptr);
+                              std::int32_t batch, std::int32_t nodes, std::int32_t max_depth,
+                              std::int64_t vocab, void* workspace, std::size_t workspace_bytes,
+                              std::uint64_t seed, std::uint64_t offset, void* stream = nullptr);
 
 }  // namespace specdec::cuda

@@ -24,8 +24,8 @@ namespace {
 
 // Mean accepted drafts of `rule` over n rounds on a context-free pair.
 template <class Rule>
-double mean_accepted(Rule rule, const sd::DraftTree& tree, const sd::ProbMatrix& target, const sd::ProbMatrix& draft,
-                     int n, std::uint64_t seed) {
+double mean_accepted(Rule rule, const sd::DraftTree& tree, const sd::ProbMatrix& target,
+                     const sd::ProbMatrix& draft, int n, std::uint64_t seed) {
   sd::RandomStream rng(seed);
   double sum = 0.0;
   for (int i = 0; i < n; ++i) sum += rule.verify(tree, target.view(), draft.view(), rng).num_accepted();
@@ -34,8 +34,9 @@ double mean_accepted(Rule rule, const sd::DraftTree& tree, const sd::ProbMatrix&
 
 }  // namespace
 
-TEST_CASE("Block verification accepts 11/9 tokens where token verification accepts 10/9 (the paper's example)",
-          "[unit][accept][chain]") {
+TEST_CASE(
+    "Block verification accepts 11/9 tokens where token verification accepts 10/9 (the paper's example)",
+    "[unit][accept][chain]") {
   // arXiv 2403.10444, §1 (the motivating example): context-free
   // M_s = (2/3, 1/3), M_b = (1/3, 2/3), gamma = 2. The four draft blocks,
   // weighted by their draft probability, give E[tau] = 11/9 for block and
@@ -47,7 +48,8 @@ TEST_CASE("Block verification accepts 11/9 tokens where token verification accep
   double block = 0.0, token = 0.0;
   for (sd::TokenId x1 = 0; x1 < 2; ++x1)
     for (sd::TokenId x2 = 0; x2 < 2; ++x2) {
-      const double weight = static_cast<double>(s[static_cast<std::size_t>(x1)]) * s[static_cast<std::size_t>(x2)];
+      const double weight =
+          static_cast<double>(s[static_cast<std::size_t>(x1)]) * s[static_cast<std::size_t>(x2)];
       const auto tree = chain(0, {x1, x2});
       block += weight * mean_accepted(sd::BlockVerification{}, tree, target, draft, kRounds, 3);
       token += weight * mean_accepted(sd::SpeculativeSampling{}, tree, target, draft, kRounds, 3);
@@ -65,7 +67,8 @@ TEST_CASE("Block verification's exact cases", "[unit][accept][chain]") {
     const auto draft = matrix({{0.5f, 0.5f}, {0.5f, 0.5f}});
     sd::BlockVerification rule;
     sd::RandomStream rng(1);
-    for (int i = 0; i < 1000; ++i) REQUIRE(rule.verify(chain(0, {1, 1}), target.view(), draft.view(), rng).num_accepted() == 2);
+    for (int i = 0; i < 1000; ++i)
+      REQUIRE(rule.verify(chain(0, {1, 1}), target.view(), draft.view(), rng).num_accepted() == 2);
   }
   SECTION("a token the target rules out ends the block before it, and its correction avoids it") {
     const auto target = matrix({{0.5f, 0.5f, 0.0f}, {0.2f, 0.3f, 0.5f}});
@@ -86,12 +89,14 @@ TEST_CASE("Block verification's exact cases", "[unit][accept][chain]") {
     const auto draft = matrix({{0.6f, 0.4f}, {0.6f, 0.4f}});
     sd::RandomStream rng(3);
     sd::BlockVerification rule;
-    for (int i = 0; i < 1000; ++i) REQUIRE(rule.verify(chain(0, {0, 1}), target.view(), draft.view(), rng).num_accepted() == 2);
+    for (int i = 0; i < 1000; ++i)
+      REQUIRE(rule.verify(chain(0, {0, 1}), target.view(), draft.view(), rng).num_accepted() == 2);
     CHECK(mean_accepted(sd::SpeculativeSampling{}, chain(0, {0, 1}), target, draft, 4000, 4) < 1.2);
   }
 }
 
-TEST_CASE("Traversal verification falls back to a sibling's subtree after a rejection", "[unit][accept][tree]") {
+TEST_CASE("Traversal verification falls back to a sibling's subtree after a rejection",
+          "[unit][accept][tree]") {
   // Root children 0 (ruled out by the target) and 1 (one-hot drafts): the
   // first fails whatever lies below it; the second holds with its weight.
   sd::DraftTree tree(0);
@@ -100,7 +105,8 @@ TEST_CASE("Traversal verification falls back to a sibling's subtree after a reje
   const auto b = tree.add_node(sd::DraftTree::kRoot, 1, 1.0f);
   tree.set_children_source(a, -1, sd::ChildMode::kDeterministic);
   tree.add_node(a, 1, 1.0f);
-  const auto target = matrix({{0.0f, 1.0f, 0.0f}, {0.3f, 0.3f, 0.4f}, {0.0f, 0.0f, 1.0f}, {0.1f, 0.1f, 0.8f}});
+  const auto target =
+      matrix({{0.0f, 1.0f, 0.0f}, {0.3f, 0.3f, 0.4f}, {0.0f, 0.0f, 1.0f}, {0.1f, 0.1f, 0.8f}});
   sd::TraversalVerification rule;
   sd::RandomStream rng(6);
   for (int i = 0; i < 200; ++i) {
@@ -130,8 +136,9 @@ TEST_CASE("The flat tree the CUDA kernel walks gives what the host rule gives", 
     std::vector<std::int32_t> path(levels);
     sd::TokenId emitted = sd::kNoToken;
     const auto k = sd::row_math::traversal_verification_row(
-        flat, sd::row_math::StridedRows{t.target_rows.data(), kVocab}, kVocab, sd::PhiloxUniforms{11, static_cast<std::uint64_t>(i), 0},
-        level.data(), scratch.data(), path.data(), &emitted);
+        flat, sd::row_math::StridedRows{t.target_rows.data(), kVocab}, kVocab,
+        sd::PhiloxUniforms{11, static_cast<std::uint64_t>(i), 0}, level.data(), scratch.data(), path.data(),
+        &emitted);
     REQUIRE(std::vector<std::int32_t>(path.begin(), path.begin() + k) == expected.accepted_nodes);
     REQUIRE(emitted == expected.bonus_token);
     accepted += k;
@@ -148,7 +155,8 @@ TEST_CASE("Block and traversal verification reject bad input with a typed error"
     tree.add_node(sd::DraftTree::kRoot, 2, 0.5f);
     const auto target = matrix({{0.2f, 0.4f, 0.4f}, {0.2f, 0.4f, 0.4f}, {0.2f, 0.4f, 0.4f}});
     const auto draft = matrix({{0.2f, 0.4f, 0.4f}});
-    REQUIRE_THROWS_AS(sd::BlockVerification{}.verify(tree, target.view(), draft.view(), rng), sd::InvalidTreeError);
+    REQUIRE_THROWS_AS(sd::BlockVerification{}.verify(tree, target.view(), draft.view(), rng),
+                      sd::InvalidTreeError);
     REQUIRE_THROWS_WITH(sd::BlockVerification{}.verify(tree, target.view(), draft.view(), rng),
                         Contains("not a chain") && Contains("traversal"));
   }
@@ -176,13 +184,15 @@ TEST_CASE("Block and traversal verification reject bad input with a typed error"
     REQUIRE_THROWS_WITH(sd::BlockVerification{}.verify(chain(0, {1}), target.view(), draft.view(), rng),
                         Contains("target row 1"));
     const auto bad_draft = matrix({{0.5f, 0.6f}});
-    REQUIRE_THROWS_WITH(sd::BlockVerification{}.verify(chain(0, {1}), matrix({{0.5f, 0.5f}, {0.5f, 0.5f}}).view(),
-                                                       bad_draft.view(), rng),
-                        Contains("draft row 0") && Contains("sum"));
+    REQUIRE_THROWS_WITH(
+        sd::BlockVerification{}.verify(chain(0, {1}), matrix({{0.5f, 0.5f}, {0.5f, 0.5f}}).view(),
+                                       bad_draft.view(), rng),
+        Contains("draft row 0") && Contains("sum"));
   }
 }
 
-TEST_CASE("The same-drafts comparison finds the paper's 11/9 against 10/9 on identical rounds", "[unit][accept]") {
+TEST_CASE("The same-drafts comparison finds the paper's 11/9 against 10/9 on identical rounds",
+          "[unit][accept]") {
   const std::vector<float> s = {2.0f / 3, 1.0f / 3}, b = {1.0f / 3, 2.0f / 3};
   const auto draft = matrix({{s[0], s[1]}, {s[0], s[1]}});
   const auto target = matrix({{b[0], b[1]}, {b[0], b[1]}, {b[0], b[1]}});
@@ -202,7 +212,8 @@ TEST_CASE("The same-drafts comparison finds the paper's 11/9 against 10/9 on ide
   CHECK(cmp.traversal().accepted == cmp.block().accepted);  // same uniforms: the same tokens on chains
   CHECK(cmp.token_level_on_chains().accepted == cmp.token_level().accepted);
   // The paired difference: 1/9 accepted per round more, well beyond its error.
-  CHECK(cmp.block_gain().mean() == Catch::Detail::Approx(1.0 / 9).margin(5 * cmp.block_gain().standard_error()));
+  CHECK(cmp.block_gain().mean() ==
+        Catch::Detail::Approx(1.0 / 9).margin(5 * cmp.block_gain().standard_error()));
   CHECK(cmp.block_gain().mean() > 5 * cmp.block_gain().standard_error());
   CHECK(cmp.traversal_gain().mean() == Catch::Detail::Approx(cmp.block_gain().mean()));
 }
@@ -216,7 +227,8 @@ TEST_CASE("The same-drafts comparison knows the exact mean of one-hot rounds", "
   tree.add_node(sd::DraftTree::kRoot, 2, 1.0f);
   tree.set_children_source(a, -1, sd::ChildMode::kDeterministic);
   tree.add_node(a, 0, 1.0f);
-  const auto target = matrix({{0.3f, 0.5f, 0.2f}, {0.4f, 0.3f, 0.3f}, {0.1f, 0.1f, 0.8f}, {0.2f, 0.2f, 0.6f}});
+  const auto target =
+      matrix({{0.3f, 0.5f, 0.2f}, {0.4f, 0.3f, 0.3f}, {0.1f, 0.1f, 0.8f}, {0.2f, 0.2f, 0.6f}});
   sd::SameDraftsComparison cmp(3);
   for (int i = 0; i < 20000; ++i) cmp.observe(sd::RoundView{0, &tree, target.view(), {}, nullptr});
   CHECK(cmp.one_hot_exact().rounds == 20000);
