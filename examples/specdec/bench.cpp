@@ -152,6 +152,8 @@ int run_batched_bench(const BenchCommand& b) {
   for (const auto n : b.batches)
     if (n < 1) throw InvalidArgumentError(fmt::format("bench: --batch {} (each must be >= 1)", n));
   if (b.waves < 0) throw InvalidArgumentError(fmt::format("bench: --waves {} (must be >= 0)", b.waves));
+  if (b.same_drafts)
+    throw InvalidArgumentError("bench: --same-drafts compares rules prompt by prompt; it does not combine with --batch");
   auto s = load_session(b.target, b.draft, b.tokenizer, b.threads);
   auto* draft = s.draft ? &*s.draft : nullptr;
   std::vector<AnyDecoder> methods;
@@ -322,7 +324,10 @@ void print_same_drafts(const std::vector<AnyDecoder>& methods,
   std::printf("  %-42s %8s %9s %9s %9s %9s %15s %9s\n", "method", "rounds", "token", "block", "traversal", "trav/tok",
               "trav-tok (se)", "exact");
   for (std::size_t m = 0; m < methods.size(); ++m) {
-    if (!same[m]) continue;
+    if (!same[m]) {
+      std::printf("  %-42s (does not expose its rounds)\n", methods[m].name().c_str());
+      continue;
+    }
     const auto& c = *same[m];
     const std::string block =
         c.block().rounds == c.token_level().rounds ? fmt::format("{:9.3f}", c.block().tau()) : fmt::format("{:>9}", "-");
