@@ -4,7 +4,9 @@
 // forward over m new tokens does. Time per iteration is one pass over the
 // whole stack (milliseconds); the counter GBps is weight bytes / time.
 //
-//  - BM_PackedLinear_Layers/m:M  PackedLinear (oneDNN matmul, weights packed once)
+//  - BM_PackedLinear_Layers/dtype:D/m:M  PackedLinear (oneDNN matmul, weights
+//                                packed once; dtype 0 = f32, 1 = bf16, where
+//                                GBps counts the bf16 bytes)
 //  - BM_TorchLinear_Layers/m:M   at::linear (libtorch 1.13's OpenBLAS path)
 //  - BM_StreamWeights            at::mv over the same stack: the bandwidth
 //                                reference, one read of every weight
@@ -49,31 +51,37 @@ const std::vector<at::Tensor>& weights() {
   return w;
 }
 
-const std::vector<tb::PackedLinear>& packed() {
-  static const std::vector<tb::PackedLinear> p = [] {
-    std::vector<tb::PackedLinear> v;
-    v.reserve(kLayers);
-    for (const at::Tensor& w : weights()) v.emplace_back(w);
-    return v;
-  }();
-  return p;
+std::vector<tb::PackedLinear> pack_all(specdec::DType dtype) {
+  std::vector<tb::PackedLinear> v;
+  v.reserve(kLayers);
+  for (const at::Tensor& w : weights()) v.emplace_back(w, dtype);
+  return v;
 }
 
-double weight_bytes() {
+const std::vector<tb::PackedLinear>& packed(specdec::DType dtype = specdec::DType::kF32) {
+  static const std::vector<tb::PackedLinear> f32 = pack_all(specdec::DType::kF32);
+  if (dtype == specdec::DType::kF32) return f32;
+  static const std::vector<tb::PackedLinear> bf16 = pack_all(specdec::DType::kBF16);
+  return bf16;
+}
+
+double weight_bytes(specdec::DType dtype = specdec::DType::kF32) {
   double bytes = 0;
-  for (const at::Tensor& w : weights()) bytes += static_cast<double>(w.numel()) * sizeof(float);
+  for (const at::Tensor& w : weights()) bytes += static_cast<double>(w.numel() * specdec::dtype_size(dtype));
   return bytes;
 }
 
-void set_counters(benchmark::State& state) {
-  state.counters["GBps"] = benchmark::Counter(weight_bytes() / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+void set_counters(benchmark::State& state, specdec::DType dtype = specdec::DType::kF32) {
+  state.counters["GBps"] =
+      benchmark::Counter(weight_bytes(dtype) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // One pass: x [m, 512] through all 56 layers, ping-ponging between two
 // preallocated buffers (no allocation per layer).
 void BM_PackedLinear_Layers(benchmark::State& state) {
-  const std::int64_t m = state.range(0);
-  const auto& layers = packed();
+  const auto dtype = state.range(0) == 0 ? specdec::DType::kF32 : specdec::DType::kBF16;
+  const std::int64_t m = state.range(1);
+  const auto& layers = packed(dtype);
   const at::Tensor x = at::randn({m, kModel});
   std::vector<float> a(static_cast<std::size_t>(m * kHidden)), b(a.size());
   const auto pass = [&] {
@@ -88,7 +96,7 @@ void BM_PackedLinear_Layers(benchmark::State& state) {
   };
   pass();  // creates this m's primitives
   for (auto _ : state) pass();
-  set_counters(state);
+  set_counters(state, dtype);
 }
 
 void BM_TorchLinear_Layers(benchmark::State& state) {
@@ -154,12 +162,8 @@ BENCHMARK(BM_PackedLinear_Shape)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(BM_PackedLinear_Layers)
-    ->ArgName("m")
-    ->Arg(1)
-    ->Arg(2)
-    ->Arg(4)
-    ->Arg(8)
-    ->Arg(16)
+    ->ArgNames({"dtype", "m"})
+    ->ArgsProduct({{0, 1}, {1, 2, 4, 5, 8, 16}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_TorchLinear_Layers)

@@ -4,6 +4,12 @@
 //
 //   ./build/bench/model_bench --benchmark_min_time=2
 //
+// dtype 0 packs the weights in f32, 1 in bf16 (issue 15). ReadWeights reads
+// the same bytes a decode step must (every weight matrix, in that precision)
+// with a plain reduction on the same threads: the streaming floor a step is
+// measured against. StreamWeights (f32 matrix-vector products) is the
+// bandwidth figure earlier results quote.
+//
 // Random weights of the default target's shape (`specdec train --preset
 // target`: 6 layers, hidden 512, 8 heads / 4 kv heads, MLP 1408, vocab 8000);
 // values do not change the cost. Every forward runs after a 128-token prefix
@@ -22,10 +28,13 @@ namespace tb = specdec::torch_backend;
 
 namespace {
 
+sd::DType dtype_arg(std::int64_t a) { return a == 0 ? sd::DType::kF32 : sd::DType::kBF16; }
+
 // A random model of a preset's shape with a 128-token prefix cached.
-tb::LlamaModel with_prefix(const char* preset) {
+tb::LlamaModel with_prefix(const char* preset, sd::DType dtype) {
   at::set_num_threads(2);
   auto mm = tb::LlamaModel::random(sd::io::default_model_config(preset, 8000), 1);
+  mm.set_inference_dtype(dtype);
   mm.open(0);
   std::vector<sd::TokenId> prefix(128);
   std::vector<std::int64_t> pos(128);
@@ -41,29 +50,37 @@ tb::LlamaModel with_prefix(const char* preset) {
   return mm;
 }
 
-tb::LlamaModel& model() {
-  static tb::LlamaModel m = with_prefix("target");
-  return m;
+tb::LlamaModel& model(sd::DType dtype = sd::DType::kF32) {
+  static tb::LlamaModel f32 = with_prefix("target", sd::DType::kF32);
+  static tb::LlamaModel bf16 = with_prefix("target", sd::DType::kBF16);
+  return dtype == sd::DType::kF32 ? f32 : bf16;
 }
 
 // The default draft's shape (2 layers, hidden 192, vocab 8000): what one
 // drafting step costs.
-tb::LlamaModel& draft_model() {
-  static tb::LlamaModel m = with_prefix("draft");
-  return m;
+tb::LlamaModel& draft_model(sd::DType dtype) {
+  static tb::LlamaModel f32 = with_prefix("draft", sd::DType::kF32);
+  static tb::LlamaModel bf16 = with_prefix("draft", sd::DType::kBF16);
+  return dtype == sd::DType::kF32 ? f32 : bf16;
 }
 
-// Bytes a decode step must read at least once: every weight matrix (the tied
+// The weight matrices a decode step must read at least once (the tied
 // embedding is read as the LM head; one embedding row is negligible).
-double weight_bytes(const tb::LlamaModel& m) {
-  double bytes = 0;
+std::vector<at::Tensor> weight_matrices(const tb::LlamaModel& m) {
+  std::vector<at::Tensor> out;
   for (const auto& [name, t] : m.named_parameters())
-    if (t.dim() == 2) bytes += static_cast<double>(t.numel()) * 4.0;
+    if (t.dim() == 2) out.push_back(t);
+  return out;
+}
+
+double weight_bytes(const tb::LlamaModel& m, sd::DType dtype = sd::DType::kF32) {
+  double bytes = 0;
+  for (const auto& t : weight_matrices(m)) bytes += static_cast<double>(t.numel() * sd::dtype_size(dtype));
   return bytes;
 }
 
 void forward_bench(benchmark::State& state, tb::LlamaModel& m) {
-  const auto n = state.range(0);
+  const auto n = state.range(1);
   std::vector<sd::TokenId> tokens(static_cast<std::size_t>(n));
   std::vector<std::int64_t> pos(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) {
@@ -74,26 +91,51 @@ void forward_bench(benchmark::State& state, tb::LlamaModel& m) {
   sd::HostRows logits;
   sd::ForwardRequest request{std::span(&in, 1)};
   request.logits = logits.view(n, m.vocab_size());
+  m.forward(request);  // packs the weights
+  m.rollback(0, 128);
   for (auto _ : state) {
     m.forward(request);
     benchmark::DoNotOptimize(request.logits.data());
     m.rollback(0, 128);
   }
   state.counters["tokens"] = static_cast<double>(n);
+  state.counters["weight_MB"] = weight_bytes(m, m.inference_dtype()) / 1e6;
 }
-void BM_Model_Forward(benchmark::State& state) { forward_bench(state, model()); }
-void BM_Draft_Forward(benchmark::State& state) { forward_bench(state, draft_model()); }
+void BM_Model_Forward(benchmark::State& state) { forward_bench(state, model(dtype_arg(state.range(0)))); }
+void BM_Draft_Forward(benchmark::State& state) { forward_bench(state, draft_model(dtype_arg(state.range(0)))); }
 
-BENCHMARK(BM_Draft_Forward)->ArgName("new_tokens")->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Model_Forward)->ArgName("new_tokens")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Draft_Forward)
+    ->ArgNames({"dtype", "new_tokens"})
+    ->ArgsProduct({{0, 1}, {1, 4}})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Model_Forward)
+    ->ArgNames({"dtype", "new_tokens"})
+    ->ArgsProduct({{0, 1}, {1, 2, 4, 5, 8, 16}})
+    ->Unit(benchmark::kMillisecond);
+
+// Reading every weight matrix once, in the given precision, with a reduction
+// (at::sum, vectorized, on the same two threads): the floor of a decode step.
+void read_weights(benchmark::State& state, const tb::LlamaModel& m) {
+  const auto dtype = dtype_arg(state.range(0));
+  std::vector<at::Tensor> weights;
+  for (const auto& t : weight_matrices(m))
+    weights.push_back(t.detach().to(dtype == sd::DType::kF32 ? at::kFloat : at::kBFloat16).contiguous());
+  for (auto _ : state)
+    for (const auto& w : weights) benchmark::DoNotOptimize(at::sum(w).data_ptr());
+  const double bytes = weight_bytes(m, dtype);
+  state.counters["GBps"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["MB"] = bytes / 1e6;
+}
+void BM_Model_ReadWeights(benchmark::State& state) { read_weights(state, model()); }
+void BM_Draft_ReadWeights(benchmark::State& state) { read_weights(state, draft_model(sd::DType::kF32)); }
+BENCHMARK(BM_Draft_ReadWeights)->ArgName("dtype")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Model_ReadWeights)->ArgName("dtype")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 // Reading every weight matrix once with a matrix-vector product: the memory
 // bandwidth bound of a decode step.
 void BM_Model_StreamWeights(benchmark::State& state) {
   auto& m = model();
-  std::vector<at::Tensor> weights;
-  for (const auto& [name, t] : m.named_parameters())
-    if (t.dim() == 2) weights.push_back(t);
+  const std::vector<at::Tensor> weights = weight_matrices(m);
   const auto x_in = at::randn({512});
   const auto x_mid = at::randn({1408});
   for (auto _ : state)

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "decoder_layer.hpp"
 #include "kernels.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/io/safetensors.hpp"
@@ -326,8 +327,8 @@ DraftHead DraftHead::fork() const {
 void DraftHead::reset() {
   const auto& c = config_.target;
   if (!k_cache_.defined()) {
-    k_cache_ = at::zeros({c.num_key_value_heads, c.max_position_embeddings, c.head_dim});
-    v_cache_ = at::zeros_like(k_cache_);
+    k_cache_ = at::zeros({c.num_key_value_heads, c.head_dim, c.max_position_embeddings});  // keys transposed
+    v_cache_ = at::zeros({c.num_key_value_heads, c.max_position_embeddings, c.head_dim});
   }
   length_ = 0;
   staged_ = 0;
@@ -335,12 +336,22 @@ void DraftHead::reset() {
 
 void DraftHead::pack() {
   at::NoGradGuard no_grad;
-  if (w_.fc.defined()) packed_.fc = std::make_shared<const PackedLinear>(w_.fc);
-  packed_.qkv = std::make_shared<const PackedLinear>(at::cat({w_.wq, w_.wk, w_.wv}, 0));
-  packed_.o = std::make_shared<const PackedLinear>(w_.wo);
-  packed_.gate_up = std::make_shared<const PackedLinear>(at::cat({w_.w_gate, w_.w_up}, 0));
-  packed_.down = std::make_shared<const PackedLinear>(w_.w_down);
-  packed_.lm_head = std::make_shared<const PackedLinear>(lm_head_);
+  const DType t = inference_dtype_;
+  if (w_.fc.defined()) packed_.fc = std::make_shared<const PackedLinear>(w_.fc, t);
+  packed_.qkv = std::make_shared<const PackedLinear>(at::cat({w_.wq, w_.wk, w_.wv}, 0), t);
+  packed_.o = std::make_shared<const PackedLinear>(w_.wo, t);
+  packed_.gate_up = std::make_shared<const PackedLinear>(at::cat({w_.w_gate, w_.w_up}, 0), t);
+  packed_.down = std::make_shared<const PackedLinear>(w_.w_down, t);
+  packed_.lm_head = std::make_shared<const PackedLinear>(lm_head_, t);
+}
+
+void DraftHead::set_inference_dtype(DType dtype) {
+  if (dtype != DType::kF32 && dtype != DType::kBF16)
+    throw InvalidArgumentError(
+        fmt::format("DraftHead: inference weights are f32 or bf16, not {}", dtype_name(dtype)));
+  if (dtype == inference_dtype_) return;
+  inference_dtype_ = dtype;
+  packed_ = Packed{};  // packed again, in the new precision, by the next inference call
 }
 
 at::Tensor DraftHead::fuse_input(const float* features, std::span<const TokenId> tokens) const {
@@ -363,61 +374,53 @@ at::Tensor DraftHead::run_layer(const at::Tensor& x, std::span<const std::int64_
                                 std::int64_t keep_staged, const BitMatrix* mask) {
   const auto start = Clock::now();
   const auto& c = config_.target;
-  const auto n = x.size(0), h = c.num_attention_heads, kvh = c.num_key_value_heads, hd = c.head_dim;
-  const auto q_dim = h * hd, kv_dim = kvh * hd, rep = h / kvh;
+  const auto n = x.size(0);
+  const auto capacity = c.max_position_embeddings;
   const auto base = length_ + keep_staged, total = base + n;
-  if (total > k_cache_.size(1))
-    throw ShapeError(fmt::format("DraftHead: {} entries exceed the context of {}", total, k_cache_.size(1)));
+  if (total > capacity)
+    throw ShapeError(fmt::format("DraftHead: {} entries exceed the context of {}", total, capacity));
   if (mask != nullptr && mask->size() != keep_staged + n)
     throw ShapeError(fmt::format("DraftHead: {} staged and {} new entries but a {}x{} mask", keep_staged, n,
                                  mask->size(), mask->size()));
-  const auto qkv = (*packed_.qkv)(rms_norm_rows(x, w_.attn_norm, c.rms_norm_eps));
-  auto q_heads = at::empty({h, n, hd});
-  const float* qkv_p = qkv.data_ptr<float>();
-  float* q_p = q_heads.data_ptr<float>();
-  float* k_p = k_cache_.data_ptr<float>();
-  float* v_p = v_cache_.data_ptr<float>();
-  const auto capacity = k_cache_.size(1);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const auto pos = positions[static_cast<std::size_t>(i)];
+  for (const auto pos : positions)
     if (pos < 0 || pos >= c.max_position_embeddings)
       throw ShapeError(fmt::format("DraftHead: position {} is outside [0, {})", pos, c.max_position_embeddings));
-    const float* row = qkv_p + i * (q_dim + 2 * kv_dim);
-    const float* cos = rope_cos_.data_ptr<float>() + pos * hd;
-    const float* sin = rope_sin_.data_ptr<float>() + pos * hd;
-    for (std::int64_t hh = 0; hh < h; ++hh) rope_head(row + hh * hd, cos, sin, hd, q_p + (hh * n + i) * hd);
-    for (std::int64_t j = 0; j < kvh; ++j) {
-      rope_head(row + q_dim + j * hd, cos, sin, hd, k_p + (j * capacity + base + i) * hd);
-      std::copy_n(row + q_dim + kv_dim + j * hd, hd, v_p + (j * capacity + base + i) * hd);
-    }
-  }
-  const auto keys = k_cache_.narrow(1, 0, total), vals = v_cache_.narrow(1, 0, total);
-  auto scores = at::matmul(q_heads.reshape({kvh, rep * n, hd}), keys.transpose(1, 2))
-                    .mul_(1.0 / std::sqrt(static_cast<double>(hd)))
-                    .view({kvh, rep, n, total});
   // The committed entries are always visible; among the staged + new ones,
   // the mask (or causal order) decides.
-  const auto span = keep_staged + n;
-  auto blocked = at::zeros({n, span}, at::kBool);
-  bool any = false;
-  bool* bp = blocked.data_ptr<bool>();
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j < span; ++j) {
-      const bool visible = mask != nullptr ? mask->test(static_cast<std::int32_t>(keep_staged + i),
-                                                         static_cast<std::int32_t>(j))
-                                           : j <= keep_staged + i;
-      bp[i * span + j] = !visible;
-      any |= !visible;
-    }
-  if (any) scores.narrow(-1, length_, span).masked_fill_(blocked, -std::numeric_limits<float>::infinity());
-  const auto o = at::matmul(at::softmax(scores, -1).view({kvh, rep * n, total}), vals);  // [kvh, rep n, hd]
-  auto y = x + (*packed_.o)(o.view({h, n, hd}).transpose(0, 1).reshape({n, h * hd}));
-  y.add_((*packed_.down)(swiglu_rows((*packed_.gate_up)(rms_norm_rows(y, w_.mlp_norm, c.rms_norm_eps)),
-                                     c.intermediate_size)));
+  std::vector<std::uint8_t> hidden;
+  if (mask != nullptr) {
+    const auto span = keep_staged + n;
+    hidden.assign(static_cast<std::size_t>(n * span), 0);
+    bool any = false;
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < span; ++j) {
+        const bool h = !mask->test(static_cast<std::int32_t>(keep_staged + i), static_cast<std::int32_t>(j));
+        hidden[static_cast<std::size_t>(i * span + j)] = h;
+        any |= h;
+      }
+    if (!any) hidden.clear();
+  }
+  AttentionSpan span;
+  span.rows = n;
+  span.k = k_cache_.data_ptr<float>();
+  span.v = v_cache_.data_ptr<float>();
+  span.capacity = capacity;
+  span.prefix = base;
+  span.masked_from = length_;
+  span.blocked = hidden.empty() ? nullptr : hidden.data();
+  const DecoderShape shape{c.hidden_size,        c.num_attention_heads, c.num_key_value_heads,
+                           c.head_dim,           c.intermediate_size,   static_cast<float>(c.rms_norm_eps)};
+  const DecoderLayerWeights weights{packed_.qkv.get(),          packed_.o.get(),
+                                    packed_.gate_up.get(),      packed_.down.get(),
+                                    w_.attn_norm.data_ptr<float>(), w_.mlp_norm.data_ptr<float>()};
+  at::Tensor y = x.contiguous().clone();  // the residual stream, updated in place
+  decoder_layer_forward(weights, shape, y.data_ptr<float>(), n, positions, rope_cos_.data_ptr<float>(),
+                        rope_sin_.data_ptr<float>(), std::span(&span, 1));
   staged_ = keep_staged + n;
-  auto out = rms_norm_rows(y, w_.norm, c.rms_norm_eps);
+  rms_norm(y.data_ptr<float>(), n, c.hidden_size, w_.norm.data_ptr<float>(), static_cast<float>(c.rms_norm_eps),
+           y.data_ptr<float>());
   layer_seconds_ += since(start);
-  return out;
+  return y;
 }
 
 at::Tensor DraftHead::advance(const float* target_hidden, std::span<const TokenId> tokens,

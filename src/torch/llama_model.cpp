@@ -12,6 +12,7 @@
 #include "specdec/io/safetensors.hpp"
 #include "specdec/io/safetensors_checkpoint.hpp"
 #include "specdec/torch/tensor_interop.hpp"
+#include "decoder_layer.hpp"
 #include "kernels.hpp"
 
 namespace specdec::torch_backend {
@@ -92,10 +93,21 @@ void LlamaModel::set_requires_grad(bool on) {
 void LlamaModel::pack_for_inference() {
   at::NoGradGuard no_grad;
   packed_.clear();
+  const DType t = inference_dtype_;
   for (const auto& l : layers_)
-    packed_.push_back(PackedLayer{PackedLinear(at::cat({l.wq, l.wk, l.wv}, 0)), PackedLinear(l.wo),
-                                  PackedLinear(at::cat({l.w_gate, l.w_up}, 0)), PackedLinear(l.w_down)});
-  packed_lm_head_ = std::make_unique<PackedLinear>(lm_head_);
+    packed_.push_back(PackedLayer{PackedLinear(at::cat({l.wq, l.wk, l.wv}, 0), t), PackedLinear(l.wo, t),
+                                  PackedLinear(at::cat({l.w_gate, l.w_up}, 0), t), PackedLinear(l.w_down, t)});
+  packed_lm_head_ = std::make_unique<PackedLinear>(lm_head_, t);
+}
+
+void LlamaModel::set_inference_dtype(DType dtype) {
+  if (dtype != DType::kF32 && dtype != DType::kBF16)
+    throw InvalidArgumentError(fmt::format("LlamaModel: inference weights are f32 or bf16, not {}", dtype_name(dtype)));
+  const std::lock_guard lock(*pack_mutex_);
+  if (dtype == inference_dtype_) return;
+  inference_dtype_ = dtype;
+  packed_.clear();  // packed again, in the new precision, by the next forward()
+  packed_lm_head_.reset();
 }
 
 std::int64_t LlamaModel::num_parameters() const {
@@ -237,15 +249,16 @@ void LlamaModel::open(std::int32_t seq, const CachePolicy& policy) {
     return;
   }
   // A closed sequence's buffers are reused. They need no zeroing: attention
-  // reads only the slots a forward wrote.
+  // uses only the slots a forward wrote (its last block of keys reads a few
+  // columns beyond them and drops those lanes; new buffers start zeroed).
   Cache cache;
   if (!spare_caches_.empty()) {
     cache = std::move(spare_caches_.back());
     spare_caches_.pop_back();
   } else {
     const auto& c = config_;
-    cache.k = at::empty({c.num_hidden_layers, c.num_key_value_heads, c.max_position_embeddings, c.head_dim});
-    cache.v = at::empty_like(cache.k);
+    cache.k = at::zeros({c.num_hidden_layers, c.num_key_value_heads, c.head_dim, c.max_position_embeddings});
+    cache.v = at::zeros({c.num_hidden_layers, c.num_key_value_heads, c.max_position_embeddings, c.head_dim});
   }
   cache.length = cache.staged = 0;
   caches_[seq] = std::move(cache);
@@ -273,13 +286,18 @@ std::int64_t LlamaModel::cached_length(std::int32_t seq) const { return cache(se
 void LlamaModel::forward(const ForwardRequest& request) {
   at::NoGradGuard no_grad;
   const auto& c = config_;
-  const auto h = c.num_attention_heads, kvh = c.num_key_value_heads, hd = c.head_dim;
-  // Gather every sequence's new tokens: projections and MLPs run as one GEMM.
-  std::vector<std::int64_t> tokens, positions, offsets{0};
-  std::vector<std::int64_t> staged_before;  // tokens staged ahead of the new ones (extend_staged)
-  std::vector<at::Tensor> masks;  // [n, staged + n] bool per sequence: true = blocked
-  std::vector<bool> all_visible;
-  for (const auto& s : request.sequences) {
+  const auto d = c.hidden_size;
+  // Gather every sequence's new tokens: projections and MLPs run as one GEMM,
+  // attention per sequence.
+  std::vector<std::int64_t> positions;
+  std::vector<TokenId> tokens;
+  std::vector<AttentionSpan> spans;
+  // Which staged + new entries each new token may not see (the committed
+  // prefix is always visible), one byte per entry; only for sequences where
+  // some entry is hidden, so decode steps build none.
+  std::vector<std::vector<std::uint8_t>> blocked(request.sequences.size());
+  for (std::size_t si = 0; si < request.sequences.size(); ++si) {
+    const auto& s = request.sequences[si];
     auto& cache_s = cache(s.seq_id);
     const auto n = static_cast<std::int64_t>(s.tokens.size());
     const auto before = s.extend_staged ? cache_s.staged : 0;
@@ -293,41 +311,36 @@ void LlamaModel::forward(const ForwardRequest& request) {
     if (cache_s.length + before + n > c.max_position_embeddings)
       throw ShapeError(fmt::format("LlamaModel::forward: sequence {} would hold {} tokens, the context is {}",
                                    s.seq_id, cache_s.length + before + n, c.max_position_embeddings));
+    for (const auto t : s.tokens)
+      if (t < 0 || t >= c.vocab_size)
+        throw ShapeError(fmt::format("LlamaModel: token id {} is outside the vocabulary of {}", t, c.vocab_size));
+    for (const auto p : s.positions)
+      if (p < 0 || p >= c.max_position_embeddings)
+        throw ShapeError(fmt::format("LlamaModel::forward: position {} is outside [0, {})", p,
+                                     c.max_position_embeddings));
+    AttentionSpan span;
+    span.first_row = static_cast<std::int64_t>(tokens.size());
+    span.rows = n;
+    span.capacity = c.max_position_embeddings;
+    span.prefix = cache_s.length + before;
+    span.masked_from = cache_s.length;
+    if (!s.mask.empty()) {
+      const auto cols = before + n;
+      std::vector<std::uint8_t> hidden(static_cast<std::size_t>(n * cols), 0);
+      bool any = false;
+      for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t j = 0; j < cols; ++j) {
+          const bool h = !s.mask.test(static_cast<std::int32_t>(before + i), static_cast<std::int32_t>(j));
+          hidden[static_cast<std::size_t>(i * cols + j)] = h;
+          any |= h;
+        }
+      if (any) blocked[si] = std::move(hidden);
+    }
+    span.blocked = blocked[si].empty() ? nullptr : blocked[si].data();
+    spans.push_back(span);
     tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
     positions.insert(positions.end(), s.positions.begin(), s.positions.end());
-    offsets.push_back(offsets.back() + n);
-    staged_before.push_back(before);
-    // Which staged + new columns each new token may not see (the committed
-    // prefix is always visible). Built on the host; a tensor only when some
-    // entry is blocked, so decode steps make none.
-    const auto span = before + n;
-    std::vector<std::uint8_t> blocked(static_cast<std::size_t>(n * span), 0);
-    bool any_blocked = false;
-    for (std::int64_t i = 0; i < n; ++i)
-      for (std::int64_t j = 0; j < span; ++j) {
-        const bool visible = !s.mask.empty()
-                                 ? s.mask.test(static_cast<std::int32_t>(before + i), static_cast<std::int32_t>(j))
-                                 : j <= before + i;  // no mask: all staged tokens, causal among the new
-        blocked[static_cast<std::size_t>(i * span + j)] = !visible;
-        any_blocked |= !visible;
-      }
-    all_visible.push_back(!any_blocked);
-    at::Tensor blocked_t;
-    if (any_blocked) {  // bool tensors are one byte per entry, 0 or 1
-      blocked_t = at::empty({n, span}, at::kBool);
-      std::memcpy(blocked_t.data_ptr<bool>(), blocked.data(), blocked.size());
-    }
-    masks.push_back(blocked_t);
   }
-  for (const auto t : tokens)
-    if (t < 0 || t >= c.vocab_size)
-      throw ShapeError(fmt::format("LlamaModel: token id {} is outside the vocabulary of {}", t, c.vocab_size));
-  const auto token_t = at::tensor(tokens, at::kLong);
-  for (const auto p : positions)
-    if (p < 0 || p >= c.max_position_embeddings)
-      throw ShapeError(fmt::format("LlamaModel::forward: position {} is outside [0, {})", p,
-                                   c.max_position_embeddings));
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   const auto total = static_cast<std::int64_t>(tokens.size());
   // The outputs are checked before anything is staged.
   float* logits_out =
@@ -342,69 +355,37 @@ void LlamaModel::forward(const ForwardRequest& request) {
     const std::lock_guard lock(*pack_mutex_);
     if (packed_.empty()) pack_for_inference();
   }
-  const auto q_dim = h * hd, kv_dim = kvh * hd, ffn = c.intermediate_size;
-  const auto rep = h / kvh;
-  at::Tensor x = at::embedding(embed_, token_t);  // [total, d]
-  at::Tensor layer_hidden;
-  auto q_heads = at::empty({h, total, hd});  // rotated queries, head-major for attention
-  auto attn = at::empty({total, h * hd});
-  const float* cos_table = rope_cos_.data_ptr<float>();
-  const float* sin_table = rope_sin_.data_ptr<float>();
+  // The residual stream, [total, d], starting from the token embeddings.
+  std::vector<float> x(static_cast<std::size_t>(total * d));
+  const float* embed = embed_.data_ptr<float>();
+  for (std::int64_t i = 0; i < total; ++i)
+    std::copy_n(embed + static_cast<std::int64_t>(tokens[static_cast<std::size_t>(i)]) * d, d, x.data() + i * d);
+  const DecoderShape shape{d, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size,
+                           static_cast<float>(c.rms_norm_eps)};
+  std::vector<float> layer_hidden;
+  const auto span_capacity = c.max_position_embeddings;
   for (std::size_t li = 0; li < layers_.size(); ++li) {
     const auto& l = layers_[li];
     const auto& p = packed_[li];
-    const auto layer = static_cast<std::int64_t>(li);
-    const auto qkv = p.qkv(rms_norm_rows(x, l.attn_norm, c.rms_norm_eps));  // [total, q_dim + 2 kv_dim]
-    // RoPE on q and k in one pass; k and v go straight into each sequence's
-    // cache, staged after its committed prefix.
-    const float* qkv_p = qkv.data_ptr<float>();
-    float* q_p = q_heads.data_ptr<float>();
-    for (std::size_t si = 0; si < request.sequences.size(); ++si) {
+    for (std::size_t si = 0; si < spans.size(); ++si) {  // this layer's slice of each cache
       auto& cs = cache(request.sequences[si].seq_id);
-      float* k_cache = cs.k[layer].data_ptr<float>();  // [kvh, capacity, hd]
-      float* v_cache = cs.v[layer].data_ptr<float>();
-      const auto capacity = cs.k.size(2);
-      for (std::int64_t t = offsets[si]; t < offsets[si + 1]; ++t) {
-        const float* row = qkv_p + t * (q_dim + 2 * kv_dim);
-        const auto pos = positions[static_cast<std::size_t>(t)];
-        const float* cos = cos_table + pos * hd;
-        const float* sin = sin_table + pos * hd;
-        for (std::int64_t hh = 0; hh < h; ++hh) rope_head(row + hh * hd, cos, sin, hd, q_p + (hh * total + t) * hd);
-        const auto slot = cs.length + staged_before[si] + (t - offsets[si]);
-        for (std::int64_t j = 0; j < kvh; ++j) {
-          rope_head(row + q_dim + j * hd, cos, sin, hd, k_cache + (j * capacity + slot) * hd);
-          std::copy_n(row + q_dim + kv_dim + j * hd, hd, v_cache + (j * capacity + slot) * hd);
-        }
-      }
+      const auto layer_entries = static_cast<std::int64_t>(li) * c.num_key_value_heads * c.head_dim * span_capacity;
+      spans[si].k = cs.k.data_ptr<float>() + layer_entries;
+      spans[si].v = cs.v.data_ptr<float>() + layer_entries;
     }
-    for (std::size_t si = 0; si < request.sequences.size(); ++si) {
-      auto& cs = cache(request.sequences[si].seq_id);
-      const auto o = offsets[si], n = offsets[si + 1] - o, len = cs.length + staged_before[si];
-      const auto keys = cs.k[layer].narrow(1, 0, len + n);  // [kvh, len + n, hd]
-      const auto vals = cs.v[layer].narrow(1, 0, len + n);
-      // Grouped-query attention without copying kv heads: the `rep` query heads
-      // of kv head j are rows j*rep*n .. (j+1)*rep*n - 1 of one matmul.
-      const auto qs = q_heads.narrow(1, o, n).reshape({kvh, rep * n, hd});  // heads j*rep + r
-      auto scores = at::matmul(qs, keys.transpose(1, 2)).mul_(scale).view({kvh, rep, n, len + n});
-      if (!all_visible[si])  // blocked staged/new columns; the committed prefix is always visible
-        scores.narrow(-1, cs.length, staged_before[si] + n)
-            .masked_fill_(masks[si], -std::numeric_limits<float>::infinity());
-      const auto out = at::matmul(at::softmax(scores, -1).view({kvh, rep * n, len + n}), vals);  // [kvh, rep n, hd]
-      attn.narrow(0, o, n).copy_(out.view({h, n, hd}).transpose(0, 1).reshape({n, h * hd}));
-    }
-    x.add_(p.o(attn));
-    x.add_(p.down(swiglu_rows(p.gate_up(rms_norm_rows(x, l.mlp_norm, c.rms_norm_eps)), ffn)));
-    if (hidden_out != nullptr && request.hidden_layer == static_cast<std::int32_t>(li)) layer_hidden = x.clone();
+    const DecoderLayerWeights w{&p.qkv, &p.o, &p.gate_up, &p.down, l.attn_norm.data_ptr<float>(),
+                                l.mlp_norm.data_ptr<float>()};
+    decoder_layer_forward(w, shape, x.data(), total, positions, rope_cos_.data_ptr<float>(),
+                          rope_sin_.data_ptr<float>(), spans);
+    if (hidden_out != nullptr && request.hidden_layer == static_cast<std::int32_t>(li)) layer_hidden = x;
   }
-  for (std::size_t si = 0; si < request.sequences.size(); ++si)
-    cache(request.sequences[si].seq_id).staged = staged_before[si] + offsets[si + 1] - offsets[si];
+  for (std::size_t si = 0; si < spans.size(); ++si)
+    cache(request.sequences[si].seq_id).staged = spans[si].prefix - spans[si].masked_from + spans[si].rows;
   if (logits_out == nullptr && hidden_out == nullptr) return;  // a prefill fills the cache only
-  const auto out = rms_norm_rows(x, final_norm_, c.rms_norm_eps).contiguous();
-  if (logits_out != nullptr) packed_lm_head_->forward(out.data_ptr<float>(), total, logits_out);
-  if (hidden_out != nullptr) {
-    const auto h_rows = (request.hidden_layer == -1 ? out : layer_hidden).contiguous();
-    std::copy_n(h_rows.data_ptr<float>(), total * c.hidden_size, hidden_out);
-  }
+  rms_norm(x.data(), total, d, final_norm_.data_ptr<float>(), static_cast<float>(c.rms_norm_eps), x.data());
+  if (logits_out != nullptr) packed_lm_head_->forward(x.data(), total, logits_out);
+  if (hidden_out != nullptr)
+    std::copy_n(request.hidden_layer == -1 ? x.data() : layer_hidden.data(), total * d, hidden_out);
 }
 
 void LlamaModel::accept(std::int32_t seq, std::span<const std::int32_t> path) {
@@ -422,7 +403,7 @@ void LlamaModel::accept(std::int32_t seq, std::span<const std::int32_t> path) {
     for (auto& s : src) s += cs.length;
     const auto idx = at::tensor(src, at::kLong);
     // index_select copies first, so overlapping source and destination are safe.
-    cs.k.narrow(2, cs.length, n).copy_(cs.k.index_select(2, idx));
+    cs.k.narrow(3, cs.length, n).copy_(cs.k.index_select(3, idx));
     cs.v.narrow(2, cs.length, n).copy_(cs.v.index_select(2, idx));
   }
   cs.length += n;

@@ -215,6 +215,7 @@ DraftHead load_head(const MethodContext& c, HeadKind kind) {
   if (head.config().kind != kind)
     throw InvalidArgumentError(
         fmt::format("method {}: {} holds an {}", c.config.name, dir.string(), head.config().describe()));
+  head.set_inference_dtype(c.target.inference_dtype());  // a head runs in its target's precision
   return head;
 }
 

@@ -34,6 +34,12 @@
 // Inner product (brgemm) was 5-10% slower than matmul for m in 1..64, and the
 // OpenBLAS path at::linear / at::matmul 3-5x slower (it re-packs the weights).
 //
+// bf16 weights (issue 15): oneDNN 2.6 has bf16 x bf16 -> f32 matmuls only
+// ("brg:avx512_core_bf16" on AVX512_BF16 CPUs; no f32 x bf16, and no f16 at
+// all without AVX512_FP16), so a call rounds its source rows to bf16 into a
+// per-thread staging buffer (m x in values, negligible next to the weights)
+// and accumulates in f32.
+//
 // No allocation per call: each m's entry keeps its source, destination and
 // scratchpad memory objects (user scratchpad mode, one buffer per object sized
 // for the largest entry) and only their data handles change.
@@ -52,6 +58,7 @@
 #include <vector>
 
 #include "specdec/core/error.hpp"
+#include "specdec/io/float_convert.hpp"
 
 namespace specdec::torch_backend {
 namespace {
@@ -81,8 +88,22 @@ dnnl::primitive_attr user_scratchpad_attr() {
   return attr;
 }
 
-memory::desc rows_md(std::int64_t rows, std::int64_t cols) {
-  return memory::desc({rows, cols}, DataType::f32, Tag::ab);
+memory::desc rows_md(std::int64_t rows, std::int64_t cols, DataType type = DataType::f32) {
+  return memory::desc({rows, cols}, type, Tag::ab);
+}
+
+DataType data_type_of(DType storage) { return storage == DType::kBF16 ? DataType::bf16 : DataType::f32; }
+
+// bf16 copies of a call's source rows; per thread because calls on different
+// objects may run concurrently.
+std::uint16_t* bf16_staging(std::size_t n) {
+  thread_local std::vector<std::uint16_t> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
+void round_to_bf16(const float* x, std::size_t n, std::uint16_t* out) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = io::f32_to_bf16(x[i]);
 }
 
 }  // namespace
@@ -98,14 +119,17 @@ struct PackedLinear::Impl {
 
   std::int64_t in = 0;
   std::int64_t out = 0;
+  DType storage = DType::kF32;
   memory::desc weights_md;  // the packed layout shared by every m
   memory weights;           // packed weights (owned by oneDNN)
-  // [threads - 1][m - 1]: oneDNN fixes a primitive's thread count when it is
-  // created (brgemm matmul partitions its work for the calling thread's
+  // [add][threads - 1][m - 1]: oneDNN fixes a primitive's thread count when
+  // it is created (brgemm matmul partitions its work for the calling thread's
   // OpenMP thread count then, at::get_num_threads(), and runs that many
-  // threads whatever the caller's setting later is). A model called with different thread counts (DuoDecoding's
-  // target on one core, other methods on two) keeps a primitive per count.
-  std::vector<std::vector<std::optional<Entry>>> entries;
+  // threads whatever the caller's setting later is). A model called with
+  // different thread counts (DuoDecoding's target on one core, other methods
+  // on two) keeps a primitive per count. add = 0 computes y = x W^T, add = 1
+  // y += x W^T (a sum post-op).
+  std::array<std::vector<std::vector<std::optional<Entry>>>, 2> entries;
   memory scratchpad_buffer;  // shared by all entries, sized for the largest
   std::size_t scratchpad_bytes = 0;
   std::mutex mutex;  // serializes forward (entries and handles are shared state)
@@ -114,7 +138,7 @@ struct PackedLinear::Impl {
     dnnl::engine& engine = cpu_engine();
     Entry e;
     e.primitive = dnnl::matmul(pd);
-    e.src = memory(rows_md(m, in), engine, DNNL_MEMORY_NONE);
+    e.src = memory(rows_md(m, in, data_type_of(storage)), engine, DNNL_MEMORY_NONE);
     e.dst = memory(rows_md(m, out), engine, DNNL_MEMORY_NONE);
     const memory::desc scratch_md = pd.scratchpad_desc();
     const std::size_t bytes = scratch_md.get_size();
@@ -131,25 +155,40 @@ struct PackedLinear::Impl {
     return e;
   }
 
-  Entry& entry(std::int64_t m) {
+  Entry& entry(std::int64_t m, bool add) {
     const auto threads = static_cast<std::size_t>(std::max(1, at::get_num_threads()));
-    if (entries.size() < threads) entries.resize(threads);
-    auto& by_m = entries[threads - 1];
+    auto& by_threads = entries[add ? 1 : 0];
+    if (by_threads.size() < threads) by_threads.resize(threads);
+    auto& by_m = by_threads[threads - 1];
     if (by_m.empty()) by_m.resize(static_cast<std::size_t>(kMaxRows));
     std::optional<Entry>& slot = by_m[static_cast<std::size_t>(m - 1)];
     if (!slot) {
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(rows_md(m, in), weights_md, rows_md(m, out)),
-                                      user_scratchpad_attr(), cpu_engine());
+      dnnl::primitive_attr attr = user_scratchpad_attr();
+      if (add) {
+        dnnl::post_ops sum;
+        sum.append_sum(1.0f);
+        attr.set_post_ops(sum);
+      }
+      dnnl::matmul::primitive_desc pd(
+          dnnl::matmul::desc(rows_md(m, in, data_type_of(storage)), weights_md, rows_md(m, out)), attr,
+          cpu_engine());
       slot = make_entry(pd, m);
     }
     return *slot;
   }
 
   // m in [1, kMaxRows].
-  void run(const float* x, std::int64_t m, float* y) {
-    Entry& e = entry(m);
-    // oneDNN takes void*; the source is only read.
-    e.src.set_data_handle(const_cast<float*>(x));
+  void run(const float* x, std::int64_t m, float* y, bool add) {
+    Entry& e = entry(m, add);
+    if (storage == DType::kBF16) {
+      const auto n = static_cast<std::size_t>(m * in);
+      std::uint16_t* staged = bf16_staging(n);
+      round_to_bf16(x, n, staged);
+      e.src.set_data_handle(staged);
+    } else {
+      // oneDNN takes void*; the source is only read.
+      e.src.set_data_handle(const_cast<float*>(x));
+    }
     e.dst.set_data_handle(y);
     std::array<dnnl_exec_arg_t, 4> args{{{DNNL_ARG_SRC, e.src.get()},
                                          {DNNL_ARG_WEIGHTS, weights.get()},
@@ -166,9 +205,24 @@ struct PackedLinear::Impl {
     dnnl::error::wrap_c_api(dnnl_primitive_execute(e.primitive.get(), cpu_stream().get(), nargs, args.data()),
                             "PackedLinear: could not execute the matmul primitive");
   }
+
+  void run_rows(const float* x, std::int64_t m, float* y, bool add, const char* what) {
+    if (m <= 0) throw InvalidArgumentError(fmt::format("PackedLinear::{}: m must be >= 1, got {}", what, m));
+    if (x == nullptr || y == nullptr)
+      throw InvalidArgumentError(fmt::format("PackedLinear::{}: null input or output pointer", what));
+    const std::lock_guard<std::mutex> lock(mutex);
+    try {
+      for (std::int64_t row = 0; row < m; row += kMaxRows) {
+        const std::int64_t rows = std::min(kMaxRows, m - row);
+        run(x + row * in, rows, y + row * out, add);
+      }
+    } catch (const dnnl::error& e) {
+      throw Error(fmt::format("PackedLinear::{} ({} rows): {}", what, m, e.what()));
+    }
+  }
 };
 
-PackedLinear::PackedLinear(const at::Tensor& weight) {
+PackedLinear::PackedLinear(const at::Tensor& weight, DType storage) {
   if (weight.dim() != 2)
     throw ShapeError(fmt::format("PackedLinear: the weight must be 2-d [out, in], got {} dimensions", weight.dim()));
   if (weight.scalar_type() != at::kFloat)
@@ -176,29 +230,39 @@ PackedLinear::PackedLinear(const at::Tensor& weight) {
         fmt::format("PackedLinear: the weight must be float32, got {}", c10::toString(weight.scalar_type())));
   if (weight.size(0) == 0 || weight.size(1) == 0)
     throw ShapeError(fmt::format("PackedLinear: the weight [{}, {}] is empty", weight.size(0), weight.size(1)));
+  if (storage != DType::kF32 && storage != DType::kBF16)
+    throw InvalidArgumentError(fmt::format("PackedLinear: weights are stored as f32 or bf16, not {}{}",
+                                           dtype_name(storage),
+                                           storage == DType::kF16 ? " (oneDNN 2.6 has no f16 matmul on CPUs "
+                                                                    "without AVX512_FP16)"
+                                                                  : ""));
 
   auto impl = std::make_unique<Impl>();
   impl->out = weight.size(0);
   impl->in = weight.size(1);
-  const at::Tensor w = weight.detach().to(at::kCPU).contiguous();
+  impl->storage = storage;
+  const auto type = data_type_of(storage);
+  // Rounded to bf16 by libtorch (nearest, ties to even) before packing.
+  const at::Tensor w =
+      weight.detach().to(at::kCPU).to(storage == DType::kBF16 ? at::kBFloat16 : at::kFloat).contiguous();
   try {
     dnnl::engine& engine = cpu_engine();
     dnnl::stream& stream = cpu_stream();
     // Let the m = 1 primitive (decoding, the hot path) choose the layout; the
     // primitives themselves are made on first use, per thread count (entry()).
-    const memory::desc any_weights({impl->in, impl->out}, DataType::f32, Tag::any);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(rows_md(1, impl->in), any_weights, rows_md(1, impl->out)),
-                                    user_scratchpad_attr(), engine);
+    const memory::desc any_weights({impl->in, impl->out}, type, Tag::any);
+    dnnl::matmul::primitive_desc pd(
+        dnnl::matmul::desc(rows_md(1, impl->in, type), any_weights, rows_md(1, impl->out)), user_scratchpad_attr(),
+        engine);
     impl->weights_md = pd.weights_desc();
     impl->weights = memory(impl->weights_md, engine);
     // W [out, in] row-major is W^T [in, out] with strides {1, in}: tag ba.
-    memory user(memory::desc({impl->in, impl->out}, DataType::f32, Tag::ba), engine,
-                const_cast<float*>(w.data_ptr<float>()));
+    memory user(memory::desc({impl->in, impl->out}, type, Tag::ba), engine, w.data_ptr());
     dnnl::reorder(user, impl->weights).execute(stream, user, impl->weights);
     stream.wait();
   } catch (const dnnl::error& e) {
-    throw UnsupportedError(fmt::format("PackedLinear: oneDNN cannot set up a [{}, {}] f32 matmul: {}", impl->out,
-                                       impl->in, e.what()));
+    throw UnsupportedError(fmt::format("PackedLinear: oneDNN cannot set up a [{}, {}] {} matmul: {}", impl->out,
+                                       impl->in, dtype_name(storage), e.what()));
   }
   impl_ = std::move(impl);
 }
@@ -209,20 +273,16 @@ PackedLinear& PackedLinear::operator=(PackedLinear&&) noexcept = default;
 
 std::int64_t PackedLinear::in_features() const { return impl_ ? impl_->in : 0; }
 std::int64_t PackedLinear::out_features() const { return impl_ ? impl_->out : 0; }
+DType PackedLinear::storage() const { return impl_ ? impl_->storage : DType::kF32; }
 
 void PackedLinear::forward(const float* x, std::int64_t m, float* y) const {
   if (!impl_) throw InvalidArgumentError("PackedLinear::forward: the object was moved from");
-  if (m <= 0) throw InvalidArgumentError(fmt::format("PackedLinear::forward: m must be >= 1, got {}", m));
-  if (x == nullptr || y == nullptr) throw InvalidArgumentError("PackedLinear::forward: null input or output pointer");
-  const std::lock_guard<std::mutex> lock(impl_->mutex);
-  try {
-    for (std::int64_t row = 0; row < m; row += kMaxRows) {
-      const std::int64_t rows = std::min(kMaxRows, m - row);
-      impl_->run(x + row * impl_->in, rows, y + row * impl_->out);
-    }
-  } catch (const dnnl::error& e) {
-    throw Error(fmt::format("PackedLinear::forward ({} rows): {}", m, e.what()));
-  }
+  impl_->run_rows(x, m, y, /*add=*/false, "forward");
+}
+
+void PackedLinear::forward_add(const float* x, std::int64_t m, float* y) const {
+  if (!impl_) throw InvalidArgumentError("PackedLinear::forward_add: the object was moved from");
+  impl_->run_rows(x, m, y, /*add=*/true, "forward_add");
 }
 
 at::Tensor PackedLinear::operator()(const at::Tensor& x) const {
@@ -245,10 +305,26 @@ std::string PackedLinear::implementation(std::int64_t m) const {
   if (m <= 0) throw InvalidArgumentError(fmt::format("PackedLinear::implementation: m must be >= 1, got {}", m));
   const std::lock_guard<std::mutex> lock(impl_->mutex);
   try {
-    return impl_->entry(std::min(m, kMaxRows)).implementation;
+    return impl_->entry(std::min(m, kMaxRows), /*add=*/false).implementation;
   } catch (const dnnl::error& e) {
     throw Error(fmt::format("PackedLinear::implementation ({} rows): {}", m, e.what()));
   }
+}
+
+bool PackedLinear::native_bf16() {
+  static const bool native = [] {
+    try {
+      const memory::desc src({1, 64}, DataType::bf16, Tag::ab), dst({1, 64}, DataType::f32, Tag::ab);
+      const memory::desc weights({64, 64}, DataType::bf16, Tag::any);
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), cpu_engine());
+      const std::string impl = pd.impl_info_str();
+      return impl.find("ref") == std::string::npos &&
+             (impl.find("bf16") != std::string::npos || impl.find("amx") != std::string::npos);
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return native;
 }
 
 }  // namespace specdec::torch_backend

@@ -317,3 +317,80 @@ TEST_CASE("Forwards on two sequences from two threads equal the same forwards on
     CHECK(rel_diff(together_b, alone_b) < 1e-6);
   }
 }
+
+TEST_CASE("Every row of a forward is bit-identical to the same token decoded alone, in f32 and bf16",
+          "[torch][model][bf16]") {
+  // What makes greedy speculative output equal greedy decoding: a token
+  // verified among others (a chain, a tree under its mask, a batch) gets
+  // exactly the logits it gets decoded alone.
+  const auto dtype = GENERATE(sd::DType::kF32, sd::DType::kBF16);
+  if (dtype == sd::DType::kBF16 && !tb::PackedLinear::native_bf16()) {
+    WARN("this CPU has no native bf16 matmul: bf16 not exercised");
+    return;
+  }
+  INFO(sd::dtype_name(dtype));
+  auto cfg = tiny_config(true, 2);
+  cfg.hidden_size = 64;  // head_dim 16: the register-blocked attention path
+  cfg.head_dim = 16;
+  cfg.max_position_embeddings = 128;
+  auto m = tb::LlamaModel::random(cfg, 21);
+  m.set_inference_dtype(dtype);
+  CHECK(m.inference_dtype() == dtype);
+  const std::vector<sd::TokenId> text{5, 17, 3, 88, 42, 0, 96, 11, 7, 7, 31, 2, 64, 50, 9, 1, 33, 80, 12, 4};
+  // One token at a time.
+  m.open(0);
+  std::vector<at::Tensor> alone;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    alone.push_back(run(m, 0, {text[i]}, {static_cast<std::int64_t>(i)}, nullptr));
+    m.accept(0, std::vector<std::int32_t>{0});
+  }
+  // The first 3 tokens committed, the other 17 in one causal forward.
+  m.open(1);
+  run(m, 1, {5, 17, 3}, {0, 1, 2}, nullptr);
+  m.accept(1, std::vector<std::int32_t>{0, 1, 2});
+  std::vector<sd::TokenId> rest(text.begin() + 3, text.end());
+  std::vector<std::int64_t> pos;
+  for (std::int64_t i = 3; i < 20; ++i) pos.push_back(i);
+  const auto together = run(m, 1, rest, pos, nullptr);
+  for (std::int64_t i = 0; i < 17; ++i) {
+    INFO("row " << i);
+    CHECK(at::equal(together[i], alone[static_cast<std::size_t>(i + 3)][0]));
+  }
+  // A tree over the committed 3: the chain 88 -> 42 and a sibling 99 under the root.
+  m.rollback(1, 3);
+  sd::DraftTree tree(88);
+  const auto a = tree.add_node(sd::DraftTree::kRoot, 42, 0.5f);
+  tree.add_node(sd::DraftTree::kRoot, 90, 0.5f);
+  tree.add_node(a, 0, 0.5f);
+  const auto mask = tree.ancestor_mask(true);
+  const auto tree_logits = run(m, 1, {88, 42, 90, 0}, {3, 4, 4, 5}, &mask);
+  CHECK(at::equal(tree_logits[0], alone[3][0]));
+  CHECK(at::equal(tree_logits[1], alone[4][0]));
+  CHECK(at::equal(tree_logits[3], alone[5][0]));
+  // bf16 is really in use: close to the f32 reference, but not equal to it.
+  const auto ref = reference_logits(m, std::vector<std::int64_t>(text.begin(), text.end()));
+  const auto all_alone = at::cat(alone, 0);
+  if (dtype == sd::DType::kF32) {
+    CHECK(rel_diff(all_alone, ref) < 1e-5);
+  } else {
+    CHECK(rel_diff(all_alone, ref) > 1e-4);
+    CHECK(rel_diff(all_alone, ref) < 5e-2);
+  }
+}
+
+TEST_CASE("set_inference_dtype takes f32 and bf16 only, and switching repacks", "[torch][model][bf16]") {
+  auto m = tb::LlamaModel::random(tiny_config(true, 2), 3);
+  CHECK(m.inference_dtype() == sd::DType::kF32);
+  CHECK_THROWS_AS(m.set_inference_dtype(sd::DType::kF16), sd::InvalidArgumentError);
+  CHECK_THROWS_AS(m.set_inference_dtype(sd::DType::kI32), sd::InvalidArgumentError);
+  if (!tb::PackedLinear::native_bf16()) return;
+  m.open(0);
+  const auto f32 = run(m, 0, {1, 2, 3}, {0, 1, 2}, nullptr);
+  m.set_inference_dtype(sd::DType::kBF16);
+  m.rollback(0, 0);
+  const auto bf16 = run(m, 0, {1, 2, 3}, {0, 1, 2}, nullptr);
+  CHECK_FALSE(at::equal(f32, bf16));
+  m.set_inference_dtype(sd::DType::kF32);
+  m.rollback(0, 0);
+  CHECK(at::equal(run(m, 0, {1, 2, 3}, {0, 1, 2}, nullptr), f32));
+}

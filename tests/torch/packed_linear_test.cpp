@@ -129,3 +129,53 @@ TEST_CASE("PackedLinear rejects bad weights and inputs with typed errors", "[tor
   linear.forward(x.data(), 2, y.data());  // still usable after the errors
   CHECK(y[0] != 0.0f);
 }
+
+TEST_CASE("bf16 PackedLinear is the f32 product of bf16-rounded operands, with and without the residual",
+          "[torch][linear][bf16]") {
+  REQUIRE_THROWS_AS(tb::PackedLinear(at::zeros({4, 4}), sd::DType::kF16), sd::InvalidArgumentError);
+  REQUIRE_THROWS_AS(tb::PackedLinear(at::zeros({4, 4}), sd::DType::kF64), sd::InvalidArgumentError);
+  if (!tb::PackedLinear::native_bf16()) {
+    WARN("this CPU has no native bf16 matmul: bf16 PackedLinear not exercised");
+    return;
+  }
+  at::manual_seed(11);
+  for (const auto& [out, in] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1408, 512}, {97, 32}, {8000, 512}}) {
+    const at::Tensor w = at::randn({out, in}) / std::sqrt(static_cast<double>(in));
+    const tb::PackedLinear lin(w, sd::DType::kBF16);
+    CHECK(lin.storage() == sd::DType::kBF16);
+    CHECK(lin.implementation(1).find("bf16") != std::string::npos);
+    const at::Tensor w16 = w.to(at::kBFloat16).to(at::kFloat);
+    for (const std::int64_t m : {1, 5, 16, 300}) {
+      INFO(out << "x" << in << ", " << m << " rows");
+      const at::Tensor x = at::randn({m, in});
+      const at::Tensor x16 = x.to(at::kBFloat16).to(at::kFloat);
+      const at::Tensor y = lin(x);
+      check_close(y, x16, w16);  // only the f32 summation order differs
+      // The rounding is real: against the unrounded product the error is bf16-sized.
+      const double vs_f32 = ((y - at::matmul(x, w.t())).norm() / at::matmul(x, w.t()).norm()).item<double>();
+      CHECK(vs_f32 > 1e-4);
+      CHECK(vs_f32 < 2e-2);
+      // forward_add: y0 + x W^T in place.
+      at::Tensor acc = at::randn({m, out});
+      const at::Tensor before = acc.clone();
+      lin.forward_add(x.contiguous().data_ptr<float>(), m, acc.data_ptr<float>());
+      CHECK(((acc - before - y).abs().max() / y.abs().max()).item<double>() < 1e-5);
+    }
+  }
+}
+
+TEST_CASE("forward_add adds x W^T to y in f32 too", "[torch][linear]") {
+  at::manual_seed(12);
+  const at::Tensor w = at::randn({64, 48});
+  const tb::PackedLinear lin(w);
+  for (const std::int64_t m : {1, 7, 260}) {
+    const at::Tensor x = at::randn({m, 48});
+    at::Tensor y = at::randn({m, 64});
+    const at::Tensor expected = y + at::matmul(x, w.t());
+    lin.forward_add(x.data_ptr<float>(), m, y.data_ptr<float>());
+    CHECK(((y - expected).abs().max() / expected.abs().max()).item<double>() < 1e-5);
+  }
+  float x = 0.0f;
+  CHECK_THROWS_AS(lin.forward_add(&x, 0, &x), sd::InvalidArgumentError);
+  CHECK_THROWS_AS(lin.forward_add(nullptr, 1, &x), sd::InvalidArgumentError);
+}

@@ -48,6 +48,13 @@ sd::io::LlamaConfig tiny(std::int64_t layers, std::int64_t hidden) {
   return c;
 }
 
+// Both inference precisions; bf16 only where this CPU runs it natively.
+std::vector<sd::DType> inference_dtypes() {
+  if (tb::PackedLinear::native_bf16()) return {sd::DType::kF32, sd::DType::kBF16};
+  WARN("this CPU has no native bf16 matmul: bf16 not exercised");
+  return {sd::DType::kF32};
+}
+
 std::vector<sd::TokenId> greedy(tb::LlamaModel& target, std::span<const sd::TokenId> prompt, std::int64_t n) {
   sd::AutoregressiveDecoder ar(target, sd::SamplingParams{0.0f}, 9);
   sd::GenerationOptions o;
@@ -106,8 +113,12 @@ TEST_CASE("Greedy chain speculation on Llama models equals greedy decoding", "[t
 }
 
 TEST_CASE("Every method decodes greedily exactly like autoregressive decoding", "[torch][engine]") {
+  for (const auto dtype : inference_dtypes()) {
+  INFO(sd::dtype_name(dtype));
   auto target = tb::LlamaModel::random(tiny(2, 32), 3);
   auto draft = tb::LlamaModel::random(tiny(1, 16), 4);
+  target.set_inference_dtype(dtype);
+  draft.set_inference_dtype(dtype);
   const std::vector<sd::TokenId> prompt{7, 3, 9, 3, 7, 3, 9};  // repeats, so prompt lookup finds matches
   const auto reference = greedy(target, prompt, 32);
   for (const char* spec : {"chain:k=3", "chain:k=2:policy=heuristic", "chain:k=6:policy=confidence:threshold=0.05",
@@ -128,11 +139,16 @@ TEST_CASE("Every method decodes greedily exactly like autoregressive decoding", 
     CHECK(method.generate(prompt, o).tokens == reference);
     CHECK(method.name() == tb::parse_method(method.name()).spec());  // the spec round-trips
   }
+  }
 }
 
 TEST_CASE("Every method's continuous batching equals greedy decoding, request by request", "[torch][engine]") {
+  for (const auto dtype : inference_dtypes()) {
+  INFO(sd::dtype_name(dtype));
   auto target = tb::LlamaModel::random(tiny(2, 32), 3);
   auto draft = tb::LlamaModel::random(tiny(1, 16), 4);
+  target.set_inference_dtype(dtype);
+  draft.set_inference_dtype(dtype);
   const auto heads = write_random_heads(target, "specdec_batch_heads", sd::DType::kF32);
   write_sv_files(heads, tiny(1, 8));
 
@@ -156,6 +172,7 @@ TEST_CASE("Every method's continuous batching equals greedy decoding, request by
     for (std::size_t i = 0; i < prompts.size(); ++i)
       CHECK(run.results[i].tokens == greedy(target, prompts[i], options[i].max_new_tokens));
   }
+  }
 }
 
 TEST_CASE("Lyanna and the EAGLE-style head decode greedily exactly like autoregressive decoding",
@@ -163,7 +180,10 @@ TEST_CASE("Lyanna and the EAGLE-style head decode greedily exactly like autoregr
   auto target = tb::LlamaModel::random(tiny(2, 32), 5);
   // Random heads in a heads directory, as models/ holds the trained one.
   const auto heads = write_random_heads(target, "specdec_method_heads", sd::DType::kF16);
+  for (const auto dtype : inference_dtypes())  // the heads follow their target's precision
   for (const auto& prompt : {std::vector<sd::TokenId>{7, 3, 9, 3, 7, 3, 9}, std::vector<sd::TokenId>{4}}) {
+    target.set_inference_dtype(dtype);
+    INFO(sd::dtype_name(dtype));
     const auto reference = greedy(target, prompt, 40);
     for (const char* spec : {"lyanna", "lyanna:resample=0", "lyanna:fusion=0", "lyanna:k=2:depth=4:budget=6:r=1:rbudget=3",
                              "lyanna:k=1:depth=5:budget=5", "eagle", "eagle:top_k=2:depth=4:total=8"}) {

@@ -103,6 +103,12 @@ class DraftHead {
   // once this head has packed them (its first inference call).
   DraftHead fork() const;
   void reset();
+  // The precision the inference weights are packed in: kF32 (default) or
+  // kBF16 (LlamaModel::set_inference_dtype). Changing it drops the packed
+  // weights of this head (forks made before keep theirs). Throws
+  // InvalidArgumentError for any other dtype.
+  void set_inference_dtype(DType dtype);
+  DType inference_dtype() const { return inference_dtype_; }
   std::int64_t committed() const { return length_; }
   // Commits n entries: fuse(target_hidden[i], E(tokens[i])) (or the hidden
   // state alone, Lyanna without first-token fusion) at positions
@@ -168,7 +174,9 @@ class DraftHead {
   Packed packed_;
   TokenInfoTable table_;
   at::Tensor rope_cos_, rope_sin_;
-  at::Tensor k_cache_, v_cache_;  // [kv_heads, capacity, head_dim]
+  at::Tensor k_cache_;  // [kv_heads, head_dim, capacity]: keys transposed
+  at::Tensor v_cache_;  // [kv_heads, capacity, head_dim]
+  DType inference_dtype_ = DType::kF32;
   std::int64_t length_ = 0, staged_ = 0;
   double layer_seconds_ = 0.0, head_seconds_ = 0.0;
 };

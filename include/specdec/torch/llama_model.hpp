@@ -68,6 +68,13 @@ class LlamaModel {
   // Turning gradients on (training) drops the packed inference weights; the
   // next forward() packs the then-current weights again.
   void set_requires_grad(bool on);
+  // The precision forward() packs the weights in: kF32 (the default and the
+  // reference) or kBF16 (half the bytes per decode step; activations and
+  // accumulation stay f32). Changing it drops the packed weights; the caches
+  // stay. Throws InvalidArgumentError for any other dtype. See
+  // inference_dtype.hpp for choosing one the CPU runs natively.
+  void set_inference_dtype(DType dtype);
+  DType inference_dtype() const { return inference_dtype_; }
 
   // Causal forward of tokens [batch, time] (int64) at positions 0..time-1.
   // Returns logits [batch, time, vocab]; with `hidden` non-null also the
@@ -104,7 +111,8 @@ class LlamaModel {
     PackedLinear qkv, o, gate_up, down;
   };
   struct Cache {
-    at::Tensor k, v;           // [layers, kv_heads, capacity, head_dim]
+    at::Tensor k;              // [layers, kv_heads, head_dim, capacity]: keys transposed
+    at::Tensor v;              // [layers, kv_heads, capacity, head_dim]
     std::int64_t length = 0;   // committed tokens
     std::int64_t staged = 0;   // tokens of the last forward, after `length`
   };
@@ -113,13 +121,14 @@ class LlamaModel {
   void check_tokens(const at::Tensor& tokens) const;
   Cache& cache(std::int32_t seq);
   const Cache& cache(std::int32_t seq) const;
-  at::Tensor rope(const at::Tensor& x, const at::Tensor& positions) const;  // x [n, heads, head_dim]
+  at::Tensor rope(const at::Tensor& x, const at::Tensor& positions) const;  // x [n, heads, head_dim]; training
   void pack_for_inference();
 
   io::LlamaConfig config_;
   at::Tensor embed_, final_norm_, lm_head_;  // lm_head_ aliases embed_ when tied
   std::vector<Layer> layers_;
   std::vector<PackedLayer> packed_;        // empty until the first forward()
+  DType inference_dtype_ = DType::kF32;
   std::unique_ptr<PackedLinear> packed_lm_head_;
   at::Tensor rope_cos_, rope_sin_;  // [max_position_embeddings, head_dim]
   std::unordered_map<std::int32_t, Cache> caches_;

@@ -7,6 +7,14 @@
 //
 // Inference only: the result carries no autograd history.
 //
+// Weights are stored in f32 or bf16. bf16 halves the bytes a decode step
+// streams; oneDNN 2.6 runs it natively on CPUs with AVX512_BF16 or AMX
+// ("brg:avx512_core_bf16"), the source rows are rounded to bf16 per call (it
+// has no f32-source x bf16-weight matmul) and products accumulate in f32 into
+// an f32 destination. f16 weights have no matmul in oneDNN 2.6 on CPUs without
+// AVX512_FP16 and are refused. docs/RESULTS.md, "Half precision", has the
+// measurements.
+//
 // oneDNN stays out of this header (pimpl): users of llama_model.hpp need no
 // oneDNN includes.
 #pragma once
@@ -17,16 +25,20 @@
 #include <memory>
 #include <string>
 
+#include "specdec/core/tensor_view.hpp"
+
 namespace specdec::torch_backend {
 
 class PackedLinear {
  public:
   // `weight` is [out, in] float32 (the Hugging Face nn.Linear layout); it is
-  // copied (and moved to the CPU if needed) into the packed layout, so the
-  // tensor may be freed or changed afterwards without affecting this object.
+  // copied (and moved to the CPU if needed) into the packed layout in
+  // `storage` (kF32, or kBF16 rounded to nearest even), so the tensor may be
+  // freed or changed afterwards without affecting this object.
   // Throws ShapeError for a weight that is not 2-D or has a zero dimension,
-  // InvalidArgumentError for a weight that is not float32.
-  explicit PackedLinear(const at::Tensor& weight);
+  // InvalidArgumentError for a weight that is not float32 or a storage other
+  // than kF32 / kBF16, UnsupportedError when oneDNN has no matmul for it here.
+  explicit PackedLinear(const at::Tensor& weight, DType storage = DType::kF32);
   ~PackedLinear();
   PackedLinear(PackedLinear&&) noexcept;
   PackedLinear& operator=(PackedLinear&&) noexcept;
@@ -35,6 +47,7 @@ class PackedLinear {
 
   std::int64_t in_features() const;
   std::int64_t out_features() const;
+  DType storage() const;
 
   // y[m, out] = x[m, in] W^T, both row-major and dense; x and y must not
   // overlap. Any m >= 1 works. Throws InvalidArgumentError for m <= 0 or a
@@ -49,6 +62,9 @@ class PackedLinear {
   // between threads is safe but not concurrent. Each call runs on the calling
   // thread's OpenMP team (at::set_num_threads / OMP_NUM_THREADS threads).
   void forward(const float* x, std::int64_t m, float* y) const;
+  // y[m, out] += x[m, in] W^T: the residual connection fused into the matmul
+  // (oneDNN's sum post-op), which saves a pass over y. Same contract as forward.
+  void forward_add(const float* x, std::int64_t m, float* y) const;
 
   // Convenience: x [m, in] float32 on the CPU (made contiguous if it is not)
   // -> a new [m, out] float32 tensor. Throws ShapeError when x is not 2-D or
@@ -60,6 +76,12 @@ class PackedLinear {
   // "brg:avx512_core"); creates the primitive if needed. For diagnostics and
   // tests.
   std::string implementation(std::int64_t m) const;
+
+  // Whether this CPU runs a bf16 matmul natively (oneDNN picks an
+  // AVX512_BF16 or AMX kernel for it). Where it does not, bf16 weights would
+  // run on emulation or a reference kernel, slower than f32: callers choosing
+  // a precision fall back to f32 (inference_dtype.hpp).
+  static bool native_bf16();
 
  private:
   struct Impl;

@@ -1,0 +1,71 @@
+// One Llama decoder layer's inference forward over a handful of new tokens,
+// shared by LlamaModel and the draft heads (EAGLE, Lyanna): RMSNorm, the fused
+// q|k|v projection, RoPE, attention over a KV cache, the output projection
+// with the residual fused into its matmul, RMSNorm, the fused gate|up
+// projection, SwiGLU, and the down projection with its residual.
+//
+// Everything but the four matmuls runs as plain loops over float rows: a
+// decode step is a read of every weight, and at that size ATen's per-call
+// dispatch, temporaries and OpenBLAS attention matmuls cost as much as the
+// weights (docs/RESULTS.md, "Half precision"). Attention is threaded over
+// (token, head) pairs with OpenMP on the team oneDNN uses; the element-wise
+// loops are compiled for AVX-512, AVX2 and baseline x86-64 and picked at load
+// time. Each query's arithmetic is the same whatever the other rows of the
+// call are, so a token verified among n others gets exactly the logits it
+// gets decoded alone (greedy speculative = greedy autoregressive).
+//
+// Internal to src/torch.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "specdec/torch/packed_linear.hpp"
+
+namespace specdec::torch_backend {
+
+// The longest head a layer takes (a key is rotated on the stack).
+inline constexpr std::int64_t kMaxHeadDim = 512;
+
+struct DecoderShape {
+  std::int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0;
+  float rms_eps = 1e-5f;
+};
+
+// A layer's weights as inference uses them (q|k|v and gate|up fused), owned
+// by the caller.
+struct DecoderLayerWeights {
+  const PackedLinear* qkv = nullptr;
+  const PackedLinear* o = nullptr;
+  const PackedLinear* gate_up = nullptr;
+  const PackedLinear* down = nullptr;
+  const float* attn_norm = nullptr;  // [hidden]
+  const float* mlp_norm = nullptr;
+};
+
+// Where one sequence's new rows attend: its cache for this layer, keys
+// transposed, K [kv_heads, head_dim, capacity] (scores vectorize over keys),
+// and V [kv_heads, capacity, head_dim]. The new rows' keys and values are
+// written at entries prefix .. prefix + rows - 1. Entries before `masked_from`
+// are always visible; entries masked_from .. prefix + rows - 1 are visible as
+// `blocked` says (rows x (prefix + rows - masked_from), 1 = hidden), or, with
+// `blocked` null, all of those up to the row's own entry (causal).
+struct AttentionSpan {
+  std::int64_t first_row = 0, rows = 0;
+  float* k = nullptr;
+  float* v = nullptr;
+  std::int64_t capacity = 0, prefix = 0, masked_from = 0;
+  const std::uint8_t* blocked = nullptr;
+};
+
+// x [n, hidden] += attention(norm(x)); x += mlp(norm(x)), in place; n is the
+// sum of the spans' rows and positions[i] is row i's position (rows of all
+// spans, in order). cos/sin tables are [max_position, head_dim].
+void decoder_layer_forward(const DecoderLayerWeights& layer, const DecoderShape& shape, float* x, std::int64_t n,
+                           std::span<const std::int64_t> positions, const float* cos_table, const float* sin_table,
+                           std::span<const AttentionSpan> spans);
+
+// y = x * rsqrt(mean(x^2) + eps) * w over n rows of d (y may be x).
+void rms_norm(const float* x, std::int64_t n, std::int64_t d, const float* w, float eps, float* y);
+
+}  // namespace specdec::torch_backend
