@@ -12,7 +12,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -22,6 +25,7 @@
 #include "session.hpp"
 #include "specdec/accept/same_drafts_comparison.hpp"
 #include "specdec/core/error.hpp"
+#include "specdec/core/logit_rows.hpp"
 #include "specdec/torch/methods.hpp"
 
 namespace specdec::cli {
@@ -113,8 +117,9 @@ void progress(std::size_t done, std::size_t total, const std::string& what) {
 // The fields every record has: what ran, how fast against autoregressive
 // decoding in the same run, and how much was accepted.
 nlohmann::json base_record(const std::string& method, const BenchCommand& b, const Stats& st, double tps,
-                           double ar_tps) {
+                           double ar_tps, DType dtype) {
   return {{"method", method},
+          {"dtype", torch_backend::inference_dtype_name(dtype)},
           {"max_new_tokens", b.max_new_tokens},
           {"temperature", b.sampling.temperature},
           {"lossless", st.acceptance.lossless},
@@ -154,7 +159,9 @@ int run_batched_bench(const BenchCommand& b) {
   if (b.waves < 0) throw InvalidArgumentError(fmt::format("bench: --waves {} (must be >= 0)", b.waves));
   if (b.same_drafts)
     throw InvalidArgumentError("bench: --same-drafts compares rules prompt by prompt; it does not combine with --batch");
-  auto s = load_session(b.target, b.draft, b.tokenizer, b.threads);
+  if (b.dtypes.size() > 1)
+    throw InvalidArgumentError("bench: --batch runs one precision; give --dtype once (or run once per precision)");
+  auto s = load_session(b.target, b.draft, b.tokenizer, b.threads, b.dtypes.empty() ? "auto" : b.dtypes.front());
   auto* draft = s.draft ? &*s.draft : nullptr;
   std::vector<AnyDecoder> methods;
   methods.push_back(torch_backend::make_method(torch_backend::parse_method("autoregressive"), s.target, nullptr,
@@ -236,7 +243,7 @@ int run_batched_bench(const BenchCommand& b) {
       std::printf("\r%-44s %5d %9.1f %9.1f %7.2fx %6.2f %7.1f %8.2f %8.2f %9.2f%s\n", methods[m].name().c_str(),
                   batch, tps, ar_tps, tps / ar_tps, st.acceptance.mean_emitted(), run.mean_batch, drafted, verified,
                   worst_verified, differ ? fmt::format("  ({} outputs differ)", differ).c_str() : "");
-      auto record = base_record(methods[m].name(), b, st, tps, ar_tps);
+      auto record = base_record(methods[m].name(), b, st, tps, ar_tps, s.target.inference_dtype());
       record.update({{"batch", batch},
                          {"workload", workload},
                          {"requests", batch_prompts.size()},
@@ -342,6 +349,112 @@ void print_same_drafts(const std::vector<AnyDecoder>& methods,
   }
 }
 
+// Where two precisions' greedy autoregressive outputs of one prompt first
+// part: the position, both tokens, and each model's top-2 logit gap there
+// (a near-tie in the reference is what a rounding difference can flip).
+struct DtypeDifference {
+  std::string set;
+  std::size_t prompt = 0;
+  std::size_t position = 0;  // index into the generated tokens
+  TokenId reference_token = 0, other_token = 0;
+  double reference_gap = 0.0, other_gap = 0.0;        // top-1 minus top-2 logit
+  double reference_margin = 0.0, other_margin = 0.0;  // logit(ref token) - logit(other token)
+
+  nlohmann::json json() const {
+    return {{"prompt_set", set},           {"prompt", prompt},
+            {"position", position},        {"reference_token", reference_token},
+            {"other_token", other_token},  {"reference_top2_gap", reference_gap},
+            {"other_top2_gap", other_gap}, {"reference_margin", reference_margin},
+            {"other_margin", other_margin}};
+  }
+};
+
+// The logits after `context` (its last row), from a fresh sequence.
+std::vector<float> last_logits(torch_backend::LlamaModel& model, const std::vector<TokenId>& context) {
+  constexpr std::int32_t kProbe = 1 << 30;  // a sequence id no method uses
+  std::vector<std::int64_t> positions(context.size());
+  for (std::size_t i = 0; i < context.size(); ++i) positions[i] = static_cast<std::int64_t>(i);
+  HostRows rows;
+  const SequenceInput in{kProbe, context, positions};
+  ForwardRequest request{std::span(&in, 1)};
+  request.logits = rows.view(static_cast<std::int64_t>(context.size()), model.vocab_size());
+  model.open(kProbe);
+  model.forward(request);
+  model.close(kProbe);
+  const float* last =
+      request.logits.data_as<float>() + (static_cast<std::int64_t>(context.size()) - 1) * model.vocab_size();
+  return {last, last + model.vocab_size()};
+}
+
+double top2_gap(const std::vector<float>& row) {
+  float first = -std::numeric_limits<float>::infinity(), second = first;
+  for (const float v : row) {
+    if (v > first) {
+      second = first;
+      first = v;
+    } else if (v > second) {
+      second = v;
+    }
+  }
+  return static_cast<double>(first) - static_cast<double>(second);
+}
+
+DtypeDifference first_difference(const std::string& set, std::size_t prompt_index, const std::vector<TokenId>& prompt,
+                                 const std::vector<TokenId>& reference, const std::vector<TokenId>& other,
+                                 torch_backend::LlamaModel& reference_model, torch_backend::LlamaModel& other_model) {
+  std::size_t i = 0;
+  while (i < reference.size() && i < other.size() && reference[i] == other[i]) ++i;
+  DtypeDifference d;
+  d.set = set;
+  d.prompt = prompt_index;
+  d.position = i;
+  if (i == reference.size() || i == other.size()) return d;  // one stopped early; no token pair to compare
+  d.reference_token = reference[i];
+  d.other_token = other[i];
+  std::vector<TokenId> context = prompt;
+  context.insert(context.end(), reference.begin(), reference.begin() + static_cast<std::ptrdiff_t>(i));
+  const auto a = last_logits(reference_model, context), o = last_logits(other_model, context);
+  d.reference_gap = top2_gap(a);
+  d.other_gap = top2_gap(o);
+  d.reference_margin = static_cast<double>(a[static_cast<std::size_t>(d.reference_token)]) -
+                       a[static_cast<std::size_t>(d.other_token)];
+  d.other_margin = static_cast<double>(o[static_cast<std::size_t>(d.reference_token)]) -
+                   o[static_cast<std::size_t>(d.other_token)];
+  return d;
+}
+
+void print_differences(const std::vector<DtypeDifference>& diffs,
+                       const std::vector<std::pair<std::string, std::vector<std::string>>>& sets,
+                       const std::string& reference) {
+  std::size_t generations = 0;
+  for (const auto& [name, prompts] : sets) generations += prompts.size();
+  std::printf("\ngreedy autoregressive outputs differing from %s: %zu of %zu generations\n", reference.c_str(),
+              diffs.size(), generations);
+  if (diffs.empty()) return;
+  std::printf("  %-12s %6s %8s %9s %9s %12s %12s %12s %12s\n", "prompts", "prompt", "position", "ref tok", "tok",
+              "ref top2 gap", "top2 gap", "ref margin", "margin");
+  for (const auto& d : diffs)
+    std::printf("  %-12s %6zu %8zu %9d %9d %12.4f %12.4f %12.4f %12.4f\n", d.set.c_str(), d.prompt, d.position,
+                d.reference_token, d.other_token, d.reference_gap, d.other_gap, d.reference_margin, d.other_margin);
+}
+
+// tokens/s of `runs` against `reference`, the same prompts in order. Every
+// run generates the same number of tokens, so the total rate is the harmonic
+// mean of the per-prompt rates.
+nlohmann::json versus(const std::vector<double>& runs, const std::vector<double>& reference,
+                      const std::string& reference_name) {
+  const auto harmonic = [](const std::vector<double>& v) {
+    double inv = 0.0;
+    for (const double x : v) inv += 1.0 / x;
+    return static_cast<double>(v.size()) / inv;
+  };
+  std::vector<double> ratios;
+  for (std::size_t i = 0; i < runs.size() && i < reference.size(); ++i) ratios.push_back(runs[i] / reference[i]);
+  return {{"relative_to", reference_name},
+          {"total_ratio", harmonic(runs) / harmonic(reference)},
+          {"median_ratio", median(ratios)}};
+}
+
 }  // namespace
 
 void add_bench_options(CLI::App& cmd, BenchCommand& b) {
@@ -356,6 +469,9 @@ void add_bench_options(CLI::App& cmd, BenchCommand& b) {
   cmd.add_option("--json", b.json, "write the results as JSON here");
   cmd.add_option("--warmup", b.warmup, "untimed generations before measuring");
   cmd.add_option("--threads", b.threads, "CPU threads (0 = all cores)");
+  cmd.add_option("--dtype", b.dtypes,
+                 "inference weights: auto (bf16 where the CPU runs it natively, else f32), f32 or bf16; repeat to "
+                 "run every method in each, interleaved, and compare them (default: auto)");
   cmd.add_option("--batch", b.batches,
                  "run the pooled prompt sets as concurrent requests, up to N at once (repeat for several N)");
   cmd.add_option("--waves", b.waves,
@@ -367,13 +483,36 @@ void add_bench_options(CLI::App& cmd, BenchCommand& b) {
 
 int run_bench(const BenchCommand& b) {
   if (!b.batches.empty()) return run_batched_bench(b);
-  auto s = load_session(b.target, b.draft, b.tokenizer, b.threads);
-  auto* draft = s.draft ? &*s.draft : nullptr;
-  std::vector<AnyDecoder> methods;
-  for (const auto& spec : b.methods)
-    methods.push_back(torch_backend::make_method(torch_backend::parse_method(spec), s.target, draft, b.sampling,
-                                                 b.target.parent_path()));
-  auto ar = torch_backend::make_method(torch_backend::parse_method("autoregressive"), s.target, nullptr, b.sampling);
+  // One variant per --dtype: its own models, autoregressive baseline and methods.
+  // (Held by pointer: the decoders refer to their session's models.)
+  struct Variant {
+    Session s;
+    std::optional<AnyDecoder> ar;
+    std::vector<AnyDecoder> methods;
+  };
+  const std::vector<std::string> dtypes = b.dtypes.empty() ? std::vector<std::string>{"auto"} : b.dtypes;
+  std::vector<std::unique_ptr<Variant>> owned;
+  for (const auto& dtype : dtypes) {
+    owned.push_back(std::make_unique<Variant>(Variant{load_session(b.target, b.draft, b.tokenizer, b.threads, dtype),
+                                                      std::nullopt, {}}));
+    auto& v = *owned.back();
+    for (std::size_t i = 0; i + 1 < owned.size(); ++i)
+      if (owned[i]->s.target.inference_dtype() == v.s.target.inference_dtype())
+        throw InvalidArgumentError(fmt::format("bench: --dtype {} runs in {}, which an earlier --dtype already runs",
+                                               dtype, torch_backend::inference_dtype_name(v.s.target.inference_dtype())));
+    v.ar.emplace(
+        torch_backend::make_method(torch_backend::parse_method("autoregressive"), v.s.target, nullptr, b.sampling));
+    auto* draft = v.s.draft ? &*v.s.draft : nullptr;
+    for (const auto& spec : b.methods)
+      v.methods.push_back(torch_backend::make_method(torch_backend::parse_method(spec), v.s.target, draft, b.sampling,
+                                                     b.target.parent_path()));
+  }
+  std::vector<std::reference_wrapper<Variant>> variants;
+  for (auto& v : owned) variants.emplace_back(*v);
+  const auto& tokenizer = owned.front()->s.tokenizer;
+  const auto name_of = [&](const Variant& v) {
+    return std::string(torch_backend::inference_dtype_name(v.s.target.inference_dtype()));
+  };
   GenerationOptions options;
   options.max_new_tokens = b.max_new_tokens;
   options.seed = b.sampling.seed;  // no EOS stop: every run generates the same length
@@ -382,86 +521,130 @@ int run_bench(const BenchCommand& b) {
   std::size_t total_runs = 0;
   for (const auto& path : b.prompt_sets) {
     sets.emplace_back(path.stem().string(), read_prompts(path, b.num_prompts));
-    total_runs += sets.back().second.size() * (methods.size() + 1);
+    total_runs += sets.back().second.size() * (b.methods.size() + 1) * variants.size();
   }
   {  // warm-up: page in weights, pack oneDNN primitives for every row count seen
-    const auto warm_prompt = s.tokenizer.encode(sets.front().second.front(), true);
-    for (int w = 0; w < b.warmup; ++w) {
-      ar.generate(warm_prompt, options);
-      for (auto& m : methods) m.generate(warm_prompt, options);
-    }
+    const auto warm_prompt = tokenizer.encode(sets.front().second.front(), true);
+    for (int w = 0; w < b.warmup; ++w)
+      for (Variant& v : variants) {
+        v.ar->generate(warm_prompt, options);
+        for (auto& m : v.methods) m.generate(warm_prompt, options);
+      }
   }
 
   nlohmann::json records = nlohmann::json::array();
-  std::printf("%-44s %-12s %9s %9s %8s %7s %6s %10s %8s\n", "method", "prompts", "tok/s", "AR tok/s", "speedup",
-              "median", "tau", "ttft ms", "ovh %");
+  std::printf("%-44s %-5s %-12s %9s %9s %8s %7s %6s %10s %8s\n", "method", "dtype", "prompts", "tok/s", "AR tok/s",
+              "speedup", "median", "tau", "ttft ms", "ovh %");
   std::size_t done = 0;
+  // tokens/s of every run, [variant][method (0 = autoregressive)][prompt], for
+  // the precision comparison.
+  std::vector<std::vector<std::vector<double>>> tps_of(variants.size());
+  std::vector<DtypeDifference> differences;
   for (const auto& [set_name, prompts] : sets) {
-    Tally base;
-    std::vector<Tally> tallies(methods.size());
-    for (const auto& text : prompts) {
-      const auto prompt = s.tokenizer.encode(text, true);
-      progress(done++, total_runs, set_name + " autoregressive");
-      const auto ref = ar.generate(prompt, options);
-      base.add(ref.stats);
-      for (std::size_t m = 0; m < methods.size(); ++m) {
-        progress(done++, total_runs, set_name + " " + methods[m].name());
-        const auto r = methods[m].generate(prompt, options);
-        tallies[m].add(r.stats);
-        tallies[m].speedups.push_back(r.stats.tokens_per_second() / ref.stats.tokens_per_second());
-        if (b.sampling.is_greedy() && r.tokens != ref.tokens) ++tallies[m].differ;
+    std::vector<Tally> base(variants.size());
+    std::vector<std::vector<Tally>> tallies(variants.size(), std::vector<Tally>(b.methods.size()));
+    for (auto& t : tps_of) t.assign(b.methods.size() + 1, {});
+    for (std::size_t p = 0; p < prompts.size(); ++p) {
+      const auto prompt = tokenizer.encode(prompts[p], true);
+      std::vector<std::vector<TokenId>> ar_tokens;
+      for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+        Variant& v = variants[vi];
+        const std::string tag = set_name + (variants.size() > 1 ? " " + name_of(v) : "");
+        progress(done++, total_runs, tag + " autoregressive");
+        const auto ref = v.ar->generate(prompt, options);
+        base[vi].add(ref.stats);
+        tps_of[vi][0].push_back(ref.stats.tokens_per_second());
+        ar_tokens.push_back(ref.tokens);
+        for (std::size_t m = 0; m < v.methods.size(); ++m) {
+          progress(done++, total_runs, tag + " " + v.methods[m].name());
+          const auto r = v.methods[m].generate(prompt, options);
+          tallies[vi][m].add(r.stats);
+          tallies[vi][m].speedups.push_back(r.stats.tokens_per_second() / ref.stats.tokens_per_second());
+          tps_of[vi][m + 1].push_back(r.stats.tokens_per_second());
+          if (b.sampling.is_greedy() && r.tokens != ref.tokens) ++tallies[vi][m].differ;
+        }
       }
+      if (b.sampling.is_greedy())
+        for (std::size_t vi = 1; vi < variants.size(); ++vi)
+          if (ar_tokens[vi] != ar_tokens[0])
+            differences.push_back(first_difference(set_name, p, prompt, ar_tokens[0], ar_tokens[vi],
+                                                   variants[0].get().s.target, variants[vi].get().s.target));
     }
     progress(done, total_runs, "");
     std::fprintf(stderr, "\n");
-    std::vector<std::optional<SameDraftsComparison>> same(methods.size());
-    if (b.same_drafts) same = compare_rules_on_same_drafts(methods, prompts, s.tokenizer, options, set_name);
-    const double ar_tps = base.total.tokens_per_second();
-    auto record = [&](const std::string& name, const Tally& t, bool is_ar) {
-      const auto& st = t.total;
-      const double tps = st.tokens_per_second();
-      std::vector<double> depth;
-      for (std::size_t d = 1; d <= st.acceptance.depth_tried.size(); ++d)
-        depth.push_back(st.acceptance.conditional_acceptance(d));
-      const double ovh = st.target_forward_seconds() > 0
-                             ? 100.0 * st.overhead_per_round_seconds() / st.target_forward_seconds()
-                             : 0.0;
-      std::printf("%-44s %-12s %9.1f %9.1f %7.2fx %6.2fx %6.2f %10.1f %7.1f%s\n", name.c_str(), set_name.c_str(), tps,
-                  ar_tps, tps / ar_tps, is_ar ? 1.0 : median(t.speedups), st.acceptance.mean_emitted(),
-                  median(t.ttft_ms), ovh, t.differ ? fmt::format("  ({} outputs differ)", t.differ).c_str() : "");
-      auto rec = base_record(name, b, st, tps, ar_tps);
-      rec.update({{"prompt_set", set_name},
-                         {"prompts", prompts.size()},
-                         {"median_speedup", is_ar ? 1.0 : median(t.speedups)},
-                         {"acceptance_by_depth", depth},
-                         {"zero_accept_rounds", st.acceptance.num_zero_accept},
-                         {"median_time_to_first_token_ms", median(t.ttft_ms)},
-                         {"median_prefill_ms", median(t.prefill_ms)},
-                         {"target_forward_ms", 1e3 * st.target_forward_seconds()},
-                         {"overhead_per_round_us", 1e6 * st.overhead_per_round_seconds()},
-                         {"overhead_percent_of_target_forward", ovh},
-                         {"draft_seconds", st.draft_seconds},
-                         {"verify_seconds", st.verify_seconds},
-                         {"draft_layer_seconds", st.draft_layer_seconds},
-                         {"draft_head_seconds", st.draft_head_seconds},
-                         {"draft_commit_seconds", st.draft_commit_seconds},
-                         {"draft_other_seconds", st.draft_layer_seconds > 0 ? st.draft_other_seconds() : 0.0},
-                         {"resampled_trees", st.resampling.trees},
-                         {"resampled_nodes", st.resampling.nodes},
-                         {"resampled_accepted", st.resampling.accepted},
-                         {"resampling_separate_forwards", st.resampling.separate_forwards},
-                         {"stop_reasons", t.stop_reasons},
-                         {"lag", lag_json(st.lag)},
-                         {"outputs_differing_from_autoregressive", t.differ}});
-      return rec;
-    };
-    records.push_back(record("autoregressive", base, true));
-    for (std::size_t m = 0; m < methods.size(); ++m) {
-      auto rec = record(methods[m].name(), tallies[m], false);
-      if (same[m]) rec["same_drafts"] = same_drafts_json(*same[m]);
-      records.push_back(std::move(rec));
+    for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+      Variant& v = variants[vi];
+      const auto dtype = v.s.target.inference_dtype();
+      std::vector<std::optional<SameDraftsComparison>> same(v.methods.size());
+      if (b.same_drafts) same = compare_rules_on_same_drafts(v.methods, prompts, tokenizer, options, set_name);
+      const double ar_tps = base[vi].total.tokens_per_second();
+      auto record = [&](const std::string& name, const Tally& t, bool is_ar) {
+        const auto& st = t.total;
+        const double tps = st.tokens_per_second();
+        std::vector<double> depth;
+        for (std::size_t d = 1; d <= st.acceptance.depth_tried.size(); ++d)
+          depth.push_back(st.acceptance.conditional_acceptance(d));
+        const double ovh = st.target_forward_seconds() > 0
+                               ? 100.0 * st.overhead_per_round_seconds() / st.target_forward_seconds()
+                               : 0.0;
+        std::printf("%-44s %-5s %-12s %9.1f %9.1f %7.2fx %6.2fx %6.2f %10.1f %7.1f%s\n", name.c_str(),
+                    name_of(v).c_str(), set_name.c_str(), tps, ar_tps, tps / ar_tps,
+                    is_ar ? 1.0 : median(t.speedups), st.acceptance.mean_emitted(), median(t.ttft_ms), ovh,
+                    t.differ ? fmt::format("  ({} outputs differ)", t.differ).c_str() : "");
+        auto rec = base_record(name, b, st, tps, ar_tps, dtype);
+        rec.update({{"prompt_set", set_name},
+                    {"prompts", prompts.size()},
+                    {"median_speedup", is_ar ? 1.0 : median(t.speedups)},
+                    {"acceptance_by_depth", depth},
+                    {"zero_accept_rounds", st.acceptance.num_zero_accept},
+                    {"median_time_to_first_token_ms", median(t.ttft_ms)},
+                    {"median_prefill_ms", median(t.prefill_ms)},
+                    {"target_forward_ms", 1e3 * st.target_forward_seconds()},
+                    {"overhead_per_round_us", 1e6 * st.overhead_per_round_seconds()},
+                    {"overhead_percent_of_target_forward", ovh},
+                    {"draft_seconds", st.draft_seconds},
+                    {"verify_seconds", st.verify_seconds},
+                    {"draft_layer_seconds", st.draft_layer_seconds},
+                    {"draft_head_seconds", st.draft_head_seconds},
+                    {"draft_commit_seconds", st.draft_commit_seconds},
+                    {"draft_other_seconds", st.draft_layer_seconds > 0 ? st.draft_other_seconds() : 0.0},
+                    {"resampled_trees", st.resampling.trees},
+                    {"resampled_nodes", st.resampling.nodes},
+                    {"resampled_accepted", st.resampling.accepted},
+                    {"resampling_separate_forwards", st.resampling.separate_forwards},
+                    {"stop_reasons", t.stop_reasons},
+                    {"lag", lag_json(st.lag)},
+                    {"outputs_differing_from_autoregressive", t.differ}});
+        return rec;
+      };
+      auto ar_rec = record("autoregressive", base[vi], true);
+      if (vi > 0) ar_rec["vs_first_dtype"] = versus(tps_of[vi][0], tps_of[0][0], name_of(variants[0]));
+      records.push_back(std::move(ar_rec));
+      for (std::size_t m = 0; m < v.methods.size(); ++m) {
+        auto rec = record(v.methods[m].name(), tallies[vi][m], false);
+        if (same[m]) rec["same_drafts"] = same_drafts_json(*same[m]);
+        if (vi > 0) rec["vs_first_dtype"] = versus(tps_of[vi][m + 1], tps_of[0][m + 1], name_of(variants[0]));
+        records.push_back(std::move(rec));
+      }
+      if (b.same_drafts) print_same_drafts(v.methods, same, set_name);
     }
-    if (b.same_drafts) print_same_drafts(methods, same, set_name);
+    // The same method in each precision, prompt by prompt.
+    for (std::size_t vi = 1; vi < variants.size(); ++vi) {
+      std::printf("  %s / %s tokens/s on %s (total, median of per-prompt ratios):", name_of(variants[vi]).c_str(),
+                  name_of(variants[0]).c_str(), set_name.c_str());
+      for (std::size_t m = 0; m <= b.methods.size(); ++m) {
+        const auto r = versus(tps_of[vi][m], tps_of[0][m], name_of(variants[0]));
+        std::printf(" %s %.2fx (%.2fx)", m == 0 ? "autoregressive" : variants[vi].get().methods[m - 1].name().c_str(),
+                    r["total_ratio"].get<double>(), r["median_ratio"].get<double>());
+      }
+      std::printf("\n");
+    }
+  }
+  if (variants.size() > 1 && b.sampling.is_greedy()) {
+    print_differences(differences, sets, name_of(variants[0]));
+    nlohmann::json diff_records = nlohmann::json::array();
+    for (const auto& d : differences) diff_records.push_back(d.json());
+    records.push_back({{"dtype_differences", diff_records}, {"reference_dtype", name_of(variants[0])}});
   }
   write_records(b.json, records);
   return 0;

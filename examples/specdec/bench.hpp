@@ -22,6 +22,11 @@ struct BenchCommand {
   std::filesystem::path json;  // one record per (method, prompt set)
   int warmup = 1;              // untimed generations before measuring
   int threads = 0;
+  // --dtype, repeatable: every method runs in each precision, prompt by
+  // prompt interleaved, each against autoregressive decoding in its own
+  // precision; with several, greedy runs also report where their
+  // autoregressive outputs first differ. Empty = {"auto"}.
+  std::vector<std::string> dtypes;
   // Batched mode (--batch N, repeatable): the prompt sets pooled into one
   // workload of requests, run through each method with up to N at once
   // (continuous batching), for each N.

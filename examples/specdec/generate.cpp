@@ -16,12 +16,14 @@
 namespace specdec::cli {
 namespace {
 
-// "models/target: 21.8M parameters, 6 layers, context 1024, stored float16, computed in float32"
+// "models/target: 21.8M parameters, 6 layers, context 1024, stored float16, weights bf16 (f32 activations)"
 std::string describe_model(const std::filesystem::path& dir, const torch_backend::LlamaModel& m) {
   const auto& c = m.config();
-  return fmt::format("{}: {:.1f}M parameters, {} layers, hidden {}, context {}, stored {}, computed in float32",
-                     dir.string(), static_cast<double>(m.num_parameters()) / 1e6, c.num_hidden_layers, c.hidden_size,
-                     c.max_position_embeddings, c.torch_dtype.empty() ? "float32" : c.torch_dtype);
+  return fmt::format(
+      "{}: {:.1f}M parameters, {} layers, hidden {}, context {}, stored {}, weights {} (f32 activations)",
+      dir.string(), static_cast<double>(m.num_parameters()) / 1e6, c.num_hidden_layers, c.hidden_size,
+      c.max_position_embeddings, c.torch_dtype.empty() ? "float32" : c.torch_dtype,
+      torch_backend::inference_dtype_name(m.inference_dtype()));
 }
 
 std::string describe_sampling(const SamplingParams& s) {
@@ -66,13 +68,14 @@ void add_generate_options(CLI::App& cmd, GenerateCommand& g) {
   add_sampling_options(cmd, g.sampling);
   cmd.add_flag("!--no-baseline", g.baseline, "skip the autoregressive run (no speedup figure)");
   cmd.add_option("--threads", g.threads, "CPU threads (0 = all cores)");
+  add_dtype_option(cmd, g.dtype);
 }
 
 int run_generate(const GenerateCommand& g) {
   const auto config = torch_backend::parse_method(g.method);
   const auto& info = torch_backend::find_method(config.name);
   const bool needs_draft = info.models == torch_backend::MethodModels::kDraftModel;
-  auto s = load_session(g.target, needs_draft ? g.draft : std::filesystem::path{}, g.tokenizer, g.threads);
+  auto s = load_session(g.target, needs_draft ? g.draft : std::filesystem::path{}, g.tokenizer, g.threads, g.dtype);
   auto method = torch_backend::make_method(config, s.target, s.draft ? &*s.draft : nullptr, g.sampling,
                                            g.target.parent_path());
   const auto prompt = s.tokenizer.encode(g.prompt, /*add_bos=*/true);

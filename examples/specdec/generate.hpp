@@ -20,6 +20,7 @@ struct GenerateCommand {
   SamplingParams sampling{0.0f, 0, 1.0f, 0};  // greedy unless asked
   bool baseline = true;  // also run autoregressive decoding for the speedup
   int threads = 0;
+  std::string dtype = "auto";  // --dtype: the inference weights' precision
 };
 
 void add_generate_options(CLI::App& cmd, GenerateCommand& g);

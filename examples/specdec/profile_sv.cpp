@@ -93,15 +93,17 @@ void add_profile_sv_options(CLI::App& cmd, ProfileSvCommand& p) {
   cmd.add_option("--out", p.out, "the acceptance table (default: sv/<sampling>.json beside --target)");
   cmd.add_option("--json", p.json, "write the entropy report as JSON here");
   cmd.add_option("--threads", p.threads, "CPU threads (0 = all cores)");
+  add_dtype_option(cmd, p.dtype);
 }
 
 int run_profile_sv(const ProfileSvCommand& c) {
   if (c.batch < 1) throw InvalidArgumentError("profile-sv: --batch must be >= 1");
   if (c.drafts == "sample" && c.sampling.is_greedy())
     throw InvalidArgumentError("profile-sv: --drafts sample needs --temperature > 0 (greedy decoding drafts top-1)");
-  auto s = load_session(c.target, c.draft, c.tokenizer, c.threads);
+  auto s = load_session(c.target, c.draft, c.tokenizer, c.threads, c.dtype);
   if (!s.draft) throw InvalidArgumentError("profile-sv: needs --draft");
   auto companion = torch_backend::LlamaModel::load(c.companion);
+  companion.set_inference_dtype(s.target.inference_dtype());
   companion.check_tokenizer_vocab(s.tokenizer.vocab_size(), s.tokenizer_path.string());
   if (companion.max_context() < s.target.max_context())
     throw InvalidArgumentError(fmt::format("profile-sv: the companion holds {} tokens of context, the target {}",

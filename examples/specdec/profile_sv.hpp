@@ -26,6 +26,7 @@ struct ProfileSvCommand {
   std::filesystem::path out;   // default: sv/<sampling>.json beside the target
   std::filesystem::path json;  // the report (entropies per set and binning)
   int threads = 0;
+  std::string dtype = "auto";  // --dtype: the inference weights' precision
 };
 
 void add_profile_sv_options(CLI::App& cmd, ProfileSvCommand& p);

@@ -39,11 +39,12 @@ void add_sequoia_options(CLI::App& cmd, SequoiaCommand& s) {
   cmd.add_option("--budget", s.budget, "draft nodes of the tree to build");
   cmd.add_option("--max-depth", s.max_depth, "depth limit of the tree to build");
   cmd.add_option("--threads", s.threads, "CPU threads (0 = all cores)");
+  add_dtype_option(cmd, s.dtype);
 }
 
 int run_sequoia(const SequoiaCommand& c) {
   if (c.width < 1 || c.depth < 1) throw InvalidArgumentError("sequoia: --width and --depth must be >= 1");
-  auto s = load_session(c.target, c.draft, c.tokenizer, c.threads);
+  auto s = load_session(c.target, c.draft, c.tokenizer, c.threads, c.dtype);
   if (!s.draft) throw InvalidArgumentError("sequoia: needs --draft");
   std::vector<ShapeNode> nodes;
   std::int32_t spine = -1;  // the rank-0 node of the previous level

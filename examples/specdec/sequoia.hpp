@@ -20,6 +20,7 @@ struct SequoiaCommand {
   std::int32_t budget = 16;  // nodes of the tree to build from the measured vector
   std::int32_t max_depth = 6;
   int threads = 0;
+  std::string dtype = "auto";  // --dtype: the inference weights' precision
 };
 
 void add_sequoia_options(CLI::App& cmd, SequoiaCommand& s);

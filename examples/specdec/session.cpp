@@ -49,16 +49,27 @@ void add_sampling_options(CLI::App& cmd, SamplingParams& sampling) {
 }
 
 Session load_session(const std::filesystem::path& target, const std::filesystem::path& draft,
-                     const std::filesystem::path& tokenizer, int threads) {
+                     const std::filesystem::path& tokenizer, int threads, const std::string& dtype) {
   if (threads > 0) at::set_num_threads(threads);
+  const auto precision = torch_backend::choose_inference_dtype(dtype);
+  if (!precision.note.empty()) std::fprintf(stderr, "specdec: %s\n", precision.note.c_str());
   const auto tok_path = tokenizer.empty() ? find_tokenizer(target) : tokenizer;
   Session s{tokenizer::Tokenizer::load(tok_path), tok_path, torch_backend::LlamaModel::load(target), std::nullopt};
   s.target.check_tokenizer_vocab(s.tokenizer.vocab_size(), tok_path.string());
+  s.target.set_inference_dtype(precision.dtype);
   if (!draft.empty()) {
     s.draft = torch_backend::LlamaModel::load(draft);
     s.draft->check_tokenizer_vocab(s.tokenizer.vocab_size(), tok_path.string());
+    s.draft->set_inference_dtype(precision.dtype);
   }
   return s;
+}
+
+void add_dtype_option(CLI::App& cmd, std::string& dtype, const std::string& what) {
+  cmd.add_option("--dtype", dtype,
+                 "inference weights: auto (bf16 where the CPU runs it natively, else f32), f32 (the reference) or "
+                 "bf16" + what)
+      ->capture_default_str();
 }
 
 void print_stats(const std::string& label, const Stats& st) {

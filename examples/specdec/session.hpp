@@ -12,6 +12,7 @@
 #include "specdec/core/sampling_params.hpp"
 #include "specdec/engine/stats.hpp"
 #include "specdec/tokenizer/tokenizer.hpp"
+#include "specdec/torch/inference_dtype.hpp"
 #include "specdec/torch/llama_model.hpp"
 
 namespace specdec::cli {
@@ -25,9 +26,14 @@ struct Session {
 
 // The tokenizer defaults to tokenizer.model / tokenizer.json in the target
 // directory or its parent (models/ keeps one for both models). Checks that
-// every vocabulary agrees.
+// every vocabulary agrees. `dtype` is the --dtype value (auto, f32, bf16):
+// the target and draft pack their weights in it (heads follow the target),
+// and a request this CPU cannot grant natively is said on stderr.
 Session load_session(const std::filesystem::path& target, const std::filesystem::path& draft,
-                     const std::filesystem::path& tokenizer, int threads);
+                     const std::filesystem::path& tokenizer, int threads, const std::string& dtype = "f32");
+
+// --dtype, the precision of the inference weights; `what` ends the help text.
+void add_dtype_option(CLI::App& cmd, std::string& dtype, const std::string& what = "");
 
 // The "prompt" field of each JSON line of `path`, the first `limit` of them;
 // IoError naming the file and line otherwise.

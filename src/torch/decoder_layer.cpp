@@ -14,11 +14,15 @@
 
 #include "kernels.hpp"
 #include "specdec/core/error.hpp"
+#include "specdec/core/warp.hpp"
 
 // The element-wise kernels are built for x86-64-v4 (AVX-512), v3 (AVX2 +
 // FMA) and the baseline, and the loader picks one (GNU ifunc). Elsewhere they
 // are compiled once for the target.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// The 64-byte vector helpers below are always inlined into the clones, so the
+// ABI GCC warns about (passing them by value without AVX-512) never applies.
+#pragma GCC diagnostic ignored "-Wpsabi"
 #define SPECDEC_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define SPECDEC_CPU_CLONES
@@ -27,29 +31,17 @@
 namespace specdec::torch_backend {
 namespace {
 
-// exp(x) in float, written so the compiler vectorizes it: x = k ln2 + r with
-// |r| <= ln2 / 2 (ln2 split in two, Cody and Waite), exp(r) by the Cephes
-// expf polynomial (within ~1 ulp), 2^k put into the exponent bits. Inputs
-// below -87.33 (results below FLT_MIN, and -inf) give 0; inputs are capped at
-// 88 (exp(88) = 1.65e38), which no softmax or SiLU here reaches meaningfully.
-inline float exp_approx(float x) {
-  const bool underflow = x < -87.3365f;
-  x = std::clamp(x, -87.3365f, 88.0f);
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float t = x * 1.44269504088896341f + kRound;
-  const float k = t - kRound;
-  float r = x - k * 0.693359375f;
-  r = r - k * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const std::int32_t ki = std::bit_cast<std::int32_t>(t) - std::bit_cast<std::int32_t>(kRound);
-  const float scale = std::bit_cast<float>((ki + 127) << 23);
-  return underflow ? 0.0f : p * scale;
+// silu(g) = g sigmoid(g) with e = exp(-|g|) <= 1 (exp_nonpositive, which
+// vectorizes): sigmoid is 1 / (1 + e) for g >= 0 and e / (1 + e) below. The
+// choice is made on g's sign bit with integer operations, so the loop
+// vectorizes under -ftrapping-math too.
+inline float silu(float g) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(g);
+  const float e = exp_nonpositive(std::bit_cast<float>(bits | 0x80000000u));  // exp(-|g|)
+  const std::uint32_t negative = 0u - (bits >> 31);                            // all ones if g < 0
+  const float numerator = std::bit_cast<float>((std::bit_cast<std::uint32_t>(e) & negative) |
+                                               (std::bit_cast<std::uint32_t>(1.0f) & ~negative));
+  return g * (numerator / (1.0f + e));
 }
 
 // 16 floats: one AVX-512 register in the x86-64-v4 build, two or four
@@ -63,21 +55,70 @@ using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
 }
 [[gnu::always_inline]] inline void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 
-// out = inv * sum_u p_u v_u over the keys with p_u != 0, in order, with the
-// Blocks * 16 outputs in registers.
-template <int Blocks>
-[[gnu::always_inline]] inline void weighted_values(const float* p, const float* v, std::int64_t keys, float inv,
-                                                   float* out) {
-  Vec acc[Blocks] = {};
-  for (std::int64_t u = 0; u < keys; ++u) {
-    if (p[u] == 0.0f) continue;
-    const float* vu = v + u * Blocks * kLanes;
-    for (int b = 0; b < Blocks; ++b) acc[b] += p[u] * load(vu + b * kLanes);
+// Queries attended together: they share one kv head of one sequence, so each
+// key and value row is loaded once for all of them.
+constexpr int kMaxGroup = 4;
+
+// Scores of Q queries against keys [0, keys) (rounded up to a block of 16),
+// keys stored transposed, kt [hd, capacity]. Each lane sums q[j] k[j] over j
+// in order: the same arithmetic for a key whatever block or group it is in.
+// Past the cache's end, a zero-padded copy stands in for the last block.
+template <int Q>
+[[gnu::always_inline]] inline void group_scores(const float* const* q, const float* kt, std::int64_t capacity,
+                                                std::int64_t hd, std::int64_t keys, float* scores,
+                                                std::int64_t stride) {
+  for (std::int64_t t = 0; t < keys; t += kLanes) {
+    Vec acc[Q] = {};
+    if (t + kLanes <= capacity) {
+      for (std::int64_t j = 0; j < hd; ++j) {
+        const Vec k = load(kt + j * capacity + t);
+        for (int i = 0; i < Q; ++i) acc[i] += q[i][j] * k;
+      }
+    } else {
+      for (std::int64_t j = 0; j < hd; ++j) {
+        float padded[kLanes] = {};
+        std::copy(kt + j * capacity + t, kt + j * capacity + capacity, padded);
+        const Vec k = load(padded);
+        for (int i = 0; i < Q; ++i) acc[i] += q[i][j] * k;
+      }
+    }
+    for (int i = 0; i < Q; ++i) store(scores + i * stride + t, acc[i]);
   }
-  for (int b = 0; b < Blocks; ++b) store(out + b * kLanes, acc[b] * inv);
 }
 
-// A thread's scratch row of scores; grows to the longest context it sees.
+// out[i] = inv[i] * sum_u p[i][u] v_u over the keys, in order, Q queries x
+// Blocks * 16 outputs in registers; a value row is loaded once for all.
+template <int Q, int Blocks>
+[[gnu::always_inline]] inline void group_values(const float* p, std::int64_t stride, const float* v,
+                                                std::int64_t keys, const float* inv, float* const* out) {
+  Vec acc[Q][Blocks] = {};
+  for (std::int64_t u = 0; u < keys; ++u) {
+    const float* vu = v + u * Blocks * kLanes;
+    Vec row[Blocks];
+    for (int b = 0; b < Blocks; ++b) row[b] = load(vu + b * kLanes);
+    for (int i = 0; i < Q; ++i) {
+      const float pu = p[i * stride + u];
+      for (int b = 0; b < Blocks; ++b) acc[i][b] += pu * row[b];
+    }
+  }
+  for (int i = 0; i < Q; ++i)
+    for (int b = 0; b < Blocks; ++b) store(out[i] + b * kLanes, acc[i][b] * inv[i]);
+}
+
+template <int Q>
+[[gnu::always_inline]] inline bool group_values_for(std::int64_t hd, const float* p, std::int64_t stride,
+                                                    const float* v, std::int64_t keys, const float* inv,
+                                                    float* const* out) {
+  switch (hd) {
+    case 32: group_values<Q, 2>(p, stride, v, keys, inv, out); return true;
+    case 48: group_values<Q, 3>(p, stride, v, keys, inv, out); return true;
+    case 64: group_values<Q, 4>(p, stride, v, keys, inv, out); return true;
+    case 128: group_values<Q, 8>(p, stride, v, keys, inv, out); return true;
+    default: return false;
+  }
+}
+
+// A thread's scratch scores; grows to the longest group it sees.
 float* score_buffer(std::int64_t n) {
   thread_local std::vector<float> buffer;
   if (static_cast<std::int64_t>(buffer.size()) < n) buffer.resize(static_cast<std::size_t>(n));
@@ -114,88 +155,79 @@ void rms_norm_row(const float* x, std::int64_t d, const float* w, float eps, flo
   for (std::int64_t j = 0; j < d; ++j) y[j] = x[j] * r * w[j];
 }
 
-// out[j] = silu(g[j]) * u[j], silu(g) = g / (1 + exp(-g)).
+// out[j] = silu(g[j]) * u[j].
 SPECDEC_CPU_CLONES
 void swiglu_row(const float* g, const float* u, std::int64_t f, float* out) {
 #pragma omp simd
-  for (std::int64_t j = 0; j < f; ++j) out[j] = g[j] / (1.0f + exp_approx(-g[j])) * u[j];
+  for (std::int64_t j = 0; j < f; ++j) out[j] = silu(g[j]) * u[j];
 }
 
-// One query against `keys` cached entries: softmax of the scaled scores over
-// the visible keys, times the values. Keys are stored transposed, kt
-// [hd, capacity], so the scores are vectorized over keys and each is summed
-// over j in order, the same arithmetic whatever else the call holds; values
-// are [capacity, hd] rows. `hidden` (null: every key visible) marks key
-// hidden_from + c hidden when hidden[c] is 1.
+// Attention of a group of Q <= kMaxGroup queries of one kv head: q[i] its
+// hd values, keys[i] how many cached entries it may see at most, and within
+// those the ones marked in hidden(i, t) are masked. K transposed [hd,
+// capacity] and V [capacity, hd] are that kv head's cache. Every query's
+// result is bit-identical to the same query attended alone or with other
+// keys masked past its own: masked keys add exact zeros to fixed lanes.
 SPECDEC_CPU_CLONES
-void attend(const float* q, const float* kt, const float* v, std::int64_t capacity, std::int64_t hd,
-            std::int64_t keys, std::int64_t hidden_from, const std::uint8_t* hidden, float scale, float* scores,
-            float* out) {
+void attend_group(int group, const float* const* q, const std::int64_t* keys, const std::uint8_t* const* hidden,
+                  std::int64_t hidden_from, const float* kt, const float* v, std::int64_t capacity, std::int64_t hd,
+                  float scale, float* scores, float* const* out) {
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-  // Scores, 64 keys at a time in registers: each lane sums q[j] k[j] over j in
-  // order, the same arithmetic for every key wherever it falls in a block. The
-  // last block reads a few columns past `keys` (within the cache, or from a
-  // zero-padded copy at its end); their lanes are dropped.
-  std::int64_t t = 0;
-  for (; t + 4 * kLanes <= keys; t += 4 * kLanes) {
-    Vec acc[4] = {};
-    for (std::int64_t j = 0; j < hd; ++j) {
-      const float* row = kt + j * capacity + t;
-      for (int b = 0; b < 4; ++b) acc[b] += q[j] * load(row + b * kLanes);
-    }
-    for (int b = 0; b < 4; ++b) store(scores + t + b * kLanes, acc[b]);
+  std::int64_t span = 0;  // the longest query's keys, in whole blocks
+  for (int i = 0; i < group; ++i) span = std::max(span, keys[i]);
+  span = (span + kLanes - 1) / kLanes * kLanes;
+  switch (group) {
+    case 1: group_scores<1>(q, kt, capacity, hd, span, scores, span); break;
+    case 2: group_scores<2>(q, kt, capacity, hd, span, scores, span); break;
+    case 3: group_scores<3>(q, kt, capacity, hd, span, scores, span); break;
+    default: group_scores<4>(q, kt, capacity, hd, span, scores, span); break;
   }
-  for (; t < keys; t += kLanes) {
-    Vec acc = {};
-    if (t + kLanes <= capacity) {
-      for (std::int64_t j = 0; j < hd; ++j) acc += q[j] * load(kt + j * capacity + t);
-    } else {
-      for (std::int64_t j = 0; j < hd; ++j) {
-        float padded[kLanes] = {};
-        std::copy(kt + j * capacity + t, kt + j * capacity + keys, padded);
-        acc += q[j] * load(padded);
-      }
-    }
-    store(scores + t, acc);  // the buffer has room for a whole last block
-  }
-  if (hidden != nullptr)
-    for (std::int64_t u = hidden_from; u < keys; ++u)
-      if (hidden[u - hidden_from] != 0) scores[u] = kMinusInf;
-  float max = kMinusInf;
+  float inv[kMaxGroup];
+  for (int i = 0; i < group; ++i) {
+    float* s = scores + i * span;
+    for (std::int64_t t = keys[i]; t < span; ++t) s[t] = kMinusInf;  // not this query's keys
+    if (hidden[i] != nullptr)
+      for (std::int64_t t = hidden_from; t < keys[i]; ++t)
+        if (hidden[i][t - hidden_from] != 0) s[t] = kMinusInf;
+    float max = kMinusInf;
 #pragma omp simd reduction(max : max)
-  for (std::int64_t u = 0; u < keys; ++u) {
-    scores[u] *= scale;
-    max = std::max(max, scores[u]);
+    for (std::int64_t t = 0; t < span; ++t) {
+      s[t] *= scale;
+      max = std::max(max, s[t]);
+    }
+    // exp, and a sum over 16 fixed lanes (block by block, then the lanes in
+    // order): masked keys add exact zeros wherever they are.
+    Vec lanes = {};
+    for (std::int64_t t = 0; t < span; t += kLanes) {
+      Vec e;
+      for (std::int64_t l = 0; l < kLanes; ++l) e[l] = exp_nonpositive(s[t + l] - max);
+      store(s + t, e);
+      lanes += e;
+    }
+    float sum = 0.0f;
+    for (std::int64_t l = 0; l < kLanes; ++l) sum += lanes[l];
+    // A query that sees no key has no softmax: NaN, as ATen's softmax gives.
+    inv[i] = max == kMinusInf ? std::numeric_limits<float>::quiet_NaN() : 1.0f / sum;
   }
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (std::int64_t u = 0; u < keys; ++u) {
-    const float e = exp_approx(scores[u] - max);
-    scores[u] = e;
-    sum += e;
+  bool done = false;
+  switch (group) {
+    case 1: done = group_values_for<1>(hd, scores, span, v, span, inv, out); break;
+    case 2: done = group_values_for<2>(hd, scores, span, v, span, inv, out); break;
+    case 3: done = group_values_for<3>(hd, scores, span, v, span, inv, out); break;
+    default: done = group_values_for<4>(hd, scores, span, v, span, inv, out); break;
   }
-  // A row that sees no key has no softmax: NaN, as ATen's softmax gives.
-  const float inv = max == kMinusInf ? std::numeric_limits<float>::quiet_NaN() : 1.0f / sum;
-  // Values: out accumulates p_u v_u over u in order, in registers.
-  switch (hd) {
-    case 32: return weighted_values<2>(scores, v, keys, inv, out);
-    case 48: return weighted_values<3>(scores, v, keys, inv, out);
-    case 64: return weighted_values<4>(scores, v, keys, inv, out);
-    case 80: return weighted_values<5>(scores, v, keys, inv, out);
-    case 96: return weighted_values<6>(scores, v, keys, inv, out);
-    case 128: return weighted_values<8>(scores, v, keys, inv, out);
-    default: break;
-  }
-  std::fill_n(out, hd, 0.0f);
-  for (std::int64_t u = 0; u < keys; ++u) {
-    const float p = scores[u];
-    if (p == 0.0f) continue;
-    const float* vu = v + u * hd;
+  if (done) return;
+  for (int i = 0; i < group; ++i) {  // other head sizes: one query at a time
+    const float* p = scores + i * span;
+    std::fill_n(out[i], hd, 0.0f);
+    for (std::int64_t u = 0; u < span; ++u) {
+      const float* vu = v + u * hd;
 #pragma omp simd
-    for (std::int64_t j = 0; j < hd; ++j) out[j] += p * vu[j];
-  }
+      for (std::int64_t j = 0; j < hd; ++j) out[i][j] += p[u] * vu[j];
+    }
 #pragma omp simd
-  for (std::int64_t j = 0; j < hd; ++j) out[j] *= inv;
+    for (std::int64_t j = 0; j < hd; ++j) out[i][j] *= inv[i];
+  }
 }
 
 }  // namespace detail
@@ -206,38 +238,58 @@ void rms_norm(const float* x, std::int64_t n, std::int64_t d, const float* w, fl
 
 namespace {
 
-// Attention of every span's rows, threaded over (row, head) pairs; q and out
-// are [n, heads * head_dim].
+// Attention of every span's rows; q and out are [n, heads * head_dim]. The
+// work is cut into groups of up to kMaxGroup queries sharing a kv head (the
+// query heads of a kv head for consecutive rows), threaded over groups.
 void attention(const DecoderShape& s, const float* q, std::span<const AttentionSpan> spans, float* out) {
   const auto h = s.heads, hd = s.head_dim, rep = s.heads / s.kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  std::int64_t tasks = 0, work = 0, longest = 0;
-  for (const auto& sp : spans) {
-    tasks += sp.rows * h;
+  struct Group {
+    std::size_t span;
+    std::int64_t kv, row, head, count;  // queries (row, head) from (row, head) on, row-major within the kv head
+  };
+  thread_local std::vector<Group> groups;
+  groups.clear();
+  std::int64_t work = 0, longest = 0;
+  for (std::size_t si = 0; si < spans.size(); ++si) {
+    const auto& sp = spans[si];
+    for (std::int64_t kv = 0; kv < s.kv_heads; ++kv) {
+      const std::int64_t total = sp.rows * rep;  // query i = (row i / rep, head kv * rep + i % rep)
+      for (std::int64_t first = 0; first < total; first += kMaxGroup)
+        groups.push_back({si, kv, first / rep, kv * rep + first % rep, std::min<std::int64_t>(kMaxGroup, total - first)});
+    }
     work += sp.rows * h * (sp.prefix + sp.rows) * hd;
     longest = std::max(longest, sp.prefix + sp.rows);
   }
-  const auto run = [&](std::int64_t task) {
-    std::size_t si = 0;
-    while (task >= spans[si].rows * h) task -= spans[si++].rows * h;
-    const auto& sp = spans[si];
-    const auto i = task / h, head = task % h, kv = head / rep;
-    const auto row = sp.first_row + i;
-    const auto span_cols = sp.prefix + sp.rows - sp.masked_from;
-    const std::int64_t keys = sp.blocked != nullptr ? sp.prefix + sp.rows : sp.prefix + i + 1;
-    const std::uint8_t* hidden = sp.blocked != nullptr ? sp.blocked + i * span_cols : nullptr;
-    detail::attend(q + row * h * hd + head * hd, sp.k + kv * hd * sp.capacity, sp.v + kv * sp.capacity * hd,
-                   sp.capacity, hd, keys, sp.masked_from, hidden, scale, score_buffer(longest + kLanes),
-                   out + row * h * hd + head * hd);
+  const std::int64_t stride_needed = kMaxGroup * ((longest + kLanes - 1) / kLanes * kLanes);
+  const auto run = [&](const Group& g) {
+    const auto& sp = spans[g.span];
+    const float* qs[kMaxGroup];
+    float* outs[kMaxGroup];
+    std::int64_t keys[kMaxGroup];
+    const std::uint8_t* hidden[kMaxGroup];
+    const auto cols = sp.prefix + sp.rows - sp.masked_from;
+    for (std::int64_t i = 0; i < g.count; ++i) {
+      const auto flat = (g.row * rep + (g.head - g.kv * rep)) + i;  // position in this kv head's query list
+      const auto row = flat / rep, head = g.kv * rep + flat % rep;
+      qs[i] = q + (sp.first_row + row) * h * hd + head * hd;
+      outs[i] = out + (sp.first_row + row) * h * hd + head * hd;
+      keys[i] = sp.blocked != nullptr ? sp.prefix + sp.rows : sp.prefix + row + 1;
+      hidden[i] = sp.blocked != nullptr ? sp.blocked + row * cols : nullptr;
+    }
+    detail::attend_group(static_cast<int>(g.count), qs, keys, hidden, sp.masked_from, sp.k + g.kv * hd * sp.capacity,
+                         sp.v + g.kv * sp.capacity * hd, sp.capacity, hd, scale, score_buffer(stride_needed), outs);
   };
   // Below ~32k multiply-adds a parallel region costs more than it saves.
   const int threads = std::max(1, at::get_num_threads());
+  const auto n = static_cast<std::int64_t>(groups.size());
   if (threads == 1 || work < 32768) {
-    for (std::int64_t t = 0; t < tasks; ++t) run(t);
+    for (const auto& g : groups) run(g);
     return;
   }
+  const Group* all = groups.data();
 #pragma omp parallel for schedule(static) num_threads(threads)
-  for (std::int64_t t = 0; t < tasks; ++t) run(t);
+  for (std::int64_t i = 0; i < n; ++i) run(all[i]);
 }
 
 }  // namespace

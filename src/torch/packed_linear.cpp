@@ -34,11 +34,13 @@
 // Inner product (brgemm) was 5-10% slower than matmul for m in 1..64, and the
 // OpenBLAS path at::linear / at::matmul 3-5x slower (it re-packs the weights).
 //
-// bf16 weights (issue 15): oneDNN 2.6 has bf16 x bf16 -> f32 matmuls only
-// ("brg:avx512_core_bf16" on AVX512_BF16 CPUs; no f32 x bf16, and no f16 at
-// all without AVX512_FP16), so a call rounds its source rows to bf16 into a
+// bf16 weights (issue 15). A call rounds its source rows to bf16 into a
 // per-thread staging buffer (m x in values, negligible next to the weights)
-// and accumulates in f32.
+// and accumulates in f32. On CPUs with AVX512_BF16 the product runs on
+// bf16_gemm.hpp's kernel, which streams the weights once for a few rows
+// (oneDNN 2.6's bf16 brgemm does not: 1.31x the one-row pass at 5 rows, see
+// bf16_gemm.hpp); elsewhere on oneDNN, which has bf16 x bf16 -> f32 matmuls
+// only (no f32 x bf16, and no f16 at all without AVX512_FP16).
 //
 // No allocation per call: each m's entry keeps its source, destination and
 // scratchpad memory objects (user scratchpad mode, one buffer per object sized
@@ -57,6 +59,7 @@
 #include <utility>
 #include <vector>
 
+#include "bf16_gemm.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/io/float_convert.hpp"
 
@@ -120,6 +123,7 @@ struct PackedLinear::Impl {
   std::int64_t in = 0;
   std::int64_t out = 0;
   DType storage = DType::kF32;
+  std::optional<bf16_gemm::PackedWeights> bf16_rows;  // set: the AVX512_BF16 kernel computes every call
   memory::desc weights_md;  // the packed layout shared by every m
   memory weights;           // packed weights (owned by oneDNN)
   // [add][threads - 1][m - 1]: oneDNN fixes a primitive's thread count when
@@ -210,6 +214,13 @@ struct PackedLinear::Impl {
     if (m <= 0) throw InvalidArgumentError(fmt::format("PackedLinear::{}: m must be >= 1, got {}", what, m));
     if (x == nullptr || y == nullptr)
       throw InvalidArgumentError(fmt::format("PackedLinear::{}: null input or output pointer", what));
+    if (bf16_rows) {  // no shared state: the staging buffer is the thread's own
+      const auto stride = bf16_rows->in_padded();
+      std::uint16_t* staged = bf16_staging(static_cast<std::size_t>(m * stride));
+      bf16_gemm::round_rows(x, m, in, stride, staged);
+      bf16_rows->multiply(staged, m, y, add);
+      return;
+    }
     const std::lock_guard<std::mutex> lock(mutex);
     try {
       for (std::int64_t row = 0; row < m; row += kMaxRows) {
@@ -241,6 +252,12 @@ PackedLinear::PackedLinear(const at::Tensor& weight, DType storage) {
   impl->out = weight.size(0);
   impl->in = weight.size(1);
   impl->storage = storage;
+  if (storage == DType::kBF16 && bf16_gemm::available()) {
+    const at::Tensor w = weight.detach().to(at::kCPU).contiguous();
+    impl->bf16_rows.emplace(w.data_ptr<float>(), impl->out, impl->in);
+    impl_ = std::move(impl);
+    return;
+  }
   const auto type = data_type_of(storage);
   // Rounded to bf16 by libtorch (nearest, ties to even) before packing.
   const at::Tensor w =
@@ -303,6 +320,7 @@ at::Tensor PackedLinear::operator()(const at::Tensor& x) const {
 std::string PackedLinear::implementation(std::int64_t m) const {
   if (!impl_) throw InvalidArgumentError("PackedLinear: the object was moved from");
   if (m <= 0) throw InvalidArgumentError(fmt::format("PackedLinear::implementation: m must be >= 1, got {}", m));
+  if (impl_->bf16_rows) return "specdec:avx512_bf16";
   const std::lock_guard<std::mutex> lock(impl_->mutex);
   try {
     return impl_->entry(std::min(m, kMaxRows), /*add=*/false).implementation;
@@ -313,6 +331,7 @@ std::string PackedLinear::implementation(std::int64_t m) const {
 
 bool PackedLinear::native_bf16() {
   static const bool native = [] {
+    if (bf16_gemm::available()) return true;
     try {
       const memory::desc src({1, 64}, DataType::bf16, Tag::ab), dst({1, 64}, DataType::f32, Tag::ab);
       const memory::desc weights({64, 64}, DataType::bf16, Tag::any);

@@ -1,0 +1,54 @@
+// A bf16-weight matmul for the few rows a decoder runs (a decode step, a
+// verification of a handful of tokens), streaming the weights once.
+//
+// Why not oneDNN here: on this repository's AVX512_BF16 machine oneDNN 2.6's
+// bf16 brgemm streams the target's weights at the memory bandwidth for one
+// row but not for a few: a 5-row pass costs 1.31x a 1-row pass and 16 rows
+// 2.27x, where f32 costs 1.00x and 1.62x (docs/RESULTS.md, "Half
+// precision"). This kernel keeps up to six rows' sums of 64 columns in
+// registers while it reads each 256-byte slice of weights once (VDPBF16PS:
+// two k per instruction, f32 accumulation), so a pass over the weights costs
+// about the same for 1 to ~12 rows.
+//
+// Each output is the same sum in the same order whatever the number of rows,
+// so a token verified among others gets exactly the logits it gets alone.
+//
+// Internal to src/torch; compiled for AVX512_BF16 and used only where the CPU
+// has it (available()).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace specdec::torch_backend::bf16_gemm {
+
+// Whether this CPU runs the kernel (AVX512F, AVX512BW, AVX512_BF16).
+bool available();
+
+// x [m, in] f32 -> out [m, stride] bf16 (nearest, ties to even, as
+// io::f32_to_bf16), each row's tail after `in` zeroed. Needs available().
+void round_rows(const float* x, std::int64_t m, std::int64_t in, std::int64_t stride, std::uint16_t* out);
+
+// Weights [out, in] row-major f32, rounded to bf16 (nearest, ties to even)
+// and laid out in blocks of 64 output columns: [out/64][in/2][64][2].
+class PackedWeights {
+ public:
+  PackedWeights(const float* weight, std::int64_t out, std::int64_t in);
+  std::int64_t in() const { return in_; }
+  std::int64_t out() const { return out_; }
+
+  // y[m, out] = x[m, in] W^T, or y += x W^T with `add`. x is bf16 rows of
+  // in_padded() values (the odd tail zeroed); y is f32 [m, out]. Runs on the
+  // calling thread's OpenMP team.
+  void multiply(const std::uint16_t* x, std::int64_t m, float* y, bool add) const;
+  std::int64_t in_padded() const { return k_pairs_ * 2; }
+
+ private:
+  struct Free {
+    void operator()(std::uint16_t* p) const;
+  };
+  std::int64_t in_ = 0, out_ = 0, k_pairs_ = 0, blocks_ = 0;
+  std::unique_ptr<std::uint16_t[], Free> data_;
+};
+
+}  // namespace specdec::torch_backend::bf16_gemm
