@@ -4,9 +4,10 @@
 // forward over m new tokens does. Time per iteration is one pass over the
 // whole stack (milliseconds); the counter GBps is weight bytes / time.
 //
-//  - BM_PackedLinear_Layers/dtype:D/m:M  PackedLinear (oneDNN matmul, weights
-//                                packed once; dtype 0 = f32, 1 = bf16, where
-//                                GBps counts the bf16 bytes)
+//  - BM_PackedLinear_Layers/dtype:D/m:M  PackedLinear (weights packed once;
+//                                dtype 0 = f32 on oneDNN, 1 = bf16 on the
+//                                AVX512_BF16 row kernel, 2 = bf16 on oneDNN;
+//                                GBps counts the bytes of the dtype)
 //  - BM_TorchLinear_Layers/m:M   at::linear (libtorch 1.13's OpenBLAS path)
 //  - BM_StreamWeights            at::mv over the same stack: the bandwidth
 //                                reference, one read of every weight
@@ -51,18 +52,24 @@ const std::vector<at::Tensor>& weights() {
   return w;
 }
 
-std::vector<tb::PackedLinear> pack_all(specdec::DType dtype) {
+std::vector<tb::PackedLinear> pack_all(specdec::DType dtype, tb::PackedLinear::Bf16Kernel kernel) {
   std::vector<tb::PackedLinear> v;
   v.reserve(kLayers);
-  for (const at::Tensor& w : weights()) v.emplace_back(w, dtype);
+  for (const at::Tensor& w : weights()) v.emplace_back(w, dtype, kernel);
   return v;
 }
 
-const std::vector<tb::PackedLinear>& packed(specdec::DType dtype = specdec::DType::kF32) {
-  static const std::vector<tb::PackedLinear> f32 = pack_all(specdec::DType::kF32);
-  if (dtype == specdec::DType::kF32) return f32;
-  static const std::vector<tb::PackedLinear> bf16 = pack_all(specdec::DType::kBF16);
-  return bf16;
+// variant 0: f32, 1: bf16 (row kernel where available), 2: bf16 on oneDNN.
+const std::vector<tb::PackedLinear>& packed(std::int64_t variant = 0) {
+  using K = tb::PackedLinear::Bf16Kernel;
+  static const std::vector<tb::PackedLinear> f32 = pack_all(specdec::DType::kF32, K::kAuto);
+  if (variant == 0) return f32;
+  if (variant == 1) {
+    static const std::vector<tb::PackedLinear> bf16 = pack_all(specdec::DType::kBF16, K::kAuto);
+    return bf16;
+  }
+  static const std::vector<tb::PackedLinear> onednn = pack_all(specdec::DType::kBF16, K::kOneDnn);
+  return onednn;
 }
 
 double weight_bytes(specdec::DType dtype = specdec::DType::kF32) {
@@ -81,7 +88,7 @@ void set_counters(benchmark::State& state, specdec::DType dtype = specdec::DType
 void BM_PackedLinear_Layers(benchmark::State& state) {
   const auto dtype = state.range(0) == 0 ? specdec::DType::kF32 : specdec::DType::kBF16;
   const std::int64_t m = state.range(1);
-  const auto& layers = packed(dtype);
+  const auto& layers = packed(state.range(0));
   const at::Tensor x = at::randn({m, kModel});
   std::vector<float> a(static_cast<std::size_t>(m * kHidden)), b(a.size());
   const auto pass = [&] {
@@ -163,7 +170,7 @@ BENCHMARK(BM_PackedLinear_Shape)
     ->UseRealTime();
 BENCHMARK(BM_PackedLinear_Layers)
     ->ArgNames({"dtype", "m"})
-    ->ArgsProduct({{0, 1}, {1, 2, 4, 5, 8, 16}})
+    ->ArgsProduct({{0, 1, 2}, {1, 2, 4, 5, 8, 16}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_TorchLinear_Layers)

@@ -209,18 +209,21 @@ void attend_group(int group, const float* const* q, const std::int64_t* keys, co
     // A query that sees no key has no softmax: NaN, as ATen's softmax gives.
     inv[i] = max == kMinusInf ? std::numeric_limits<float>::quiet_NaN() : 1.0f / sum;
   }
+  // Values of the keys any query sees (never past the cache: `span` may be).
+  std::int64_t seen = 0;
+  for (int i = 0; i < group; ++i) seen = std::max(seen, keys[i]);
   bool done = false;
   switch (group) {
-    case 1: done = group_values_for<1>(hd, scores, span, v, span, inv, out); break;
-    case 2: done = group_values_for<2>(hd, scores, span, v, span, inv, out); break;
-    case 3: done = group_values_for<3>(hd, scores, span, v, span, inv, out); break;
-    default: done = group_values_for<4>(hd, scores, span, v, span, inv, out); break;
+    case 1: done = group_values_for<1>(hd, scores, span, v, seen, inv, out); break;
+    case 2: done = group_values_for<2>(hd, scores, span, v, seen, inv, out); break;
+    case 3: done = group_values_for<3>(hd, scores, span, v, seen, inv, out); break;
+    default: done = group_values_for<4>(hd, scores, span, v, seen, inv, out); break;
   }
   if (done) return;
   for (int i = 0; i < group; ++i) {  // other head sizes: one query at a time
     const float* p = scores + i * span;
     std::fill_n(out[i], hd, 0.0f);
-    for (std::int64_t u = 0; u < span; ++u) {
+    for (std::int64_t u = 0; u < seen; ++u) {
       const float* vu = v + u * hd;
 #pragma omp simd
       for (std::int64_t j = 0; j < hd; ++j) out[i][j] += p[u] * vu[j];

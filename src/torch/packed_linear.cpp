@@ -233,7 +233,7 @@ struct PackedLinear::Impl {
   }
 };
 
-PackedLinear::PackedLinear(const at::Tensor& weight, DType storage) {
+PackedLinear::PackedLinear(const at::Tensor& weight, DType storage, Bf16Kernel kernel) {
   if (weight.dim() != 2)
     throw ShapeError(fmt::format("PackedLinear: the weight must be 2-d [out, in], got {} dimensions", weight.dim()));
   if (weight.scalar_type() != at::kFloat)
@@ -252,7 +252,7 @@ PackedLinear::PackedLinear(const at::Tensor& weight, DType storage) {
   impl->out = weight.size(0);
   impl->in = weight.size(1);
   impl->storage = storage;
-  if (storage == DType::kBF16 && bf16_gemm::available()) {
+  if (storage == DType::kBF16 && kernel == Bf16Kernel::kAuto && bf16_gemm::available()) {
     const at::Tensor w = weight.detach().to(at::kCPU).contiguous();
     impl->bf16_rows.emplace(w.data_ptr<float>(), impl->out, impl->in);
     impl_ = std::move(impl);

@@ -394,3 +394,37 @@ TEST_CASE("set_inference_dtype takes f32 and bf16 only, and switching repacks", 
   m.rollback(0, 0);
   CHECK(at::equal(run(m, 0, {1, 2, 3}, {0, 1, 2}, nullptr), f32));
 }
+
+TEST_CASE("A context that is no multiple of 16 fills to its last slot and matches the training forward",
+          "[torch][model]") {
+  // Attention reads keys in blocks of 16: the last block of a 37-slot cache
+  // runs past its end and must read nothing there.
+  for (const auto dtype : {sd::DType::kF32, sd::DType::kBF16}) {
+    if (dtype == sd::DType::kBF16 && !tb::PackedLinear::native_bf16()) continue;
+    auto cfg = tiny_config(false, 1);
+    cfg.hidden_size = 64;
+    cfg.head_dim = 16;
+    cfg.max_position_embeddings = 37;
+    auto m = tb::LlamaModel::random(cfg, 4);
+    m.set_inference_dtype(dtype);
+    std::vector<sd::TokenId> text;
+    for (int i = 0; i < 37; ++i) text.push_back((i * 13 + 5) % 97);
+    m.open(0);
+    std::vector<std::int64_t> pos;
+    for (std::int64_t i = 0; i < 30; ++i) pos.push_back(i);
+    const auto first = run(m, 0, std::vector<sd::TokenId>(text.begin(), text.begin() + 30), pos, nullptr);
+    std::vector<std::int32_t> all(30);
+    for (std::int32_t i = 0; i < 30; ++i) all[static_cast<std::size_t>(i)] = i;
+    m.accept(0, all);
+    std::vector<at::Tensor> rows{first};
+    for (std::int64_t i = 30; i < 37; ++i) {
+      rows.push_back(run(m, 0, {text[static_cast<std::size_t>(i)]}, {i}, nullptr));
+      m.accept(0, std::vector<std::int32_t>{0});
+    }
+    CHECK(m.cached_length(0) == 37);
+    const auto ref = reference_logits(m, std::vector<std::int64_t>(text.begin(), text.end()));
+    INFO(sd::dtype_name(dtype));
+    CHECK(rel_diff(at::cat(rows, 0), ref) < (dtype == sd::DType::kF32 ? 1e-5 : 5e-2));
+    CHECK_THROWS_AS(run(m, 0, {1}, {37}, nullptr), sd::ShapeError);  // full
+  }
+}

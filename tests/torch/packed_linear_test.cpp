@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "specdec/core/error.hpp"
+#include "specdec/torch/inference_dtype.hpp"
 #include "support/catch.hpp"
 
 namespace sd = specdec;
@@ -139,14 +140,17 @@ TEST_CASE("bf16 PackedLinear is the f32 product of bf16-rounded operands, with a
     return;
   }
   at::manual_seed(11);
-  for (const auto& [out, in] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1408, 512}, {97, 32}, {8000, 512}}) {
+  using K = tb::PackedLinear::Bf16Kernel;
+  for (const auto kernel : {K::kAuto, K::kOneDnn})
+  for (const auto& [out, in] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1408, 512}, {97, 33}, {8000, 512}}) {
     const at::Tensor w = at::randn({out, in}) / std::sqrt(static_cast<double>(in));
-    const tb::PackedLinear lin(w, sd::DType::kBF16);
+    const tb::PackedLinear lin(w, sd::DType::kBF16, kernel);
     CHECK(lin.storage() == sd::DType::kBF16);
-    CHECK(lin.implementation(1).find("bf16") != std::string::npos);
+    CHECK(lin.implementation(1).find(kernel == K::kAuto ? "specdec:avx512_bf16" : "brg:avx512_core_bf16") !=
+          std::string::npos);
     const at::Tensor w16 = w.to(at::kBFloat16).to(at::kFloat);
-    for (const std::int64_t m : {1, 5, 16, 300}) {
-      INFO(out << "x" << in << ", " << m << " rows");
+    for (const std::int64_t m : {1, 5, 7, 16, 300}) {
+      INFO(out << "x" << in << ", " << m << " rows, " << (kernel == K::kAuto ? "row kernel" : "oneDNN"));
       const at::Tensor x = at::randn({m, in});
       const at::Tensor x16 = x.to(at::kBFloat16).to(at::kFloat);
       const at::Tensor y = lin(x);
@@ -160,6 +164,9 @@ TEST_CASE("bf16 PackedLinear is the f32 product of bf16-rounded operands, with a
       const at::Tensor before = acc.clone();
       lin.forward_add(x.contiguous().data_ptr<float>(), m, acc.data_ptr<float>());
       CHECK(((acc - before - y).abs().max() / y.abs().max()).item<double>() < 1e-5);
+      // Each row is computed the same way whatever the other rows are.
+      if (kernel == K::kAuto)
+        for (const std::int64_t r : {std::int64_t{0}, m - 1}) CHECK(at::equal(lin(x.narrow(0, r, 1)), y.narrow(0, r, 1)));
     }
   }
 }
@@ -178,4 +185,27 @@ TEST_CASE("forward_add adds x W^T to y in f32 too", "[torch][linear]") {
   float x = 0.0f;
   CHECK_THROWS_AS(lin.forward_add(&x, 0, &x), sd::InvalidArgumentError);
   CHECK_THROWS_AS(lin.forward_add(nullptr, 1, &x), sd::InvalidArgumentError);
+}
+
+TEST_CASE("choose_inference_dtype grants f32 and bf16, falls back where bf16 is not native, refuses the rest",
+          "[torch][bf16]") {
+  CHECK(tb::choose_inference_dtype("f32").dtype == sd::DType::kF32);
+  CHECK(tb::choose_inference_dtype("f32").note.empty());
+  const auto bf16 = tb::choose_inference_dtype("bf16");
+  const auto automatic = tb::choose_inference_dtype("auto");
+  CHECK(automatic.note.empty());
+  if (tb::PackedLinear::native_bf16()) {
+    CHECK(bf16.dtype == sd::DType::kBF16);
+    CHECK(bf16.note.empty());
+    CHECK(automatic.dtype == sd::DType::kBF16);
+  } else {
+    CHECK(bf16.dtype == sd::DType::kF32);
+    CHECK(bf16.note.find("no native bf16") != std::string::npos);
+    CHECK(automatic.dtype == sd::DType::kF32);
+  }
+  CHECK_THROWS_AS(tb::choose_inference_dtype("f16"), sd::UnsupportedError);
+  CHECK_THROWS_AS(tb::choose_inference_dtype("fp32"), sd::InvalidArgumentError);
+  CHECK_THROWS_AS(tb::choose_inference_dtype(""), sd::InvalidArgumentError);
+  CHECK(tb::inference_dtype_name(sd::DType::kBF16) == "bf16");
+  CHECK(tb::inference_dtype_name(sd::DType::kF32) == "f32");
 }

@@ -31,6 +31,12 @@ namespace specdec::torch_backend {
 
 class PackedLinear {
  public:
+  // Which code multiplies bf16 weights: kAuto takes the AVX512_BF16 row
+  // kernel where the CPU has it (src/torch/bf16_gemm.hpp) and oneDNN
+  // elsewhere; kOneDnn always takes oneDNN (for comparisons). f32 weights
+  // always run on oneDNN.
+  enum class Bf16Kernel { kAuto, kOneDnn };
+
   // `weight` is [out, in] float32 (the Hugging Face nn.Linear layout); it is
   // copied (and moved to the CPU if needed) into the packed layout in
   // `storage` (kF32, or kBF16 rounded to nearest even), so the tensor may be
@@ -38,7 +44,8 @@ class PackedLinear {
   // Throws ShapeError for a weight that is not 2-D or has a zero dimension,
   // InvalidArgumentError for a weight that is not float32 or a storage other
   // than kF32 / kBF16, UnsupportedError when oneDNN has no matmul for it here.
-  explicit PackedLinear(const at::Tensor& weight, DType storage = DType::kF32);
+  explicit PackedLinear(const at::Tensor& weight, DType storage = DType::kF32,
+                        Bf16Kernel kernel = Bf16Kernel::kAuto);
   ~PackedLinear();
   PackedLinear(PackedLinear&&) noexcept;
   PackedLinear& operator=(PackedLinear&&) noexcept;
