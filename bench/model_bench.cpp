@@ -50,18 +50,25 @@ tb::LlamaModel with_prefix(const char* preset, sd::DType dtype) {
   return mm;
 }
 
+// Each made on first use only (a run filtered to one dtype builds one).
 tb::LlamaModel& model(sd::DType dtype = sd::DType::kF32) {
-  static tb::LlamaModel f32 = with_prefix("target", sd::DType::kF32);
+  if (dtype == sd::DType::kF32) {
+    static tb::LlamaModel f32 = with_prefix("target", sd::DType::kF32);
+    return f32;
+  }
   static tb::LlamaModel bf16 = with_prefix("target", sd::DType::kBF16);
-  return dtype == sd::DType::kF32 ? f32 : bf16;
+  return bf16;
 }
 
 // The default draft's shape (2 layers, hidden 192, vocab 8000): what one
 // drafting step costs.
 tb::LlamaModel& draft_model(sd::DType dtype) {
-  static tb::LlamaModel f32 = with_prefix("draft", sd::DType::kF32);
+  if (dtype == sd::DType::kF32) {
+    static tb::LlamaModel f32 = with_prefix("draft", sd::DType::kF32);
+    return f32;
+  }
   static tb::LlamaModel bf16 = with_prefix("draft", sd::DType::kBF16);
-  return dtype == sd::DType::kF32 ? f32 : bf16;
+  return bf16;
 }
 
 // The weight matrices a decode step must read at least once (the tied

@@ -338,7 +338,12 @@ void decoder_layer_forward(const DecoderLayerWeights& layer, const DecoderShape&
   float* act = sized(ws.act, n * s.ffn);
   rms_norm(x, n, d, layer.mlp_norm, s.rms_eps, xn);
   layer.gate_up->forward(xn, n, gu);
-  for (std::int64_t i = 0; i < n; ++i) detail::swiglu_row(gu + i * 2 * s.ffn, gu + i * 2 * s.ffn + s.ffn, s.ffn, act + i * s.ffn);
+  // SwiGLU row by row; a verification's rows split over the threads (the
+  // other thread would only wait for the next matmul).
+  const int threads = std::max(1, at::get_num_threads());
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && n >= 4)
+  for (std::int64_t i = 0; i < n; ++i)
+    detail::swiglu_row(gu + i * 2 * s.ffn, gu + i * 2 * s.ffn + s.ffn, s.ffn, act + i * s.ffn);
   layer.down->forward_add(act, n, x);
 }
 
