@@ -1,14 +1,14 @@
 // A bf16-weight matmul for the few rows a decoder runs (a decode step, a
 // verification of a handful of tokens), streaming the weights once.
 //
-// Why not oneDNN here: on this repository's AVX512_BF16 machine oneDNN 2.6's
-// bf16 brgemm streams the target's weights at the memory bandwidth for one
-// row but not for a few: a 5-row pass costs 1.31x a 1-row pass and 16 rows
-// 2.27x, where f32 costs 1.00x and 1.62x (docs/RESULTS.md, "Half
-// precision"). This kernel keeps up to six rows' sums of 64 columns in
-// registers while it reads each 256-byte slice of weights once (VDPBF16PS:
-// two k per instruction, f32 accumulation), so a pass over the weights costs
-// about the same for 1 to ~12 rows.
+// Why not oneDNN here: oneDNN 2.6's bf16 brgemm costs more per extra row.
+// Over a stack of weights far larger than the cache (bench/linear_bench.cpp,
+// docs/RESULTS.md "Half precision"), its 5-row pass costs 1.14x its 1-row
+// pass and 16 rows 1.70x; this kernel's cost 1.05x and 1.50x. It keeps up to
+// six rows' sums of 64 columns in registers while it reads each 256-byte
+// slice of weights once (VDPBF16PS: two k per instruction, f32
+// accumulation), prefetching ahead so the loads keep streaming while the dot
+// products run.
 //
 // Each output is the same sum in the same order whatever the number of rows,
 // so a token verified among others gets exactly the logits it gets alone.

@@ -38,9 +38,9 @@
 // per-thread staging buffer (m x in values, negligible next to the weights)
 // and accumulates in f32. On CPUs with AVX512_BF16 the product runs on
 // bf16_gemm.hpp's kernel, which streams the weights once for a few rows
-// (oneDNN 2.6's bf16 brgemm does not: 1.31x the one-row pass at 5 rows, see
-// bf16_gemm.hpp); elsewhere on oneDNN, which has bf16 x bf16 -> f32 matmuls
-// only (no f32 x bf16, and no f16 at all without AVX512_FP16).
+// (oneDNN 2.6's bf16 brgemm pays more per extra row; see bf16_gemm.hpp);
+// elsewhere on oneDNN, which has bf16 x bf16 -> f32 matmuls only (no f32 x
+// bf16, and no f16 at all without AVX512_FP16).
 //
 // No allocation per call: each m's entry keeps its source, destination and
 // scratchpad memory objects (user scratchpad mode, one buffer per object sized

@@ -7,13 +7,13 @@
 //
 // Inference only: the result carries no autograd history.
 //
-// Weights are stored in f32 or bf16. bf16 halves the bytes a decode step
-// streams; oneDNN 2.6 runs it natively on CPUs with AVX512_BF16 or AMX
-// ("brg:avx512_core_bf16"), the source rows are rounded to bf16 per call (it
-// has no f32-source x bf16-weight matmul) and products accumulate in f32 into
-// an f32 destination. f16 weights have no matmul in oneDNN 2.6 on CPUs without
-// AVX512_FP16 and are refused. docs/RESULTS.md, "Half precision", has the
-// measurements.
+// Weights are stored in f32 (oneDNN) or bf16. bf16 halves the bytes a decode
+// step streams; on CPUs with AVX512_BF16 it runs on specdec's own kernel,
+// which reads the weights once for a few rows (src/torch/bf16_gemm.hpp),
+// elsewhere on oneDNN. The source rows are rounded to bf16 per call and
+// products accumulate in f32 into an f32 destination. f16 weights have no
+// matmul in oneDNN 2.6 on CPUs without AVX512_FP16 and are refused.
+// docs/RESULTS.md, "Half precision", has the measurements.
 //
 // oneDNN stays out of this header (pimpl): users of llama_model.hpp need no
 // oneDNN includes.
@@ -60,17 +60,19 @@ class PackedLinear {
   // overlap. Any m >= 1 works. Throws InvalidArgumentError for m <= 0 or a
   // null pointer.
   //
-  // The first call with a given m creates that m's primitive (tens of
-  // microseconds; oneDNN's global primitive cache shares it between layers of
-  // equal shape); later calls with that m allocate nothing.
+  // On oneDNN, the first call with a given m creates that m's primitive (tens
+  // of microseconds; oneDNN's global primitive cache shares it between layers
+  // of equal shape); later calls with that m allocate nothing.
   //
-  // Thread safety: calls on one object are serialized by an internal mutex
-  // (they would use the object's cached argument memory), so sharing an object
-  // between threads is safe but not concurrent. Each call runs on the calling
-  // thread's OpenMP team (at::set_num_threads / OMP_NUM_THREADS threads).
+  // Thread safety: sharing an object between threads is safe. oneDNN calls on
+  // one object are serialized by an internal mutex (they use the object's
+  // cached argument memory); the bf16 kernel's calls share nothing and run
+  // concurrently. Each call runs on the calling thread's OpenMP team
+  // (at::set_num_threads / OMP_NUM_THREADS threads).
   void forward(const float* x, std::int64_t m, float* y) const;
   // y[m, out] += x[m, in] W^T: the residual connection fused into the matmul
-  // (oneDNN's sum post-op), which saves a pass over y. Same contract as forward.
+  // (oneDNN's sum post-op; an add at the bf16 kernel's store), which saves a
+  // pass over y. Same contract as forward.
   void forward_add(const float* x, std::int64_t m, float* y) const;
 
   // Convenience: x [m, in] float32 on the CPU (made contiguous if it is not)
@@ -84,10 +86,11 @@ class PackedLinear {
   // tests.
   std::string implementation(std::int64_t m) const;
 
-  // Whether this CPU runs a bf16 matmul natively (oneDNN picks an
-  // AVX512_BF16 or AMX kernel for it). Where it does not, bf16 weights would
-  // run on emulation or a reference kernel, slower than f32: callers choosing
-  // a precision fall back to f32 (inference_dtype.hpp).
+  // Whether this CPU runs a bf16 matmul natively (it has AVX512_BF16 for
+  // specdec's kernel, or oneDNN picks an AVX512_BF16 or AMX kernel). Where it
+  // does not, bf16 weights would run on emulation or a reference kernel,
+  // slower than f32: callers choosing a precision fall back to f32
+  // (inference_dtype.hpp).
   static bool native_bf16();
 
  private:
