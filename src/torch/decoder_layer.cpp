@@ -59,28 +59,20 @@ using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
 // key and value row is loaded once for all of them.
 constexpr int kMaxGroup = 4;
 
-// Scores of Q queries against keys [0, keys) (rounded up to a block of 16),
-// keys stored transposed, kt [hd, capacity]. Each lane sums q[j] k[j] over j
-// in order: the same arithmetic for a key whatever block or group it is in.
-// Past the cache's end, a zero-padded copy stands in for the last block.
+// Scores of Q queries against keys [0, keys) (a whole number of blocks) of
+// one kv head's key cache (blocks of kKeyBlock keys, [block][hd][kKeyBlock]).
+// Each lane sums q[j] k[j] over j in order: the same arithmetic for a key
+// whatever group it is scored in.
 template <int Q>
-[[gnu::always_inline]] inline void group_scores(const float* const* q, const float* kt, std::int64_t capacity,
-                                                std::int64_t hd, std::int64_t keys, float* scores,
-                                                std::int64_t stride) {
+[[gnu::always_inline]] inline void group_scores(const float* const* q, const float* kt, std::int64_t hd,
+                                                std::int64_t keys, float* scores, std::int64_t stride) {
+  static_assert(kKeyBlock == kLanes);
   for (std::int64_t t = 0; t < keys; t += kLanes) {
+    const float* block = kt + t * hd;  // block t / kLanes starts at (t / kLanes) * hd * kLanes
     Vec acc[Q] = {};
-    if (t + kLanes <= capacity) {
-      for (std::int64_t j = 0; j < hd; ++j) {
-        const Vec k = load(kt + j * capacity + t);
-        for (int i = 0; i < Q; ++i) acc[i] += q[i][j] * k;
-      }
-    } else {
-      for (std::int64_t j = 0; j < hd; ++j) {
-        float padded[kLanes] = {};
-        std::copy(kt + j * capacity + t, kt + j * capacity + capacity, padded);
-        const Vec k = load(padded);
-        for (int i = 0; i < Q; ++i) acc[i] += q[i][j] * k;
-      }
+    for (std::int64_t j = 0; j < hd; ++j) {
+      const Vec k = load(block + j * kLanes);
+      for (int i = 0; i < Q; ++i) acc[i] += q[i][j] * k;
     }
     for (int i = 0; i < Q; ++i) store(scores + i * stride + t, acc[i]);
   }
@@ -164,23 +156,23 @@ void swiglu_row(const float* g, const float* u, std::int64_t f, float* out) {
 
 // Attention of a group of Q <= kMaxGroup queries of one kv head: q[i] its
 // hd values, keys[i] how many cached entries it may see at most, and within
-// those the ones marked in hidden(i, t) are masked. K transposed [hd,
-// capacity] and V [capacity, hd] are that kv head's cache. Every query's
+// those the ones marked in hidden(i, t) are masked. K (blocks of kKeyBlock
+// keys) and V [capacity, hd] are that kv head's cache. Every query's
 // result is bit-identical to the same query attended alone or with other
 // keys masked past its own: masked keys add exact zeros to fixed lanes.
 SPECDEC_CPU_CLONES
 void attend_group(int group, const float* const* q, const std::int64_t* keys, const std::uint8_t* const* hidden,
-                  std::int64_t hidden_from, const float* kt, const float* v, std::int64_t capacity, std::int64_t hd,
-                  float scale, float* scores, float* const* out) {
+                  std::int64_t hidden_from, const float* kt, const float* v, std::int64_t hd, float scale,
+                  float* scores, float* const* out) {
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-  std::int64_t span = 0;  // the longest query's keys, in whole blocks
+  std::int64_t span = 0;  // the longest query's keys, in whole blocks (the cache has whole blocks)
   for (int i = 0; i < group; ++i) span = std::max(span, keys[i]);
   span = (span + kLanes - 1) / kLanes * kLanes;
   switch (group) {
-    case 1: group_scores<1>(q, kt, capacity, hd, span, scores, span); break;
-    case 2: group_scores<2>(q, kt, capacity, hd, span, scores, span); break;
-    case 3: group_scores<3>(q, kt, capacity, hd, span, scores, span); break;
-    default: group_scores<4>(q, kt, capacity, hd, span, scores, span); break;
+    case 1: group_scores<1>(q, kt, hd, span, scores, span); break;
+    case 2: group_scores<2>(q, kt, hd, span, scores, span); break;
+    case 3: group_scores<3>(q, kt, hd, span, scores, span); break;
+    default: group_scores<4>(q, kt, hd, span, scores, span); break;
   }
   float inv[kMaxGroup];
   for (int i = 0; i < group; ++i) {
@@ -280,8 +272,8 @@ void attention(const DecoderShape& s, const float* q, std::span<const AttentionS
       keys[i] = sp.blocked != nullptr ? sp.prefix + sp.rows : sp.prefix + row + 1;
       hidden[i] = sp.blocked != nullptr ? sp.blocked + row * cols : nullptr;
     }
-    detail::attend_group(static_cast<int>(g.count), qs, keys, hidden, sp.masked_from, sp.k + g.kv * hd * sp.capacity,
-                         sp.v + g.kv * sp.capacity * hd, sp.capacity, hd, scale, score_buffer(stride_needed), outs);
+    detail::attend_group(static_cast<int>(g.count), qs, keys, hidden, sp.masked_from, sp.k + g.kv * sp.capacity * hd,
+                         sp.v + g.kv * sp.capacity * hd, hd, scale, score_buffer(stride_needed), outs);
   };
   // Below ~32k multiply-adds a parallel region costs more than it saves.
   const int threads = std::max(1, at::get_num_threads());
@@ -304,6 +296,10 @@ void decoder_layer_forward(const DecoderLayerWeights& layer, const DecoderShape&
   const auto q_dim = h * hd, kv_dim = kvh * hd, qkv_dim = q_dim + 2 * kv_dim;
   if (hd > kMaxHeadDim)
     throw UnsupportedError(fmt::format("decoder layer: head_dim {} exceeds {}", hd, kMaxHeadDim));
+  for (const auto& sp : spans)
+    if (sp.capacity % kKeyBlock != 0)
+      throw InvalidArgumentError(fmt::format("decoder layer: a cache of {} slots (whole blocks of {} needed)",
+                                             sp.capacity, kKeyBlock));
   Workspace& ws = workspace();
   float* xn = sized(ws.xn, n * d);
   float* qkv = sized(ws.qkv, n * qkv_dim);
@@ -325,8 +321,8 @@ void decoder_layer_forward(const DecoderLayerWeights& layer, const DecoderShape&
       for (std::int64_t j = 0; j < kvh; ++j) {
         float key[kMaxHeadDim];
         kernels::rope_head(r + q_dim + j * hd, cos, sin, hd, key);
-        float* kt = sp.k + j * hd * sp.capacity + slot;  // transposed: column `slot`
-        for (std::int64_t e = 0; e < hd; ++e) kt[e * sp.capacity] = key[e];
+        float* kt = sp.k + j * sp.capacity * hd;  // this kv head's key blocks
+        for (std::int64_t e = 0; e < hd; ++e) kt[key_offset(slot, e, hd)] = key[e];
         std::copy_n(r + q_dim + kv_dim + j * hd, hd, sp.v + (j * sp.capacity + slot) * hd);
       }
     }

@@ -27,6 +27,18 @@ namespace specdec::torch_backend {
 // The longest head a layer takes (a key is rotated on the stack).
 inline constexpr std::int64_t kMaxHeadDim = 512;
 
+// Key cache blocks (see AttentionSpan), and the slots a cache of `context`
+// tokens allocates: whole blocks.
+inline constexpr std::int64_t kKeyBlock = 16;
+inline constexpr std::int64_t key_capacity(std::int64_t context) {
+  return (context + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
+}
+
+// Where key `slot`'s element `e` lives in one kv head's key cache.
+inline constexpr std::int64_t key_offset(std::int64_t slot, std::int64_t e, std::int64_t head_dim) {
+  return (slot / kKeyBlock * head_dim + e) * kKeyBlock + slot % kKeyBlock;
+}
+
 struct DecoderShape {
   std::int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0;
   float rms_eps = 1e-5f;
@@ -43,9 +55,12 @@ struct DecoderLayerWeights {
   const float* mlp_norm = nullptr;
 };
 
-// Where one sequence's new rows attend: its cache for this layer, keys
-// transposed, K [kv_heads, head_dim, capacity] (scores vectorize over keys),
-// and V [kv_heads, capacity, head_dim]. The new rows' keys and values are
+// Where one sequence's new rows attend: its cache for this layer. Keys are
+// stored transposed in blocks of kKeyBlock slots, K [kv_heads][capacity /
+// kKeyBlock][head_dim][kKeyBlock], so a block's scores vectorize over its
+// keys and read one contiguous run, and writing a key touches one block;
+// values are rows, V [kv_heads][capacity][head_dim]. `capacity` is a multiple
+// of kKeyBlock (key_capacity()). The new rows' keys and values are
 // written at entries prefix .. prefix + rows - 1. Entries before `masked_from`
 // are always visible; entries masked_from .. prefix + rows - 1 are visible as
 // `blocked` says (rows x (prefix + rows - masked_from), 1 = hidden), or, with

@@ -327,8 +327,9 @@ DraftHead DraftHead::fork() const {
 void DraftHead::reset() {
   const auto& c = config_.target;
   if (!k_cache_.defined()) {
-    k_cache_ = at::zeros({c.num_key_value_heads, c.head_dim, c.max_position_embeddings});  // keys transposed
-    v_cache_ = at::zeros({c.num_key_value_heads, c.max_position_embeddings, c.head_dim});
+    const auto slots = key_capacity(c.max_position_embeddings);  // blocks of transposed keys
+    k_cache_ = at::zeros({c.num_key_value_heads, slots * c.head_dim});
+    v_cache_ = at::zeros({c.num_key_value_heads, slots, c.head_dim});
   }
   length_ = 0;
   staged_ = 0;
@@ -404,7 +405,7 @@ at::Tensor DraftHead::run_layer(const at::Tensor& x, std::span<const std::int64_
   span.rows = n;
   span.k = k_cache_.data_ptr<float>();
   span.v = v_cache_.data_ptr<float>();
-  span.capacity = capacity;
+  span.capacity = key_capacity(capacity);
   span.prefix = base;
   span.masked_from = length_;
   span.blocked = hidden.empty() ? nullptr : hidden.data();

@@ -249,16 +249,17 @@ void LlamaModel::open(std::int32_t seq, const CachePolicy& policy) {
     return;
   }
   // A closed sequence's buffers are reused. They need no zeroing: attention
-  // uses only the slots a forward wrote (its last block of keys reads a few
-  // columns beyond them and drops those lanes; new buffers start zeroed).
+  // uses only the slots a forward wrote (its last block of keys reads the
+  // block's other slots and drops those lanes; new buffers start zeroed).
   Cache cache;
   if (!spare_caches_.empty()) {
     cache = std::move(spare_caches_.back());
     spare_caches_.pop_back();
   } else {
     const auto& c = config_;
-    cache.k = at::zeros({c.num_hidden_layers, c.num_key_value_heads, c.head_dim, c.max_position_embeddings});
-    cache.v = at::zeros({c.num_hidden_layers, c.num_key_value_heads, c.max_position_embeddings, c.head_dim});
+    const auto slots = key_capacity(c.max_position_embeddings);
+    cache.k = at::zeros({c.num_hidden_layers, c.num_key_value_heads, slots * c.head_dim});
+    cache.v = at::zeros({c.num_hidden_layers, c.num_key_value_heads, slots, c.head_dim});
   }
   cache.length = cache.staged = 0;
   caches_[seq] = std::move(cache);
@@ -321,7 +322,7 @@ void LlamaModel::forward(const ForwardRequest& request) {
     AttentionSpan span;
     span.first_row = static_cast<std::int64_t>(tokens.size());
     span.rows = n;
-    span.capacity = c.max_position_embeddings;
+    span.capacity = key_capacity(c.max_position_embeddings);
     span.prefix = cache_s.length + before;
     span.masked_from = cache_s.length;
     if (!s.mask.empty()) {
@@ -363,7 +364,7 @@ void LlamaModel::forward(const ForwardRequest& request) {
   const DecoderShape shape{d, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size,
                            static_cast<float>(c.rms_norm_eps)};
   std::vector<float> layer_hidden;
-  const auto span_capacity = c.max_position_embeddings;
+  const auto span_capacity = key_capacity(c.max_position_embeddings);
   for (std::size_t li = 0; li < layers_.size(); ++li) {
     const auto& l = layers_[li];
     const auto& p = packed_[li];
@@ -403,8 +404,21 @@ void LlamaModel::accept(std::int32_t seq, std::span<const std::int32_t> path) {
     for (auto& s : src) s += cs.length;
     const auto idx = at::tensor(src, at::kLong);
     // index_select copies first, so overlapping source and destination are safe.
-    cs.k.narrow(3, cs.length, n).copy_(cs.k.index_select(3, idx));
     cs.v.narrow(2, cs.length, n).copy_(cs.v.index_select(2, idx));
+    // Keys (blocked, decoder_layer.hpp): entry i moves from src[i] to
+    // length + i <= src[i], in increasing i, so no source is overwritten
+    // before it is read.
+    const auto& c = config_;
+    const auto slots = key_capacity(c.max_position_embeddings), hd = c.head_dim;
+    float* k = cs.k.data_ptr<float>();
+    for (std::int64_t head = 0; head < c.num_hidden_layers * c.num_key_value_heads; ++head) {
+      float* kh = k + head * slots * hd;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const auto from = src[static_cast<std::size_t>(i)], to = cs.length + i;
+        if (from == to) continue;
+        for (std::int64_t e = 0; e < hd; ++e) kh[key_offset(to, e, hd)] = kh[key_offset(from, e, hd)];
+      }
+    }
   }
   cs.length += n;
   cs.staged = 0;

@@ -174,8 +174,8 @@ class DraftHead {
   Packed packed_;
   TokenInfoTable table_;
   at::Tensor rope_cos_, rope_sin_;
-  at::Tensor k_cache_;  // [kv_heads, head_dim, capacity]: keys transposed
-  at::Tensor v_cache_;  // [kv_heads, capacity, head_dim]
+  at::Tensor k_cache_;  // [kv_heads, slots * head_dim]: blocks of transposed keys (decoder_layer.hpp)
+  at::Tensor v_cache_;  // [kv_heads, slots, head_dim]
   DType inference_dtype_ = DType::kF32;
   std::int64_t length_ = 0, staged_ = 0;
   double layer_seconds_ = 0.0, head_seconds_ = 0.0;

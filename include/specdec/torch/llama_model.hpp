@@ -111,8 +111,8 @@ class LlamaModel {
     PackedLinear qkv, o, gate_up, down;
   };
   struct Cache {
-    at::Tensor k;              // [layers, kv_heads, head_dim, capacity]: keys transposed
-    at::Tensor v;              // [layers, kv_heads, capacity, head_dim]
+    at::Tensor k;              // [layers, kv_heads, slots * head_dim]: blocks of transposed keys
+    at::Tensor v;              // [layers, kv_heads, slots, head_dim]
     std::int64_t length = 0;   // committed tokens
     std::int64_t staged = 0;   // tokens of the last forward, after `length`
   };
