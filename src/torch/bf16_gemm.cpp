@@ -17,14 +17,15 @@ namespace {
 
 constexpr std::int64_t kCols = 64;  // output columns per block: four registers
 constexpr int kMaxRows = 6;
-constexpr std::int64_t kPrefetchAhead = 16;  // k pairs (4 KB)         // rows per pass: 6 x 4 sums + 4 weights + 1 input in 32 registers
+constexpr std::int64_t kPrefetchAhead =
+    16;  // k pairs (4 KB)         // rows per pass: 6 x 4 sums + 4 weights + 1 input in 32 registers
 
 // One block of 64 columns for R rows: acc[r][j] += sum over k pairs of
 // x[r][2p..2p+1] . w[p][16 j .. 16 j + 15][0..1], in k order.
 template <int R>
 SPECDEC_BF16_TARGET inline void block(const std::uint16_t* w, std::int64_t k_pairs, const std::uint16_t* x,
-                                      std::int64_t x_stride, float* y, std::int64_t y_stride, std::int64_t cols,
-                                      bool add) {
+                                      std::int64_t x_stride, float* y, std::int64_t y_stride,
+                                      std::int64_t cols, bool add) {
   __m512 acc[R][4];
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
@@ -34,8 +35,8 @@ SPECDEC_BF16_TARGET inline void block(const std::uint16_t* w, std::int64_t k_pai
     // keep streaming while the dot products run.
     for (int line = 0; line < 4; ++line)
       _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchAhead * kCols * 2 + 32 * line), _MM_HINT_T0);
-    const __m512i w0 = _mm512_loadu_si512(wp), w1 = _mm512_loadu_si512(wp + 32), w2 = _mm512_loadu_si512(wp + 64),
-                  w3 = _mm512_loadu_si512(wp + 96);
+    const __m512i w0 = _mm512_loadu_si512(wp), w1 = _mm512_loadu_si512(wp + 32),
+                  w2 = _mm512_loadu_si512(wp + 64), w3 = _mm512_loadu_si512(wp + 96);
     for (int r = 0; r < R; ++r) {
       std::int32_t pair;
       std::memcpy(&pair, x + r * x_stride + 2 * p, sizeof pair);
@@ -67,12 +68,24 @@ SPECDEC_BF16_TARGET void run_block(const std::uint16_t* w, std::int64_t k_pairs,
     const auto* xr = x + r * x_stride;
     float* yr = y + r * y_stride;
     switch (rows) {
-      case 1: block<1>(w, k_pairs, xr, x_stride, yr, y_stride, cols, add); break;
-      case 2: block<2>(w, k_pairs, xr, x_stride, yr, y_stride, cols, add); break;
-      case 3: block<3>(w, k_pairs, xr, x_stride, yr, y_stride, cols, add); break;
-      case 4: block<4>(w, k_pairs, xr, x_stride, yr, y_stride, cols, add); break;
-      case 5: block<5>(w, k_pairs, xr, x_stride, yr, y_stride, cols, add); break;
-      default: block<6>(w, k_pairs, xr, x_stride, yr, y_stride, cols, add); break;
+      case 1:
+        block<1>(w, k_pairs, xr, x_stride, yr, y_stride, cols, add);
+        break;
+      case 2:
+        block<2>(w, k_pairs, xr, x_stride, yr, y_stride, cols, add);
+        break;
+      case 3:
+        block<3>(w, k_pairs, xr, x_stride, yr, y_stride, cols, add);
+        break;
+      case 4:
+        block<4>(w, k_pairs, xr, x_stride, yr, y_stride, cols, add);
+        break;
+      case 5:
+        block<5>(w, k_pairs, xr, x_stride, yr, y_stride, cols, add);
+        break;
+      default:
+        block<6>(w, k_pairs, xr, x_stride, yr, y_stride, cols, add);
+        break;
     }
   }
 }
@@ -85,7 +98,9 @@ bool available() {
   return ok;
 }
 
-void PackedWeights::Free::operator()(std::uint16_t* p) const { std::free(p); }
+void PackedWeights::Free::operator()(std::uint16_t* p) const {
+  std::free(p);
+}
 
 PackedWeights::PackedWeights(const float* weight, std::int64_t out, std::int64_t in)
     : in_(in), out_(out), k_pairs_((in + 1) / 2), blocks_((out + kCols - 1) / kCols) {

@@ -38,7 +38,7 @@ namespace {
 inline float silu(float g) {
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(g);
   const float e = exp_nonpositive(std::bit_cast<float>(bits | 0x80000000u));  // exp(-|g|)
-  const std::uint32_t negative = 0u - (bits >> 31);                            // all ones if g < 0
+  const std::uint32_t negative = 0u - (bits >> 31);                           // all ones if g < 0
   const float numerator = std::bit_cast<float>((std::bit_cast<std::uint32_t>(e) & negative) |
                                                (std::bit_cast<std::uint32_t>(1.0f) & ~negative));
   return g * (numerator / (1.0f + e));
@@ -53,7 +53,9 @@ using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-[[gnu::always_inline]] inline void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
+[[gnu::always_inline]] inline void store(float* p, Vec v) {
+  std::memcpy(p, &v, sizeof v);
+}
 
 // Queries attended together: they share one kv head of one sequence, so each
 // key and value row is loaded once for all of them.
@@ -102,11 +104,20 @@ template <int Q>
                                                     const float* v, std::int64_t keys, const float* inv,
                                                     float* const* out) {
   switch (hd) {
-    case 32: group_values<Q, 2>(p, stride, v, keys, inv, out); return true;
-    case 48: group_values<Q, 3>(p, stride, v, keys, inv, out); return true;
-    case 64: group_values<Q, 4>(p, stride, v, keys, inv, out); return true;
-    case 128: group_values<Q, 8>(p, stride, v, keys, inv, out); return true;
-    default: return false;
+    case 32:
+      group_values<Q, 2>(p, stride, v, keys, inv, out);
+      return true;
+    case 48:
+      group_values<Q, 3>(p, stride, v, keys, inv, out);
+      return true;
+    case 64:
+      group_values<Q, 4>(p, stride, v, keys, inv, out);
+      return true;
+    case 128:
+      group_values<Q, 8>(p, stride, v, keys, inv, out);
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -161,18 +172,26 @@ void swiglu_row(const float* g, const float* u, std::int64_t f, float* out) {
 // result is bit-identical to the same query attended alone or with other
 // keys masked past its own: masked keys add exact zeros to fixed lanes.
 SPECDEC_CPU_CLONES
-void attend_group(int group, const float* const* q, const std::int64_t* keys, const std::uint8_t* const* hidden,
-                  std::int64_t hidden_from, const float* kt, const float* v, std::int64_t hd, float scale,
-                  float* scores, float* const* out) {
+void attend_group(int group, const float* const* q, const std::int64_t* keys,
+                  const std::uint8_t* const* hidden, std::int64_t hidden_from, const float* kt,
+                  const float* v, std::int64_t hd, float scale, float* scores, float* const* out) {
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
   std::int64_t span = 0;  // the longest query's keys, in whole blocks (the cache has whole blocks)
   for (int i = 0; i < group; ++i) span = std::max(span, keys[i]);
   span = (span + kLanes - 1) / kLanes * kLanes;
   switch (group) {
-    case 1: group_scores<1>(q, kt, hd, span, scores, span); break;
-    case 2: group_scores<2>(q, kt, hd, span, scores, span); break;
-    case 3: group_scores<3>(q, kt, hd, span, scores, span); break;
-    default: group_scores<4>(q, kt, hd, span, scores, span); break;
+    case 1:
+      group_scores<1>(q, kt, hd, span, scores, span);
+      break;
+    case 2:
+      group_scores<2>(q, kt, hd, span, scores, span);
+      break;
+    case 3:
+      group_scores<3>(q, kt, hd, span, scores, span);
+      break;
+    default:
+      group_scores<4>(q, kt, hd, span, scores, span);
+      break;
   }
   float inv[kMaxGroup];
   for (int i = 0; i < group; ++i) {
@@ -206,10 +225,18 @@ void attend_group(int group, const float* const* q, const std::int64_t* keys, co
   for (int i = 0; i < group; ++i) seen = std::max(seen, keys[i]);
   bool done = false;
   switch (group) {
-    case 1: done = group_values_for<1>(hd, scores, span, v, seen, inv, out); break;
-    case 2: done = group_values_for<2>(hd, scores, span, v, seen, inv, out); break;
-    case 3: done = group_values_for<3>(hd, scores, span, v, seen, inv, out); break;
-    default: done = group_values_for<4>(hd, scores, span, v, seen, inv, out); break;
+    case 1:
+      done = group_values_for<1>(hd, scores, span, v, seen, inv, out);
+      break;
+    case 2:
+      done = group_values_for<2>(hd, scores, span, v, seen, inv, out);
+      break;
+    case 3:
+      done = group_values_for<3>(hd, scores, span, v, seen, inv, out);
+      break;
+    default:
+      done = group_values_for<4>(hd, scores, span, v, seen, inv, out);
+      break;
   }
   if (done) return;
   for (int i = 0; i < group; ++i) {  // other head sizes: one query at a time
@@ -241,7 +268,8 @@ void attention(const DecoderShape& s, const float* q, std::span<const AttentionS
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   struct Group {
     std::size_t span;
-    std::int64_t kv, row, head, count;  // queries (row, head) from (row, head) on, row-major within the kv head
+    std::int64_t kv, row, head,
+        count;  // queries (row, head) from (row, head) on, row-major within the kv head
   };
   thread_local std::vector<Group> groups;
   groups.clear();
@@ -251,7 +279,8 @@ void attention(const DecoderShape& s, const float* q, std::span<const AttentionS
     for (std::int64_t kv = 0; kv < s.kv_heads; ++kv) {
       const std::int64_t total = sp.rows * rep;  // query i = (row i / rep, head kv * rep + i % rep)
       for (std::int64_t first = 0; first < total; first += kMaxGroup)
-        groups.push_back({si, kv, first / rep, kv * rep + first % rep, std::min<std::int64_t>(kMaxGroup, total - first)});
+        groups.push_back(
+            {si, kv, first / rep, kv * rep + first % rep, std::min<std::int64_t>(kMaxGroup, total - first)});
     }
     work += sp.rows * h * (sp.prefix + sp.rows) * hd;
     longest = std::max(longest, sp.prefix + sp.rows);
@@ -272,8 +301,9 @@ void attention(const DecoderShape& s, const float* q, std::span<const AttentionS
       keys[i] = sp.blocked != nullptr ? sp.prefix + sp.rows : sp.prefix + row + 1;
       hidden[i] = sp.blocked != nullptr ? sp.blocked + row * cols : nullptr;
     }
-    detail::attend_group(static_cast<int>(g.count), qs, keys, hidden, sp.masked_from, sp.k + g.kv * sp.capacity * hd,
-                         sp.v + g.kv * sp.capacity * hd, hd, scale, score_buffer(stride_needed), outs);
+    detail::attend_group(static_cast<int>(g.count), qs, keys, hidden, sp.masked_from,
+                         sp.k + g.kv * sp.capacity * hd, sp.v + g.kv * sp.capacity * hd, hd, scale,
+                         score_buffer(stride_needed), outs);
   };
   // Below ~32k multiply-adds a parallel region costs more than it saves.
   const int threads = std::max(1, at::get_num_threads());
@@ -290,8 +320,8 @@ void attention(const DecoderShape& s, const float* q, std::span<const AttentionS
 }  // namespace
 
 void decoder_layer_forward(const DecoderLayerWeights& layer, const DecoderShape& s, float* x, std::int64_t n,
-                           std::span<const std::int64_t> positions, const float* cos_table, const float* sin_table,
-                           std::span<const AttentionSpan> spans) {
+                           std::span<const std::int64_t> positions, const float* cos_table,
+                           const float* sin_table, std::span<const AttentionSpan> spans) {
   const auto d = s.hidden, h = s.heads, kvh = s.kv_heads, hd = s.head_dim;
   const auto q_dim = h * hd, kv_dim = kvh * hd, qkv_dim = q_dim + 2 * kv_dim;
   if (hd > kMaxHeadDim)
@@ -316,7 +346,8 @@ void decoder_layer_forward(const DecoderLayerWeights& layer, const DecoderShape&
       const auto pos = positions[static_cast<std::size_t>(row)];
       const float* cos = cos_table + pos * hd;
       const float* sin = sin_table + pos * hd;
-      for (std::int64_t hh = 0; hh < h; ++hh) kernels::rope_head(r + hh * hd, cos, sin, hd, q + row * q_dim + hh * hd);
+      for (std::int64_t hh = 0; hh < h; ++hh)
+        kernels::rope_head(r + hh * hd, cos, sin, hd, q + row * q_dim + hh * hd);
       const auto slot = sp.prefix + i;
       for (std::int64_t j = 0; j < kvh; ++j) {
         float key[kMaxHeadDim];

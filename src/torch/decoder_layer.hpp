@@ -76,9 +76,9 @@ struct AttentionSpan {
 // x [n, hidden] += attention(norm(x)); x += mlp(norm(x)), in place; n is the
 // sum of the spans' rows and positions[i] is row i's position (rows of all
 // spans, in order). cos/sin tables are [max_position, head_dim].
-void decoder_layer_forward(const DecoderLayerWeights& layer, const DecoderShape& shape, float* x, std::int64_t n,
-                           std::span<const std::int64_t> positions, const float* cos_table, const float* sin_table,
-                           std::span<const AttentionSpan> spans);
+void decoder_layer_forward(const DecoderLayerWeights& layer, const DecoderShape& shape, float* x,
+                           std::int64_t n, std::span<const std::int64_t> positions, const float* cos_table,
+                           const float* sin_table, std::span<const AttentionSpan> spans);
 
 // y = x * rsqrt(mean(x^2) + eps) * w over n rows of d (y may be x).
 void rms_norm(const float* x, std::int64_t n, std::int64_t d, const float* w, float eps, float* y);

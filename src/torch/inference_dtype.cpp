@@ -17,10 +17,13 @@ InferenceDType choose_inference_dtype(std::string_view requested) {
   }
   if (requested == "f16")
     throw UnsupportedError(
-        "--dtype f16: oneDNN 2.6 has no f16 matmul on CPUs without AVX512_FP16; use bf16 (same bytes) or f32");
+        "--dtype f16: oneDNN 2.6 has no f16 matmul on CPUs without AVX512_FP16; use bf16 (same bytes) or "
+        "f32");
   throw InvalidArgumentError(fmt::format("--dtype must be auto, f32 or bf16, got '{}'", requested));
 }
 
-std::string_view inference_dtype_name(DType dtype) { return dtype == DType::kBF16 ? "bf16" : "f32"; }
+std::string_view inference_dtype_name(DType dtype) {
+  return dtype == DType::kBF16 ? "bf16" : "f32";
+}
 
 }  // namespace specdec::torch_backend
