@@ -9,6 +9,7 @@
 //   specdec sequoia ...      measure positional acceptance, print the Sequoia tree (libtorch builds)
 //   specdec profile-sv ...   Speculative Verification's acceptance profile (libtorch builds)
 //   specdec train-lyanna ... train a Lyanna draft head, an ablation or the EAGLE-style head
+//   specdec cache-features . the target's features on disk, for training heads
 //   specdec eval-head ...    held-out per-step agreement of a draft head with its target
 //   specdec hot-tokens ...   token frequencies of a corpus, hot-token coverage
 //   specdec convert ...      re-save a model's weights as f32 / f16 / bf16
@@ -68,6 +69,10 @@ int main(int argc, char** argv) {
   auto* train_head_cmd = app.add_subcommand(
       "train-lyanna", "Train a Lyanna draft head (or an ablation, or the EAGLE-style head) on a frozen target");
   specdec::cli::add_train_head_options(*train_head_cmd, train_head);
+  specdec::cli::CacheFeaturesCommand cache_features;
+  auto* cache_features_cmd = app.add_subcommand(
+      "cache-features", "Cache a frozen target's hidden states (f16) for training draft heads without the target");
+  specdec::cli::add_cache_features_options(*cache_features_cmd, cache_features);
   specdec::cli::EvalHeadCommand eval_head;
   auto* eval_head_cmd =
       app.add_subcommand("eval-head", "Held-out top-1 agreement of a draft head with its target, per draft step");
@@ -91,6 +96,7 @@ int main(int argc, char** argv) {
     if (sequoia_cmd->parsed()) return specdec::cli::run_sequoia(sequoia);
     if (profile_sv_cmd->parsed()) return specdec::cli::run_profile_sv(profile_sv);
     if (train_head_cmd->parsed()) return specdec::cli::run_train_head(train_head);
+    if (cache_features_cmd->parsed()) return specdec::cli::run_cache_features(cache_features);
     if (eval_head_cmd->parsed()) return specdec::cli::run_eval_head(eval_head);
     if (hot_tokens_cmd->parsed()) return specdec::cli::run_hot_tokens(hot_tokens);
     if (convert_cmd->parsed()) return specdec::cli::run_convert(convert);

@@ -1,11 +1,15 @@
 // `specdec train-lyanna`: train a Lyanna draft head (or one of its ablations,
 // or the EAGLE-style baseline) against a frozen target; resumes from
-// <out>/checkpoint. `specdec hot-tokens`: token frequencies of a corpus and
+// <out>/checkpoint. `specdec cache-features`: the target's features on disk,
+// for training heads without running the target. `specdec hot-tokens`: token frequencies of a corpus and
 // the share the H most frequent tokens cover (Lyanna §6.1).
 #include "train_head.hpp"
 
 #include <ATen/Parallel.h>
 
+#include <malloc.h>
+
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -16,8 +20,37 @@
 #include "specdec/core/error.hpp"
 #include "specdec/draft/token_info_table.hpp"
 #include "specdec/io/file_io.hpp"
+#include "specdec/torch/inference_dtype.hpp"
 
 namespace specdec::cli {
+
+namespace {
+
+// --matmul-dtype auto | f32 | bf16 of the trainers: bf16 operands with f32
+// accumulation where this CPU runs bf16 natively (auto), f32 otherwise.
+at::ScalarType training_matmul_dtype(const std::string& requested) {
+  const auto chosen = torch_backend::choose_inference_dtype(requested);
+  if (!chosen.note.empty()) std::printf("note: %s\n", chosen.note.c_str());
+  return chosen.dtype == DType::kBF16 ? at::kBFloat16 : at::kFloat;
+}
+
+// Each training step allocates and frees the same large activations (an
+// [8, 256, 8000] logit tensor is 65 MB). glibc serves blocks that large with
+// mmap and unmaps them at free, so every step faulted in and zeroed fresh
+// pages: a third of the samples under perf. Keeping freed memory in the heap
+// lets the next step reuse it (docs/RESULTS.md, head training).
+void keep_freed_memory() {
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);
+}
+
+void add_matmul_dtype_option(CLI::App& cmd, std::string& dtype) {
+  cmd.add_option("--matmul-dtype", dtype,
+                 "precision of the weight matmuls: auto (bf16 operands, f32 accumulation, where the CPU has a native "
+                 "bf16 dot product; else f32), f32, bf16");
+}
+
+}  // namespace
 
 void add_train_head_options(CLI::App& cmd, TrainHeadCommand& t) {
   auto& o = t.options;
@@ -25,6 +58,11 @@ void add_train_head_options(CLI::App& cmd, TrainHeadCommand& t) {
   cmd.add_option("--heldout", o.heldout_tokens, "held-out tokens (uint16 file)")->required()->check(CLI::ExistingFile);
   cmd.add_option("--target", o.target_dir, "the frozen target model")->required()->check(CLI::ExistingDirectory);
   cmd.add_option("--out", o.out_dir, "output directory (head_config.json + head.safetensors)")->required();
+  cmd.add_option("--features", o.features_dir,
+                 "a `specdec cache-features` directory: read the target's features from it instead of running the "
+                 "target")
+      ->check(CLI::ExistingDirectory);
+  add_matmul_dtype_option(cmd, t.matmul_dtype);
   cmd.add_option("--variant", t.variant,
                  "lyanna, no-token-info, no-first-token (the paper's ablations) or eagle (the baseline head)");
   cmd.add_option("--rank", o.token_info_rank, "rank of the token-info embedding W_E W_1 W_2");
@@ -50,6 +88,8 @@ void add_train_head_options(CLI::App& cmd, TrainHeadCommand& t) {
 
 int run_train_head(TrainHeadCommand& t) {
   auto& o = t.options;
+  o.matmul_dtype = training_matmul_dtype(t.matmul_dtype);
+  keep_freed_memory();
   if (t.variant == "lyanna") {
     o.kind = torch_backend::HeadKind::kLyanna;
   } else if (t.variant == "no-token-info") {
@@ -77,6 +117,37 @@ int run_train_head(TrainHeadCommand& t) {
   std::printf("trained %lld steps (resumed from step %lld), %lld trainable parameters, final loss %.3f, wall %.0f s\n",
               static_cast<long long>(report.steps_run), static_cast<long long>(report.resumed_from),
               static_cast<long long>(report.num_parameters), report.final_loss, report.wall_seconds);
+  return 0;
+}
+
+void add_cache_features_options(CLI::App& cmd, CacheFeaturesCommand& c) {
+  auto& o = c.options;
+  cmd.add_option("--tokens", o.tokens, "training tokens (uint16 file)")->required()->check(CLI::ExistingFile);
+  cmd.add_option("--target", o.target_dir, "the frozen target model")->required()->check(CLI::ExistingDirectory);
+  cmd.add_option("--out", o.out_dir, "cache directory (meta.json, tokens.u16, hidden.f16)")->required();
+  cmd.add_option("--windows", o.windows, "windows to cache (each the trainer's --seq-len + --draft-steps tokens)");
+  cmd.add_option("--window", o.window, "tokens per window");
+  cmd.add_option("--batch", o.batch, "windows per target forward");
+  cmd.add_option("--seed", o.seed, "which of the token file's non-overlapping windows are cached");
+  add_matmul_dtype_option(cmd, c.matmul_dtype);
+  cmd.add_option("--threads", o.threads, "CPU threads (0 = all cores)");
+  cmd.add_option("--time-budget", o.time_budget_seconds, "stop after this many seconds; the same command resumes");
+}
+
+int run_cache_features(CacheFeaturesCommand& c) {
+  c.options.matmul_dtype = training_matmul_dtype(c.matmul_dtype);
+  keep_freed_memory();
+  const auto report = torch_backend::build_feature_cache(c.options, [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  });
+  if (!report.finished) {
+    std::printf("stopped at window %lld of %lld; run the same command again to resume\n",
+                static_cast<long long>(report.windows_done), static_cast<long long>(report.windows_total));
+    return 0;
+  }
+  std::printf("cached %lld windows (%lld resumed) in %.0f s\n", static_cast<long long>(report.windows_total),
+              static_cast<long long>(report.resumed_from), report.wall_seconds);
   return 0;
 }
 

@@ -6,16 +6,26 @@
 #include <CLI/CLI.hpp>
 
 #include "specdec/torch/draft_head_trainer.hpp"
+#include "specdec/torch/feature_cache.hpp"
 
 namespace specdec::cli {
 
 struct TrainHeadCommand {
   torch_backend::HeadTrainOptions options;
   std::string variant = "lyanna";  // lyanna | no-token-info | no-first-token | eagle
+  std::string matmul_dtype = "auto";
 };
 
 void add_train_head_options(CLI::App& cmd, TrainHeadCommand& t);
 int run_train_head(TrainHeadCommand& t);
+
+struct CacheFeaturesCommand {
+  torch_backend::FeatureCacheOptions options;
+  std::string matmul_dtype = "auto";
+};
+
+void add_cache_features_options(CLI::App& cmd, CacheFeaturesCommand& c);
+int run_cache_features(CacheFeaturesCommand& c);
 
 struct HotTokensCommand {
   std::string tokens, out;

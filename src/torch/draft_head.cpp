@@ -243,7 +243,7 @@ at::Tensor DraftHead::token_info_bias_train(const at::Tensor& parents) const {
 
 HeadTrainOutput DraftHead::forward_train(const at::Tensor& tokens, const at::Tensor& target_hidden,
                                          const at::Tensor& target_logits, std::int64_t steps, double alpha,
-                                         double beta) const {
+                                         double beta, at::ScalarType matmul_dtype) const {
   const auto& c = config_.target;
   if (tokens.dim() != 2 || steps < 1 || tokens.size(1) <= steps)
     throw ShapeError(fmt::format("DraftHead::forward_train: tokens [batch, time] with time > steps ({}) needed", steps));
@@ -255,7 +255,7 @@ HeadTrainOutput DraftHead::forward_train(const at::Tensor& tokens, const at::Ten
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   const auto eps = c.rms_norm_eps;
   const auto fuse = [&](const at::Tensor& features, std::int64_t token_from) {
-    return at::matmul(at::cat({features, at::embedding(embed_, tokens.narrow(1, token_from, t))}, -1), w_.fc.t());
+    return linear(at::cat({features, at::embedding(embed_, tokens.narrow(1, token_from, t))}, -1), w_.fc, matmul_dtype);
   };
   // Step 1 at anchor t (position t): fuse(H_{t-1}, E(x_t)).
   at::Tensor x = config_.fuses_token(1) ? fuse(target_hidden.narrow(1, 0, t), 1) : target_hidden.narrow(1, 0, t);
@@ -268,9 +268,10 @@ HeadTrainOutput DraftHead::forward_train(const at::Tensor& tokens, const at::Ten
   for (std::int64_t s = 1; s <= steps; ++s) {
     const auto positions = at::arange(s, t + s, at::kLong);  // anchor t sits at t + s - 1
     const auto a = rms_norm(x, w_.attn_norm, eps);
-    const auto q = rope(at::matmul(a, w_.wq.t()).view({b, t, h, hd}), positions, rope_cos_, rope_sin_).transpose(1, 2);
-    auto k = rope(at::matmul(a, w_.wk.t()).view({b, t, kvh, hd}), positions, rope_cos_, rope_sin_).transpose(1, 2);
-    auto vv = at::matmul(a, w_.wv.t()).view({b, t, kvh, hd}).transpose(1, 2);
+    const auto q =
+        rope(linear(a, w_.wq, matmul_dtype).view({b, t, h, hd}), positions, rope_cos_, rope_sin_).transpose(1, 2);
+    auto k = rope(linear(a, w_.wk, matmul_dtype).view({b, t, kvh, hd}), positions, rope_cos_, rope_sin_).transpose(1, 2);
+    auto vv = linear(a, w_.wv, matmul_dtype).view({b, t, kvh, hd}).transpose(1, 2);
     if (rep > 1) {
       k = k.repeat_interleave(rep, 1);
       vv = vv.repeat_interleave(rep, 1);
@@ -285,11 +286,12 @@ HeadTrainOutput DraftHead::forward_train(const at::Tensor& tokens, const at::Ten
     const auto p = at::softmax(at::cat(parts, -1), -1);
     auto attn = at::matmul(p.narrow(-1, 0, t), vs[0]);
     for (std::int64_t j = 1; j < s; ++j) attn = attn + p.narrow(-1, t + j - 1, 1) * vs[static_cast<std::size_t>(j)];
-    auto y = x + at::matmul(attn.transpose(1, 2).reshape({b, t, h * hd}), w_.wo.t());
+    auto y = x + linear(attn.transpose(1, 2).reshape({b, t, h * hd}), w_.wo, matmul_dtype);
     const auto m = rms_norm(y, w_.mlp_norm, eps);
-    y = y + at::matmul(at::silu(at::matmul(m, w_.w_gate.t())) * at::matmul(m, w_.w_up.t()), w_.w_down.t());
+    y = y + linear(at::silu(linear(m, w_.w_gate, matmul_dtype)) * linear(m, w_.w_up, matmul_dtype),
+                            w_.w_down, matmul_dtype);
     const auto hs = rms_norm(y, w_.norm, eps);  // the predicted target hidden state of position t + s - 1
-    auto logits = at::matmul(hs, lm_head_.t());
+    auto logits = linear(hs, lm_head_, matmul_dtype);
     if (config_.has_token_info())  // parent = the token at the step's own position
       logits = logits.index_add(2, hot_ids_, token_info_bias_train(tokens.narrow(1, s, t)));
     out.hidden.push_back(hs.detach());
@@ -353,6 +355,18 @@ void DraftHead::set_inference_dtype(DType dtype) {
   if (dtype == inference_dtype_) return;
   inference_dtype_ = dtype;
   packed_ = Packed{};  // packed again, in the new precision, by the next inference call
+  if (hot_lm_head_) {
+    const auto hot = hot_lm_head_->tokens();
+    hot_lm_head_ = std::make_shared<const HotLmHead>(lm_head_, std::vector<TokenId>(hot.begin(), hot.end()), dtype);
+  }
+}
+
+void DraftHead::set_hot_lm_head(std::shared_ptr<const HotLmHead> head) {
+  if (head && head->vocab_size() != vocab_size())
+    throw InvalidArgumentError(fmt::format(
+        "DraftHead::set_hot_lm_head: a head over a vocabulary of {}, the target's is {}", head->vocab_size(),
+        vocab_size()));
+  hot_lm_head_ = std::move(head);
 }
 
 at::Tensor DraftHead::fuse_input(const float* features, std::span<const TokenId> tokens) const {
@@ -475,7 +489,14 @@ at::Tensor DraftHead::logits(const at::Tensor& h) {
   at::NoGradGuard no_grad;
   if (!packed_.lm_head) pack();
   const auto start = Clock::now();
-  auto out = (*packed_.lm_head)(h.contiguous());
+  at::Tensor out;
+  if (hot_lm_head_) {
+    const auto rows = h.contiguous();
+    out = at::empty({rows.size(0), vocab_size()});
+    hot_lm_head_->forward(rows.data_ptr<float>(), rows.size(0), out.data_ptr<float>());
+  } else {
+    out = (*packed_.lm_head)(h.contiguous());
+  }
   head_seconds_ += since(start);
   return out;
 }
@@ -526,7 +547,10 @@ void DraftHead::logits(std::span<const float> h, std::span<float> out) {
   if (rows == 0) return;
   if (!packed_.lm_head) pack();
   const auto start = Clock::now();
-  packed_.lm_head->forward(h.data(), rows, out.data());  // straight into the caller's rows
+  if (hot_lm_head_)
+    hot_lm_head_->forward(h.data(), rows, out.data());
+  else
+    packed_.lm_head->forward(h.data(), rows, out.data());  // straight into the caller's rows
   head_seconds_ += since(start);
 }
 

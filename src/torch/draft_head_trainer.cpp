@@ -6,12 +6,16 @@
 #include <cmath>
 #include <fstream>
 #include <numeric>
+#include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "specdec/core/error.hpp"
 #include "specdec/draft/token_info_table.hpp"
+#include "specdec/torch/feature_cache.hpp"
+#include "kernels.hpp"
 #include "train_data.hpp"
 
 namespace specdec::torch_backend {
@@ -38,16 +42,21 @@ void check_options(const HeadTrainOptions& o) {
   if (o.max_steps_this_run < 0 || o.time_budget_seconds < 0)
     throw InvalidArgumentError("train-lyanna: step and time limits must be >= 0 (0 = none)");
   parse_dtype(o.save_dtype);
+  if (o.matmul_dtype != at::kFloat && o.matmul_dtype != at::kBFloat16)
+    throw InvalidArgumentError("train-lyanna: the matmul precision must be f32 or bf16");
 }
 
 // The frozen target's hidden states (after the final norm) and logits for a
 // batch of windows.
-std::pair<at::Tensor, at::Tensor> target_outputs(const LlamaModel& target, const at::Tensor& batch) {
+std::pair<at::Tensor, at::Tensor> target_outputs(const LlamaModel& target, const at::Tensor& batch,
+                                                 at::ScalarType matmul_dtype = at::kFloat) {
   at::NoGradGuard no_grad;
   at::Tensor hidden;
-  auto logits = target.forward_train(batch, &hidden);
+  auto logits = target.forward_train(batch, &hidden, matmul_dtype);
   return {hidden, logits};
 }
+
+const char* matmul_dtype_name(at::ScalarType t) { return t == at::kBFloat16 ? "bf16" : "f32"; }
 
 }  // namespace
 
@@ -119,9 +128,22 @@ HeadTrainReport train_draft_head(const HeadTrainOptions& o, const std::function<
     log(fmt::format("resuming from {} at step {}", ckpt_dir.string(), step));
   }
   report.num_parameters = head.num_parameters();
-  log(fmt::format("{}: {} trainable parameters; target {} ({} parameters, frozen); data: {} tokens",
+  log(fmt::format("{}: {} trainable parameters; target {} ({} parameters, frozen); data: {} tokens; matmuls in {}",
                   head.config().describe(), report.num_parameters, o.target_dir.string(), target.num_parameters(),
-                  train.size()));
+                  train.size(), matmul_dtype_name(o.matmul_dtype)));
+  std::optional<FeatureCache> cache;
+  std::optional<EpochSampler> sampler;
+  if (!o.features_dir.empty()) {
+    cache.emplace(FeatureCache::open(o.features_dir, target));
+    if (cache->window() < o.seq_len + o.draft_steps)
+      throw InvalidArgumentError(fmt::format("train-lyanna: the feature cache's windows hold {} tokens, {} + {} needed",
+                                             cache->window(), o.seq_len, o.draft_steps));
+    sampler.emplace(o.seed, cache->windows());
+    log(fmt::format("features: {} ({} windows, {} anchors; the target's matmuls were in {}); {:.2f} epochs in this "
+                    "schedule",
+                    o.features_dir.string(), cache->windows(), cache->windows() * o.seq_len, cache->matmul_dtype(),
+                    static_cast<double>(o.steps * o.batch_size) / static_cast<double>(cache->windows())));
+  }
   if (head.config().has_token_info())
     log(fmt::format("hot tokens cover {:.1f}% of the training tokens; token-info table {:.1f} MB (dense {:.1f} MB)",
                     100.0 * report.hot_coverage, static_cast<double>(report.table_bytes) / 1e6,
@@ -135,10 +157,17 @@ HeadTrainReport train_draft_head(const HeadTrainOptions& o, const std::function<
   for (; step < o.steps; ++step) {
     const double lr = head_learning_rate(o, step);
     for (auto& g : optimizer.param_groups()) static_cast<torch::optim::AdamOptions&>(g.options()).lr(lr);
-    const auto batch = windows(train, batch_starts(o.seed, step, train.size(), o.batch_size, window), window);
-    const auto [hidden, logits] = target_outputs(target, batch);
+    at::Tensor batch, hidden, logits;
+    if (cache) {
+      std::tie(batch, hidden) = cache->read(sampler->step(step, o.batch_size), window);
+      at::NoGradGuard no_grad;
+      logits = kernels::linear(hidden, target.lm_head(), o.matmul_dtype);
+    } else {
+      batch = windows(train, batch_starts(o.seed, step, train.size(), o.batch_size, window), window);
+      std::tie(hidden, logits) = target_outputs(target, batch, o.matmul_dtype);
+    }
     optimizer.zero_grad();
-    const auto out = head.forward_train(batch, hidden, logits, o.draft_steps, o.alpha, o.beta);
+    const auto out = head.forward_train(batch, hidden, logits, o.draft_steps, o.alpha, o.beta, o.matmul_dtype);
     out.loss.backward();
     torch::nn::utils::clip_grad_norm_(head.parameters(), o.clip_norm);
     optimizer.step();
@@ -172,6 +201,7 @@ HeadTrainReport train_draft_head(const HeadTrainOptions& o, const std::function<
                                             ran.count())) {
       save_checkpoint(o.out_dir, head, optimizer, step + 1, o.seed);
       report.steps_run = step + 1 - first_step;
+      report.anchors = (step + 1) * o.batch_size * o.seq_len;
       report.final_loss = std::accumulate(recent.begin(), recent.end(), 0.0) / static_cast<double>(recent.size());
       report.wall_seconds = ran.count();
       log(fmt::format("stopped at step {} of {} ({}); checkpoint in {}", step + 1, o.steps,
@@ -181,6 +211,7 @@ HeadTrainReport train_draft_head(const HeadTrainOptions& o, const std::function<
   }
   report.finished = true;
   report.steps_run = step - first_step;
+  report.anchors = step * o.batch_size * o.seq_len;
   if (!recent.empty())
     report.final_loss = std::accumulate(recent.begin(), recent.end(), 0.0) / static_cast<double>(recent.size());
   head.set_requires_grad(false);
@@ -194,6 +225,12 @@ HeadTrainReport train_draft_head(const HeadTrainOptions& o, const std::function<
   head.save(o.out_dir, parse_dtype(o.save_dtype));
   std::ofstream(o.out_dir / "train_report.json")
       << nlohmann::json{{"steps", o.steps},
+                        {"batch", o.batch_size},
+                        {"seq_len", o.seq_len},
+                        {"anchors", report.anchors},
+                        {"lr", o.lr},
+                        {"matmul_dtype", matmul_dtype_name(o.matmul_dtype)},
+                        {"features", o.features_dir.empty() ? "live target forward" : o.features_dir.string()},
                         {"top1", report.top1},
                         {"chain_top1", report.chain_top1},
                         {"final_loss", report.final_loss},

@@ -108,6 +108,18 @@ void LlamaModel::set_inference_dtype(DType dtype) {
   inference_dtype_ = dtype;
   packed_.clear();  // packed again, in the new precision, by the next forward()
   packed_lm_head_.reset();
+  if (hot_lm_head_) {
+    const auto hot = hot_lm_head_->tokens();
+    hot_lm_head_ = std::make_shared<const HotLmHead>(lm_head_, std::vector<TokenId>(hot.begin(), hot.end()), dtype);
+  }
+}
+
+void LlamaModel::set_hot_lm_head(std::shared_ptr<const HotLmHead> head) {
+  if (head && head->vocab_size() != config_.vocab_size)
+    throw InvalidArgumentError(fmt::format("LlamaModel::set_hot_lm_head: a head over a vocabulary of {}, the model's "
+                                           "is {}",
+                                           head->vocab_size(), config_.vocab_size));
+  hot_lm_head_ = std::move(head);
 }
 
 std::int64_t LlamaModel::num_parameters() const {
@@ -203,7 +215,7 @@ at::Tensor LlamaModel::rope(const at::Tensor& x, const at::Tensor& positions) co
   return kernels::rope(x, positions, rope_cos_, rope_sin_);  // Llama §RoPE with rope_theta
 }
 
-at::Tensor LlamaModel::forward_train(const at::Tensor& tokens, at::Tensor* hidden) const {
+at::Tensor LlamaModel::forward_train(const at::Tensor& tokens, at::Tensor* hidden, at::ScalarType matmul_dtype) const {
   if (tokens.dim() != 2) throw ShapeError(fmt::format("forward_train: tokens must be [batch, time], got {}-d", tokens.dim()));
   check_tokens(tokens);
   const auto& c = config_;
@@ -218,9 +230,9 @@ at::Tensor LlamaModel::forward_train(const at::Tensor& tokens, at::Tensor* hidde
   at::Tensor x = at::embedding(embed_, tokens);  // [b, t, d]
   for (const auto& l : layers_) {
     const auto a = rms_norm(x, l.attn_norm, c.rms_norm_eps);
-    auto q = rope(at::matmul(a, l.wq.t()).view({b, t, h, hd}), positions).transpose(1, 2);  // [b, h, t, hd]
-    auto k = rope(at::matmul(a, l.wk.t()).view({b, t, kvh, hd}), positions).transpose(1, 2);
-    auto v = at::matmul(a, l.wv.t()).view({b, t, kvh, hd}).transpose(1, 2);
+    auto q = rope(kernels::linear(a, l.wq, matmul_dtype).view({b, t, h, hd}), positions).transpose(1, 2);  // [b, h, t, hd]
+    auto k = rope(kernels::linear(a, l.wk, matmul_dtype).view({b, t, kvh, hd}), positions).transpose(1, 2);
+    auto v = kernels::linear(a, l.wv, matmul_dtype).view({b, t, kvh, hd}).transpose(1, 2);
     if (kvh != h) {  // grouped-query attention: kv head j serves heads j*r .. j*r + r - 1
       k = k.repeat_interleave(h / kvh, 1);
       v = v.repeat_interleave(h / kvh, 1);
@@ -228,13 +240,14 @@ at::Tensor LlamaModel::forward_train(const at::Tensor& tokens, at::Tensor* hidde
     auto scores = at::matmul(q, k.transpose(-2, -1)) * scale;
     scores = scores.masked_fill(causal.logical_not(), -std::numeric_limits<float>::infinity());
     const auto attn = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({b, t, h * hd});
-    x = x + at::matmul(attn, l.wo.t());
+    x = x + kernels::linear(attn, l.wo, matmul_dtype);
     const auto m = rms_norm(x, l.mlp_norm, c.rms_norm_eps);
-    x = x + at::matmul(at::silu(at::matmul(m, l.w_gate.t())) * at::matmul(m, l.w_up.t()), l.w_down.t());
+    x = x + kernels::linear(at::silu(kernels::linear(m, l.w_gate, matmul_dtype)) * kernels::linear(m, l.w_up, matmul_dtype),
+                            l.w_down, matmul_dtype);
   }
   const auto out = rms_norm(x, final_norm_, c.rms_norm_eps);
   if (hidden != nullptr) *hidden = out;
-  return at::matmul(out, lm_head_.t());
+  return kernels::linear(out, lm_head_, matmul_dtype);
 }
 
 // ---- Model concept -----------------------------------------------------------
@@ -384,7 +397,12 @@ void LlamaModel::forward(const ForwardRequest& request) {
     cache(request.sequences[si].seq_id).staged = spans[si].prefix - spans[si].masked_from + spans[si].rows;
   if (logits_out == nullptr && hidden_out == nullptr) return;  // a prefill fills the cache only
   rms_norm(x.data(), total, d, final_norm_.data_ptr<float>(), static_cast<float>(c.rms_norm_eps), x.data());
-  if (logits_out != nullptr) packed_lm_head_->forward(x.data(), total, logits_out);
+  if (logits_out != nullptr) {
+    if (hot_lm_head_)
+      hot_lm_head_->forward(x.data(), total, logits_out);
+    else
+      packed_lm_head_->forward(x.data(), total, logits_out);
+  }
   if (hidden_out != nullptr)
     std::copy_n(request.hidden_layer == -1 ? x.data() : layer_hidden.data(), total * d, hidden_out);
 }

@@ -208,6 +208,20 @@ RuleKind rule_kind(const MethodConfig& c, const SamplingParams& sampling, RuleFi
       "method {}: unknown rule '{}' (auto, greedy, rrs, speculative, block, traversal, typical)", c.name, rule));
 }
 
+MethodParam hot_param() {
+  return {"hot", ParamType::kInt, "0",
+          "draft over the H most frequent tokens only (FR-Spec; ranked by token_frequencies.json beside the target); 0 "
+          "= the whole vocabulary"};
+}
+
+std::shared_ptr<const HotLmHead> hot_lm_head_for(const MethodContext& c, const at::Tensor& lm_head, DType dtype) {
+  const auto h = c.config.int32("hot");
+  if (h < 0) throw InvalidArgumentError(fmt::format("method {}: hot={} must be >= 0", c.config.name, h));
+  if (h == 0) return nullptr;
+  return std::make_shared<const HotLmHead>(
+      lm_head, hot_vocabulary(c.heads_dir / "token_frequencies.json", h, lm_head.size(0)), dtype);
+}
+
 DraftHead load_head(const MethodContext& c, HeadKind kind) {
   const auto& given = c.config.text("head");
   const auto dir = given.empty() ? c.heads_dir / c.config.name : std::filesystem::path(given);
@@ -216,6 +230,7 @@ DraftHead load_head(const MethodContext& c, HeadKind kind) {
     throw InvalidArgumentError(
         fmt::format("method {}: {} holds an {}", c.config.name, dir.string(), head.config().describe()));
   head.set_inference_dtype(c.target.inference_dtype());  // a head runs in its target's precision
+  head.set_hot_lm_head(hot_lm_head_for(c, head.lm_head(), head.inference_dtype()));
   return head;
 }
 

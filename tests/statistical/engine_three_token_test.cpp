@@ -411,6 +411,50 @@ TEST_CASE("The three-token test rejects typical acceptance in DuoDecoding too (p
   CHECK(fit.rejects(st::kAlpha));
 }
 
+// Frequency-ranked drafting (FR-Spec, arXiv 2502.14856): the draft model's
+// logits outside a hot set are -inf (q = 0 there), the target untouched.
+// `restrict_target` also cuts the target's row: the lossy mistake of letting
+// the hot set reach verification, which the law test must reject.
+template <class Builder, class Rule>
+sd::testing::ChiSquareResult hot_vocabulary_fit(Builder builder, Rule rule, sd::DraftBudget budget,
+                                                const sd::SamplingParams& sampling, bool restrict_target) {
+  Models m;
+  const HashedContextModel reference(kVocab, 11);
+  m.draft.set_hot_vocabulary({0, 1, 3, 4, 6});  // the prompt's last token (4) is hot; 2, 5, 7 are never drafted
+  if (restrict_target) m.target.set_hot_vocabulary({0, 1, 3, 4, 6});
+  Verifier verifier(m.target, sampling);
+  Drafter drafter(m.draft, 0, sampling);
+  sd::SpeculativeDecoder decoder(drafter, std::move(builder), verifier, std::move(rule), sd::FixedLength(budget));
+  const std::vector<sd::TokenId> prompt = {3, 1, 4};
+  return fit_three_tokens(reference, prompt, sampling, [&](std::uint64_t seed) {
+    return decoder.generate(prompt, three_tokens(seed));
+  });
+}
+
+TEST_CASE("A draft over a hot vocabulary (q = 0 outside it, FR-Spec) keeps the three-token law",
+          "[statistical][engine]") {
+  const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
+  const std::string method = GENERATE("chain, speculative sampling", "chain, block", "dynamic tree, rrs");
+  INFO(method << ", " << st::describe(sampling));
+  const sd::DraftBudget chain{3, 3, 3, 0.0f}, tree{3, 6, 6, 0.0f};
+  const sd::ChainBuilder sampled{sd::ChainBuilder::Pick::kSample};
+  const auto fit = method == "chain, speculative sampling"
+                       ? hot_vocabulary_fit(sampled, sd::SpeculativeSampling{}, chain, sampling, false)
+                   : method == "chain, block"
+                       ? hot_vocabulary_fit(sampled, sd::BlockVerification{}, chain, sampling, false)
+                       : hot_vocabulary_fit(sd::DynamicTreeBuilder{2, 3, 6}, sd::RecursiveRejectionSampling{}, tree,
+                                            sampling, false);
+  INFO(fit.describe());
+  CHECK_FALSE(fit.rejects(st::kAlpha));
+}
+
+TEST_CASE("The three-token test rejects a hot vocabulary applied to the target too (power)", "[statistical][engine]") {
+  const auto fit = hot_vocabulary_fit(sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, sd::SpeculativeSampling{},
+                                      sd::DraftBudget{3, 3, 3, 0.0f}, sd::SamplingParams{1.0f, 0, 1.0f}, true);
+  INFO(fit.describe());
+  CHECK(fit.rejects(st::kAlpha));
+}
+
 TEST_CASE("The three-token test rejects typical acceptance (power)", "[statistical][engine]") {
   const auto fit = draft_model_fit(sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, sd::TypicalAcceptance{},
                                    sd::DraftBudget{3, 3, 3, 0.0f}, sd::SamplingParams{1.0f, 0, 1.0f});

@@ -53,6 +53,9 @@ class HashedContextModel {
     seqs_.erase(seq);
   }
   std::int64_t forwards() const { return forwards_; }
+  // A drafter's hot vocabulary (FR-Spec): logits of every other token are
+  // -inf from now on, as a hot-vocabulary LM head writes them. Empty = all.
+  void set_hot_vocabulary(std::vector<TokenId> hot) { hot_ = std::move(hot); }
 
   // The logits after `context` (what a correct forward must return).
   std::vector<float> logits_after(std::span<const TokenId> context) const {
@@ -65,6 +68,10 @@ class HashedContextModel {
       out[static_cast<std::size_t>(v)] = sharpness_ * gaussian(seed_, h, v);
       if (noise_ > 0.0f) out[static_cast<std::size_t>(v)] += noise_ * gaussian(noise_seed_, h, v);
     }
+    if (!hot_.empty())
+      for (std::int64_t v = 0; v < vocab_; ++v)
+        if (std::find(hot_.begin(), hot_.end(), static_cast<TokenId>(v)) == hot_.end())
+          out[static_cast<std::size_t>(v)] = -std::numeric_limits<float>::infinity();
     return out;
   }
 
@@ -172,6 +179,7 @@ class HashedContextModel {
   std::unordered_map<std::int32_t, std::vector<TokenId>> closed_;
   std::int64_t forwards_ = 0;
   std::int64_t max_context_ = std::numeric_limits<std::int64_t>::max();
+  std::vector<TokenId> hot_;
 };
 
 // A prompt of 2..6 tokens that differs from request to request (`seq`).

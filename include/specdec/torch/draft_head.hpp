@@ -94,8 +94,8 @@ class DraftHead {
   // final norm) and target_logits [B, T + N, vocab] of the frozen target on
   // those tokens. Anchors t = 1..T; step s predicts target_hidden[t + s - 1].
   HeadTrainOutput forward_train(const at::Tensor& tokens, const at::Tensor& target_hidden,
-                                const at::Tensor& target_logits, std::int64_t steps, double alpha,
-                                double beta) const;
+                                const at::Tensor& target_logits, std::int64_t steps, double alpha, double beta,
+                                at::ScalarType matmul_dtype = at::kFloat) const;
 
   // ---- inference (one sequence) -------------------------------------------
   // Another head over the same weights with a cache of its own: one per
@@ -109,6 +109,12 @@ class DraftHead {
   // InvalidArgumentError for any other dtype.
   void set_inference_dtype(DType dtype);
   DType inference_dtype() const { return inference_dtype_; }
+  // The hot-vocabulary LM head (hot_lm_head.hpp, FR-Spec): logits() then
+  // computes the hot tokens' logits only, -inf elsewhere; nullptr restores
+  // the whole vocabulary. Forks made afterwards share it.
+  void set_hot_lm_head(std::shared_ptr<const HotLmHead> head);
+  const std::shared_ptr<const HotLmHead>& hot_lm_head() const { return hot_lm_head_; }
+  const at::Tensor& lm_head() const { return lm_head_; }
   std::int64_t committed() const { return length_; }
   // Commits n entries: fuse(target_hidden[i], E(tokens[i])) (or the hidden
   // state alone, Lyanna without first-token fusion) at positions
@@ -172,6 +178,7 @@ class DraftHead {
   at::Tensor hot_ids_, hot_mask_;  // [H] int64, [vocab] float (1 = hot)
   Weights w_;
   Packed packed_;
+  std::shared_ptr<const HotLmHead> hot_lm_head_;
   TokenInfoTable table_;
   at::Tensor rope_cos_, rope_sin_;
   at::Tensor k_cache_;  // [kv_heads, slots * head_dim]: blocks of transposed keys (decoder_layer.hpp)

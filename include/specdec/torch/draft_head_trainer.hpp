@@ -1,5 +1,6 @@
 // Training of feature-level draft heads (`specdec train-lyanna`): distillation
-// against the frozen target (Lyanna §4.1),
+// against the frozen target (Lyanna §4.1), run live or read from a feature
+// cache (feature_cache.hpp),
 //   L = alpha * MSE(h, H) + beta * CE(softmax(l'), softmax(L_target)),
 // averaged over the N unrolled draft steps; Adam, linear warmup then linear
 // decay (the paper decays linearly to 0), gradient clipping, checkpoints that
@@ -22,6 +23,8 @@ struct HeadTrainOptions {
   std::filesystem::path heldout_tokens;  // same format; accuracy at the end
   std::filesystem::path target_dir;      // the frozen target
   std::filesystem::path out_dir;         // head_config.json + head.safetensors; checkpoint/ while training
+  std::filesystem::path features_dir;    // a `cache-features` cache: train on it instead of running the target
+  at::ScalarType matmul_dtype = at::kFloat;  // f32, or bf16 operands with f32 accumulation (kernels::linear)
   HeadKind kind = HeadKind::kLyanna;
   bool first_token = true;
   std::int64_t token_info_rank = 64;
@@ -50,6 +53,7 @@ struct HeadTrainReport {
   double final_loss = 0.0;               // mean of the last 50 steps
   double wall_seconds = 0.0;
   std::int64_t num_parameters = 0;       // trainable
+  std::int64_t anchors = 0;              // anchors seen over the whole schedule so far (steps × batch × seq_len)
   bool finished = false;
   std::vector<double> top1;              // held-out, per draft step
   std::vector<double> chain_top1;        // held-out, steps 1..s all agree

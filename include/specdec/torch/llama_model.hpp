@@ -31,6 +31,7 @@
 #include "specdec/core/round.hpp"
 #include "specdec/core/tensor_view.hpp"
 #include "specdec/io/llama_config.hpp"
+#include "specdec/torch/hot_lm_head.hpp"
 #include "specdec/torch/packed_linear.hpp"
 
 namespace specdec::torch_backend {
@@ -75,11 +76,20 @@ class LlamaModel {
   // inference_dtype.hpp for choosing one the CPU runs natively.
   void set_inference_dtype(DType dtype);
   DType inference_dtype() const { return inference_dtype_; }
+  // A draft model's hot-vocabulary LM head (hot_lm_head.hpp, FR-Spec):
+  // forward() then writes logits of the hot tokens only, -inf elsewhere.
+  // nullptr restores the whole vocabulary. The head must be built from this
+  // model's lm_head(); a precision change rebuilds it in the new precision.
+  void set_hot_lm_head(std::shared_ptr<const HotLmHead> head);
+  const std::shared_ptr<const HotLmHead>& hot_lm_head() const { return hot_lm_head_; }
 
   // Causal forward of tokens [batch, time] (int64) at positions 0..time-1.
   // Returns logits [batch, time, vocab]; with `hidden` non-null also the
-  // final-norm hidden states [batch, time, hidden].
-  at::Tensor forward_train(const at::Tensor& tokens, at::Tensor* hidden = nullptr) const;
+  // final-norm hidden states [batch, time, hidden]. `matmul_dtype` kBFloat16
+  // runs the weight matmuls on bf16 operands with f32 accumulation (training
+  // and feature caching; see kernels::linear).
+  at::Tensor forward_train(const at::Tensor& tokens, at::Tensor* hidden = nullptr,
+                           at::ScalarType matmul_dtype = at::kFloat) const;
 
   // ---- Model concept: per-sequence KV caches ------------------------------
   // Opens (or reopens) sequence `seq` with an empty dense cache (reusing a
@@ -130,6 +140,7 @@ class LlamaModel {
   std::vector<PackedLayer> packed_;        // empty until the first forward()
   DType inference_dtype_ = DType::kF32;
   std::unique_ptr<PackedLinear> packed_lm_head_;
+  std::shared_ptr<const HotLmHead> hot_lm_head_;
   at::Tensor rope_cos_, rope_sin_;  // [max_position_embeddings, head_dim]
   std::unordered_map<std::int32_t, Cache> caches_;
   std::vector<Cache> spare_caches_;  // closed sequences' buffers, reused by open()

@@ -51,7 +51,7 @@ MethodInfo eagle_method() {
            {"depth", ParamType::kInt, "3", "levels", true},
            {"total", ParamType::kInt, "12", "nodes sent to the target", true},
            {"head", ParamType::kText, "", "head directory (default: eagle/ beside the target)"},
-           rule_param()},
+           hot_param(), rule_param()},
           [](const MethodContext& c) {
             auto head = load_head(c, HeadKind::kEagle);
             return with_rule<false, true>(c, [&]<class Rule>(Rule rule) {

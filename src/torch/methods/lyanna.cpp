@@ -54,7 +54,7 @@ MethodInfo lyanna_method() {
            {"r", ParamType::kInt, "0", "re-sample only if more than r rows remain", true},
            {"rbudget", ParamType::kInt, "4", "B', nodes of a re-sampled tree", true},
            {"head", ParamType::kText, "", "head directory (default: lyanna/ beside the target)"},
-           rule_param()},
+           hot_param(), rule_param()},
           [](const MethodContext& c) {
             LyannaOptions o;
             o.depth = c.config.int32("depth");

@@ -77,6 +77,30 @@ inline RuntimePolicy tree_policy(std::int32_t depth, std::int32_t nodes) {
 // rule=, which every speculative method takes.
 MethodParam rule_param();
 
+// hot=H of the methods that draft from a model or a feature head: the
+// drafter's LM head over the H most frequent tokens (hot_lm_head.hpp,
+// FR-Spec), ranked by <heads_dir>/token_frequencies.json. 0 = the whole
+// vocabulary. Returns nullptr for 0.
+MethodParam hot_param();
+std::shared_ptr<const HotLmHead> hot_lm_head_for(const MethodContext& c, const at::Tensor& lm_head, DType dtype);
+
+// Installs a draft model's hot LM head for a scope (the draft model is
+// shared by the methods of a run; each installs its own while it decodes).
+class HotLmHeadScope {
+ public:
+  HotLmHeadScope(LlamaModel& model, std::shared_ptr<const HotLmHead> head)
+      : model_(model), previous_(model.hot_lm_head()) {
+    model_.set_hot_lm_head(std::move(head));
+  }
+  ~HotLmHeadScope() { model_.set_hot_lm_head(previous_); }
+  HotLmHeadScope(const HotLmHeadScope&) = delete;
+  HotLmHeadScope& operator=(const HotLmHeadScope&) = delete;
+
+ private:
+  LlamaModel& model_;
+  std::shared_ptr<const HotLmHead> previous_;
+};
+
 // draw= of the static-tree methods: how each node's children are drafted.
 MethodParam draw_param();
 ChildMode child_draw(const MethodConfig& c);
@@ -187,6 +211,7 @@ struct WithDraftModel {
   RuntimePolicy initial_policy;  // each batched request starts from it
   SamplingParams draft_sampling;
   SpeculativeDecoder<ModelDrafter<Timed>, Builder, ModelVerifier<Timed>, Rule, RuntimePolicy> decoder;
+  std::shared_ptr<const HotLmHead> hot;  // hot=H; installed on the shared draft model while this method decodes
   WithDraftModel(const MethodContext& c, Builder builder, Rule rule, RuntimePolicy policy)
       : target(c.target),
         draft(*c.draft),
@@ -194,10 +219,12 @@ struct WithDraftModel {
         drafter(draft, 0, c.draft_sampling),
         initial_policy(policy),
         draft_sampling(c.draft_sampling),
-        decoder(drafter, std::move(builder), verifier, std::move(rule), std::move(policy)) {
+        decoder(drafter, std::move(builder), verifier, std::move(rule), std::move(policy)),
+        hot(hot_lm_head_for(c, c.draft->lm_head(), c.draft->inference_dtype())) {
     decoder.set_model_clocks(&target.clock(), &draft.clock());
   }
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
+    const HotLmHeadScope scope(draft.inner(), hot);
     return decoder.generate(p, o, cb);
   }
   void set_round_view_observer(std::function<void(const RoundView&)> f) {
@@ -205,6 +232,7 @@ struct WithDraftModel {
   }
   BatchRun generate_batch(std::span<const std::vector<TokenId>> p, std::span<const GenerationOptions> o,
                           std::size_t max_batch) {
+    const HotLmHeadScope scope(draft.inner(), hot);
     return run_batch<ModelDrafter<Timed>>(decoder.engine(), p, o, max_batch, initial_policy, &draft.clock(),
                                           [&](std::int32_t seq) { return std::tuple(std::ref(draft), seq, draft_sampling); });
   }

@@ -13,7 +13,7 @@ MethodInfo sequoia_method() {
           {{"p", ParamType::kReals, "", "positional acceptance p_1,p_2,... (`specdec sequoia` measures it)", true},
            {"total", ParamType::kInt, "16", "nodes of the tree", true},
            {"depth", ParamType::kInt, "4", "deepest level", true},
-           draw_param(), rule_param()},
+           draw_param(), hot_param(), rule_param()},
           [](const MethodContext& c) {
             const auto p = c.config.reals("p");
             if (p.empty())
