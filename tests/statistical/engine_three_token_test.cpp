@@ -10,6 +10,8 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <set>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,7 @@
 #include "specdec/engine/lyanna_decoder.hpp"
 #include "specdec/engine/speculative_decoder.hpp"
 #include "specdec/engine/speculative_engine.hpp"
+#include "specdec/policy/cost_aware_tree.hpp"
 #include "specdec/policy/fixed_length.hpp"
 #include "specdec/policy/hardware_budget.hpp"
 #include "specdec/select/goodput_selector.hpp"
@@ -453,6 +456,32 @@ TEST_CASE("The three-token test rejects a hot vocabulary applied to the target t
                                       sd::DraftBudget{3, 3, 3, 0.0f}, sd::SamplingParams{1.0f, 0, 1.0f}, true);
   INFO(fit.describe());
   CHECK(fit.rejects(st::kAlpha));
+}
+
+TEST_CASE("A cost-aware budget (re-planned every other round) keeps the three-token law", "[statistical][engine]") {
+  const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
+  INFO(st::describe(sampling));
+  Models m;
+  Verifier verifier(m.target, sampling);
+  Drafter drafter(m.draft, 0, sampling);
+  sd::CostAwareOptions o;
+  o.min_rounds = 3;
+  o.replan_every = 2;
+  // Lat(t) = 1 + 0.3 t: a CPU-like profile, so plans shrink and regrow as
+  // the acceptance estimate moves.
+  const sd::VerifyLatency lat({1}, {1, 2, 4, 8}, {1.3, 1.6, 2.2, 3.4}, {0.0});
+  sd::SpeculativeDecoder decoder(drafter, sd::DynamicTreeBuilder{3, 3, 8}, verifier, sd::RecursiveRejectionSampling{},
+                                 sd::CostAwareTree(lat, sd::DraftBudget{3, 8, 8, 0.0f, 3}, o));
+  const std::vector<sd::TokenId> prompt = {3, 1, 4};
+  std::set<std::tuple<std::int32_t, std::int32_t, std::int32_t>> budgets;
+  const auto fit = fit_three_tokens(m.target, prompt, sampling, [&](std::uint64_t seed) {
+    const auto b = decoder.policy().budget();
+    budgets.emplace(b.max_depth, b.verify_nodes, b.branch);
+    return decoder.generate(prompt, three_tokens(seed));
+  });
+  INFO(fit.describe() << "; " << budgets.size() << " budgets used");
+  CHECK_FALSE(fit.rejects(st::kAlpha));
+  CHECK(budgets.size() > 1);  // the plan did change between rounds
 }
 
 TEST_CASE("The three-token test rejects typical acceptance (power)", "[statistical][engine]") {

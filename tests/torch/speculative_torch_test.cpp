@@ -131,7 +131,10 @@ TEST_CASE("Every method decodes greedily exactly like autoregressive decoding", 
                            "chain:k=4:rule=block", "chain:k=4:rule=traversal", "ngram:k=3:rule=block",
                            "tree:rule=traversal", "tree:draw=sample:rule=traversal",
                            "dynamic:top_k=3:depth=3:total=8:rule=traversal",
-                           "sequoia:p=0.5,0.2,0.1:total=8:depth=3:draw=sample:rule=traversal"}) {
+                           "sequoia:p=0.5,0.2,0.1:total=8:depth=3:draw=sample:rule=traversal",
+                           // budgets from the measured forward cost (policy/cost_aware_tree.hpp)
+                           "chain:k=4:policy=cost", "dynamic:top_k=3:depth=3:total=8:policy=cost",
+                           "tree:policy=cost", "ngram:k=3:policy=cost"}) {
     auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f});
     sd::GenerationOptions o;
     o.max_new_tokens = 32;
@@ -186,7 +189,8 @@ TEST_CASE("Lyanna and the EAGLE-style head decode greedily exactly like autoregr
     INFO(sd::dtype_name(dtype));
     const auto reference = greedy(target, prompt, 40);
     for (const char* spec : {"lyanna", "lyanna:resample=0", "lyanna:fusion=0", "lyanna:k=2:depth=4:budget=6:r=1:rbudget=3",
-                             "lyanna:k=1:depth=5:budget=5", "eagle", "eagle:top_k=2:depth=4:total=8"}) {
+                             "lyanna:k=1:depth=5:budget=5", "eagle", "eagle:top_k=2:depth=4:total=8",
+                             "lyanna:policy=cost", "eagle:policy=cost"}) {
       auto method = tb::make_method(tb::parse_method(spec), target, nullptr, sd::SamplingParams{0.0f}, heads);
       sd::GenerationOptions o;
       o.max_new_tokens = 40;
@@ -305,7 +309,7 @@ TEST_CASE("The registry lists every method, specs round-trip, and lossy rules sa
   CHECK(names == std::vector<std::string>{"autoregressive", "chain", "tree", "dynamic", "sequoia", "ngram", "lyanna",
                                           "eagle", "duo", "sv"});
   CHECK_THROWS_WITH(tb::find_method("beam"), Catch::Contains("beam") && Catch::Contains("lyanna"));
-  CHECK_THROWS_WITH(tb::parse_method("chain:colour=red"), Catch::Contains("k, policy, threshold, rule"));
+  CHECK_THROWS_WITH(tb::parse_method("chain:colour=red"), Catch::Contains("k, policy, threshold, hot, rule"));
   const sd::SamplingParams greedy{0.0f}, sampled{0.8f};
   CHECK(tb::describe_rule(tb::parse_method("chain"), greedy) == "greedy acceptance, lossless");
   CHECK(tb::describe_rule(tb::parse_method("chain"), sampled) == "recursive rejection sampling, lossless");

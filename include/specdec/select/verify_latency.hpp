@@ -214,4 +214,28 @@ VerifyLatency measure_verify_latency(T& target, D& draft, C& companion, const Ve
   return VerifyLatency(o.batches, o.tokens, std::move(seconds), std::move(fixed));
 }
 
+// Lat(1, n) of the target alone for n in `tokens` (fixed = 0): the forward
+// cost profile of policy/cost_aware_tree.hpp, measured at start-up. The
+// median of `repeats` forwards each, after `context` committed tokens.
+template <Model T>
+VerifyLatency measure_target_latency(T& target, std::vector<std::int32_t> tokens, std::int32_t repeats = 5,
+                                     std::int32_t context = 64) {
+  VerifyLatencyOptions o;
+  o.batches = {1};
+  o.tokens = std::move(tokens);
+  o.repeats = repeats;
+  o.context = context;
+  if (o.tokens.empty() || repeats < 1 || context < 1)
+    throw InvalidArgumentError("measure_target_latency: need token counts, repeats >= 1, context >= 1");
+  detail::ForwardTimer<T> t(target, o, 1, *std::max_element(o.tokens.begin(), o.tokens.end()));
+  for (const auto n : o.tokens) t.time(1, n);  // warm every shape once
+  std::vector<double> seconds;
+  for (const auto n : o.tokens) {
+    std::vector<double> v;
+    for (std::int32_t r = 0; r < repeats; ++r) v.push_back(t.time(1, n));
+    seconds.push_back(detail::median_of(v));
+  }
+  return VerifyLatency({1}, o.tokens, std::move(seconds), {0.0});
+}
+
 }  // namespace specdec

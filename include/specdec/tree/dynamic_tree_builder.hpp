@@ -44,7 +44,8 @@ namespace specdec {
 // model never holds more than its context plus max_nodes tokens. The pool
 // itself (at most top_k + (levels - 1) top_k^2 candidates) is never run.
 // stop_below: a frontier node whose draft_prob is below it is not expanded
-// (it stays in the pool). No uniforms are drawn.
+// (it stays in the pool). branch (> 0): top_k for this build, at most the
+// builder's own (a LengthPolicy narrowing the tree). No uniforms are drawn.
 //
 // `rows` receives every row proposed (one per expanded pool node, level by
 // level), including rows of slots whose children were all reranked away; the
@@ -74,6 +75,7 @@ class DynamicTreeBuilder {
     const auto vocab = detail::reset_rows(kWho, static_cast<std::int64_t>(drafter.vocab_size()), rows);
     const auto levels = std::min(depth_, budget.max_depth);
     const auto total = std::min(total_tokens_, budget.verify_nodes);
+    const auto k = budget.branch > 0 ? std::min(budget.branch, top_k_) : top_k_;
     pool_.clear(root);
     kept_.clear();
     tree.clear(root);
@@ -88,7 +90,7 @@ class DynamicTreeBuilder {
         const auto r = first_row + static_cast<std::int64_t>(f);
         const auto row = rows.view().row(r);
         if (!detail::has_proposal(kWho, row, r)) continue;
-        detail::top_tokens(row, top_k_, tokens_);
+        detail::top_tokens(row, k, tokens_);
         pool_.set_children_source(frontier_[f], static_cast<std::int32_t>(r), ChildMode::kDeterministic);
         for (const auto x : tokens_)
           candidates_.push_back(pool_.add_node(frontier_[f], x, row[static_cast<std::size_t>(x)]));
@@ -96,7 +98,7 @@ class DynamicTreeBuilder {
       // Next frontier: this level's top_k candidates by cum_logprob, earlier
       // created first on ties; proposed for in creation (tree) order.
       if (level == levels) break;  // the last level's candidates are never run
-      const auto n_next = std::min<std::size_t>({static_cast<std::size_t>(top_k_), candidates_.size(),
+      const auto n_next = std::min<std::size_t>({static_cast<std::size_t>(k), candidates_.size(),
                                                  static_cast<std::size_t>(std::max(budget.max_nodes - run, 0))});
       std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(n_next),
                         candidates_.end(), [&](std::int32_t a, std::int32_t b) {

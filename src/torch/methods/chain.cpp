@@ -14,7 +14,7 @@ MethodInfo chain_method() {
   return {"chain", "draft model, a chain of k drafted tokens", "2211.17192, 2302.01318", MethodModels::kDraftModel,
           true, std::move(params), [](const MethodContext& c) {
             const auto pick = c.sampling.is_greedy() ? ChainBuilder::Pick::kTop1 : ChainBuilder::Pick::kSample;
-            return draft_model_method(c, ChainBuilder{pick}, chain_policy(c.config));
+            return draft_model_method(c, ChainBuilder{pick}, chain_policy(c));
           }};
 }
 

@@ -11,11 +11,11 @@ MethodInfo dynamic_method() {
           {{"top_k", ParamType::kInt, "4", "children per expanded node, nodes expanded per level", true},
            {"depth", ParamType::kInt, "4", "levels", true},
            {"total", ParamType::kInt, "16", "nodes sent to the target", true},
-           hot_param(), rule_param()},
+           tree_policy_param(), hot_param(), rule_param()},
           [](const MethodContext& c) {
             const auto top_k = c.config.int32("top_k"), depth = c.config.int32("depth"),
                        total = c.config.int32("total");
-            return draft_model_method(c, DynamicTreeBuilder{top_k, depth, total}, tree_policy(depth, total));
+            return draft_model_method(c, DynamicTreeBuilder{top_k, depth, total}, tree_policy(c, depth, total, top_k));
           }};
 }
 

@@ -15,15 +15,15 @@ struct WithEagleHead {
   ModelVerifier<Timed> verifier;
   EagleHeadDrafter<DraftHead> drafter;
   SpeculativeDecoder<EagleHeadDrafter<DraftHead>, DynamicTreeBuilder, ModelVerifier<Timed>, Rule, RuntimePolicy> decoder;
-  WithEagleHead(const MethodContext& c, DraftHead h, Rule rule)
+  WithEagleHead(const MethodContext& c, DraftHead h, Rule rule, RuntimePolicy policy)
       : target(c.target),
         head(std::move(h)),
         verifier(target, c.sampling),
         drafter(head, c.draft_sampling),
         decoder(drafter,
                 DynamicTreeBuilder{c.config.int32("top_k"), c.config.int32("depth"), c.config.int32("total")},
-                verifier, std::move(rule), tree_policy(c.config.int32("depth"), c.config.int32("total"))),
-        initial_policy(tree_policy(c.config.int32("depth"), c.config.int32("total"))),
+                verifier, std::move(rule), policy),
+        initial_policy(policy),
         draft_sampling(c.draft_sampling) {
     decoder.set_model_clocks(&target.clock(), nullptr);
   }
@@ -51,11 +51,13 @@ MethodInfo eagle_method() {
            {"depth", ParamType::kInt, "3", "levels", true},
            {"total", ParamType::kInt, "12", "nodes sent to the target", true},
            {"head", ParamType::kText, "", "head directory (default: eagle/ beside the target)"},
-           hot_param(), rule_param()},
+           tree_policy_param(), hot_param(), rule_param()},
           [](const MethodContext& c) {
             auto head = load_head(c, HeadKind::kEagle);
+            auto policy = tree_policy(c, c.config.int32("depth"), c.config.int32("total"), c.config.int32("top_k"));
             return with_rule<false, true>(c, [&]<class Rule>(Rule rule) {
-              return AnyDecoder::make<WithEagleHead<Rule>>(c.config.spec(), c, std::move(head), std::move(rule));
+              return AnyDecoder::make<WithEagleHead<Rule>>(c.config.spec(), c, std::move(head), std::move(rule),
+                                                           std::move(policy));
             });
           }};
 }

@@ -15,17 +15,16 @@ struct WithLyanna {
   DraftHead head;
   ModelVerifier<Timed> verifier;
   LyannaDrafter<DraftHead> drafter;
-  SpeculativeDecoder<LyannaDrafter<DraftHead>, TokenInfoTreeBuilder, ModelVerifier<Timed>, Rule, FixedLength,
+  SpeculativeDecoder<LyannaDrafter<DraftHead>, TokenInfoTreeBuilder, ModelVerifier<Timed>, Rule, RuntimePolicy,
                      SelectAll, Carry>
       decoder;
-  WithLyanna(const MethodContext& c, DraftHead h, const LyannaOptions& o, Rule rule, Carry carry)
+  WithLyanna(const MethodContext& c, DraftHead h, const LyannaOptions& o, Rule rule, Carry carry, RuntimePolicy policy)
       : target(c.target),
         head(std::move(h)),
         verifier(target, c.sampling),
         drafter(head),
-        decoder(drafter, o.builder(), verifier, std::move(rule), o.policy(), 0,
-                SelectAll{}, std::move(carry)),
-        initial_policy(o.policy()) {
+        decoder(drafter, o.builder(), verifier, std::move(rule), policy, 0, SelectAll{}, std::move(carry)),
+        initial_policy(policy) {
     decoder.set_model_clocks(&target.clock(), nullptr);
   }
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
@@ -38,7 +37,7 @@ struct WithLyanna {
                           std::size_t max_batch) {
     return run_head_batch<LyannaDrafter<DraftHead>>(decoder.engine(), head, p, o, max_batch, initial_policy);
   }
-  FixedLength initial_policy;
+  RuntimePolicy initial_policy;
 };
 
 }  // namespace
@@ -54,7 +53,7 @@ MethodInfo lyanna_method() {
            {"r", ParamType::kInt, "0", "re-sample only if more than r rows remain", true},
            {"rbudget", ParamType::kInt, "4", "B', nodes of a re-sampled tree", true},
            {"head", ParamType::kText, "", "head directory (default: lyanna/ beside the target)"},
-           hot_param(), rule_param()},
+           tree_policy_param(), hot_param(), rule_param()},
           [](const MethodContext& c) {
             LyannaOptions o;
             o.depth = c.config.int32("depth");
@@ -66,12 +65,14 @@ MethodInfo lyanna_method() {
             o.resample_budget = c.config.int32("rbudget");
             o.validate();
             auto head = load_head(c, HeadKind::kLyanna);
+            auto policy = tree_policy(c, o.policy().budget());
             return with_rule<false, true>(c, [&]<class Rule>(Rule rule) {
               if (!o.resample)
                 return AnyDecoder::make<WithLyanna<Rule, NoCarryOver>>(c.config.spec(), c, std::move(head), o,
-                                                                       std::move(rule), NoCarryOver{});
+                                                                       std::move(rule), NoCarryOver{}, std::move(policy));
               return AnyDecoder::make<WithLyanna<Rule, LyannaResampling>>(c.config.spec(), c, std::move(head), o,
-                                                                          std::move(rule), o.resampling());
+                                                                          std::move(rule), o.resampling(),
+                                                                          std::move(policy));
             });
           }};
 }

@@ -20,8 +20,8 @@ struct WithNgram {
       : target(c.target),
         verifier(target, c.sampling),
         drafter(c.target.vocab_size(), c.config.int32("min"), c.config.int32("max")),
-        decoder(drafter, ChainBuilder{ChainBuilder::Pick::kTop1}, verifier, std::move(rule), chain_policy(c.config)),
-        initial_policy(chain_policy(c.config)),
+        decoder(drafter, ChainBuilder{ChainBuilder::Pick::kTop1}, verifier, std::move(rule), chain_policy(c)),
+        initial_policy(chain_policy(c)),
         min_n(c.config.int32("min")),
         max_n(c.config.int32("max")) {
     decoder.set_model_clocks(&target.clock(), nullptr);

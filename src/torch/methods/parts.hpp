@@ -26,9 +26,11 @@
 #include "specdec/engine/speculative_decoder.hpp"
 #include "specdec/engine/timed_model.hpp"
 #include "specdec/policy/confidence_stop.hpp"
+#include "specdec/policy/cost_aware_tree.hpp"
 #include "specdec/policy/fixed_length.hpp"
 #include "specdec/policy/follow_verified.hpp"
 #include "specdec/policy/heuristic_length.hpp"
+#include "specdec/select/verify_latency.hpp"
 #include "specdec/torch/draft_head.hpp"
 #include "specdec/torch/llama_model.hpp"
 #include "specdec/torch/methods.hpp"
@@ -51,27 +53,57 @@ class RuntimePolicy {
   }
 
  private:
-  std::variant<FixedLength, HeuristicLength, ConfidenceStop, FollowVerified> p_;
+  std::variant<FixedLength, HeuristicLength, ConfidenceStop, FollowVerified, CostAwareTree> p_;
 };
 
-// policy= of the chain methods: fixed k, the heuristic, or the confidence stop.
-inline RuntimePolicy chain_policy(const MethodConfig& c) {
+// policy=cost: the budget from the target's forward cost, measured now on this
+// machine, and the acceptance the rounds show (policy/cost_aware_tree.hpp).
+// `initial` drafts the first rounds and bounds every plan. The profile is of
+// one sequence; batched requests plan with it as if alone.
+inline RuntimePolicy cost_policy(const MethodContext& c, DraftBudget initial, bool chains_only) {
+  std::vector<std::int32_t> tokens{1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32};
+  if (initial.verify_nodes + 1 > tokens.back()) tokens.push_back(initial.verify_nodes + 1);
+  CostAwareOptions o;
+  o.chains_only = chains_only;
+  return RuntimePolicy(CostAwareTree(measure_target_latency(c.target, std::move(tokens)), initial, o));
+}
+
+// policy= of the chain methods: fixed k, the heuristic, the confidence stop,
+// or the cost-aware length (k the longest).
+inline RuntimePolicy chain_policy(const MethodContext& mc) {
+  const auto& c = mc.config;
   const auto k = c.int32("k");
   const auto& policy = c.text("policy");
   if (policy == "fixed") return RuntimePolicy(FixedLength::chain(k));
   if (policy == "heuristic") return RuntimePolicy(HeuristicLength(k));
   if (policy == "confidence") return RuntimePolicy(ConfidenceStop(DraftBudget{k, k, k, 0.0f}, c.real("threshold")));
-  throw InvalidArgumentError(fmt::format("method {}: unknown policy '{}' (fixed, heuristic, confidence)", c.name,
+  if (policy == "cost") return cost_policy(mc, FixedLength::chain(k).budget(), true);
+  throw InvalidArgumentError(fmt::format("method {}: unknown policy '{}' (fixed, heuristic, confidence, cost)", c.name,
                                          policy));
 }
 inline std::vector<MethodParam> chain_policy_params() {
-  return {{"policy", ParamType::kText, "fixed", "fixed | heuristic (+2 after full acceptance, -1 otherwise) | confidence"},
+  return {{"policy", ParamType::kText, "fixed",
+           "fixed | heuristic (+2 after full acceptance, -1 otherwise) | confidence | cost (the length that maximises "
+           "tokens/s for the measured forward cost, k the longest)"},
           {"threshold", ParamType::kReal, "0.4", "confidence policy: stop drafting below this draft probability"}};
 }
 
-// A tree method's budget: the builder's own parameters decide the tree.
-inline RuntimePolicy tree_policy(std::int32_t depth, std::int32_t nodes) {
-  return RuntimePolicy(FixedLength(DraftBudget{depth, nodes, nodes, 0.0f}));
+// A tree method's budget: fixed (the builder's own parameters decide the
+// tree) or cost (policy/cost_aware_tree.hpp, the parameters the largest).
+inline MethodParam tree_policy_param() {
+  return {"policy", ParamType::kText, "fixed",
+          "fixed | cost (depth, branch and nodes that maximise tokens/s for the measured forward cost; the method's "
+          "own the largest)"};
+}
+inline RuntimePolicy tree_policy(const MethodContext& c, DraftBudget budget) {
+  const auto& policy = c.config.text("policy");
+  if (policy == "fixed") return RuntimePolicy(FixedLength(budget));
+  if (policy == "cost") return cost_policy(c, budget, false);
+  throw InvalidArgumentError(fmt::format("method {}: unknown policy '{}' (fixed, cost)", c.config.name, policy));
+}
+inline RuntimePolicy tree_policy(const MethodContext& c, std::int32_t depth, std::int32_t nodes,
+                                 std::int32_t branch = 0) {
+  return tree_policy(c, DraftBudget{depth, nodes, nodes, 0.0f, branch});
 }
 
 // rule=, which every speculative method takes.

@@ -13,7 +13,7 @@ MethodInfo sequoia_method() {
           {{"p", ParamType::kReals, "", "positional acceptance p_1,p_2,... (`specdec sequoia` measures it)", true},
            {"total", ParamType::kInt, "16", "nodes of the tree", true},
            {"depth", ParamType::kInt, "4", "deepest level", true},
-           draw_param(), hot_param(), rule_param()},
+           draw_param(), tree_policy_param(), hot_param(), rule_param()},
           [](const MethodContext& c) {
             const auto p = c.config.reals("p");
             if (p.empty())
@@ -21,7 +21,7 @@ MethodInfo sequoia_method() {
             auto shape = sequoia_shape(p, c.config.int32("total"), c.config.int32("depth"));
             const auto depth = shape.max_depth(), nodes = shape.size();
             return draft_model_method(c, StaticTreeBuilder{std::move(shape), child_draw(c.config)},
-                                      tree_policy(depth, nodes));
+                                      tree_policy(c, depth, nodes));
           }};
 }
 
