@@ -78,6 +78,8 @@ void add_train_head_options(CLI::App& cmd, TrainHeadCommand& t) {
   cmd.add_option("--beta", o.beta, "weight of the cross-entropy to the target distribution");
   cmd.add_option("--clip", o.clip_norm, "gradient-norm clip");
   cmd.add_option("--checkpoint-every", o.checkpoint_every, "steps between checkpoints");
+  cmd.add_option("--snapshot-every", o.snapshot_every,
+                 "steps between held-out evaluations (curve.jsonl) and kept heads (snapshots/step-N); 0 = none");
   cmd.add_option("--eval-windows", o.eval_windows, "held-out windows for the final accuracy");
   cmd.add_option("--seed", o.seed, "seed of the initialisation and of the batches");
   cmd.add_option("--save-dtype", o.save_dtype, "dtype of the saved weights: f32, f16, bf16");

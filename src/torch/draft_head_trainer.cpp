@@ -39,6 +39,7 @@ void check_options(const HeadTrainOptions& o) {
     throw InvalidArgumentError("train-lyanna: token-info rank and hot-token count must be >= 0");
   if (o.kind == HeadKind::kEagle && (!o.first_token || o.token_info_rank != 0))
     throw InvalidArgumentError("train-lyanna: the EAGLE-style head has no token info (--rank 0) and always fuses tokens");
+  if (o.snapshot_every < 0) throw InvalidArgumentError("train-lyanna: the snapshot interval must be >= 0 (0 = none)");
   if (o.max_steps_this_run < 0 || o.time_budget_seconds < 0)
     throw InvalidArgumentError("train-lyanna: step and time limits must be >= 0 (0 = none)");
   parse_dtype(o.save_dtype);
@@ -193,6 +194,19 @@ HeadTrainReport train_draft_head(const HeadTrainOptions& o, const std::function<
                       out.mse.item<double>(), out.ce.item<double>(), 100.0 * acc, lr,
                       steps_per_s * static_cast<double>(o.batch_size * o.seq_len), duration(eta)));
       window_start = std::chrono::steady_clock::now();
+    }
+    if (o.snapshot_every > 0 && (step + 1) % o.snapshot_every == 0) {
+      // The curve of held-out agreement against anchors seen; the head as it is now.
+      std::vector<double> top1, chain;
+      evaluate_draft_head(head, target, o.heldout_tokens, o.eval_windows, o.seq_len, o.draft_steps, top1, chain);
+      head.save(o.out_dir / "snapshots" / fmt::format("step-{}", step + 1), DType::kF16);
+      std::ofstream(o.out_dir / "curve.jsonl", std::ios::app)
+          << nlohmann::json{{"step", step + 1}, {"anchors", (step + 1) * o.batch_size * o.seq_len},
+                            {"top1", top1}, {"chain_top1", chain}}
+                 .dump()
+          << "\n";
+      log(fmt::format("step {}: held-out top-1 agreement {:.1f}% / {:.1f}% / {:.1f}% (steps 1..3)", step + 1,
+                      100.0 * top1[0], top1.size() > 1 ? 100.0 * top1[1] : 0.0, top1.size() > 2 ? 100.0 * top1[2] : 0.0));
     }
     if ((step + 1) % o.checkpoint_every == 0 && step + 1 < o.steps)
       save_checkpoint(o.out_dir, head, optimizer, step + 1, o.seed);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -116,7 +117,7 @@ TEST_CASE("A feature cache holds the target's tokens and hidden states of its wi
   fs::remove_all(dir);
 }
 
-TEST_CASE("An interrupted feature cache resumes to the same bytes; other settings are refused",
+TEST_CASE("An interrupted feature cache resumes to the same bytes, and other settings are refused",
           "[torch][train][features]") {
   const auto dir = fresh_dir("specdec_feature_cache_resume");
   auto o = cache_options(dir);
@@ -222,12 +223,25 @@ TEST_CASE("A head trained from a feature cache learns and resumes exactly", "[to
     o.save_dtype = "f32";
     o.threads = 1;
     o.out_dir = dir / "straight";
+    o.snapshot_every = 20;
     fs::remove_all(o.out_dir);
     const auto report = tb::train_draft_head(o, quiet);
     REQUIRE(report.finished);
     CHECK(report.anchors == 60 * 4 * 24);
     INFO("step-1 agreement " << report.top1[0]);
     CHECK(report.top1[0] > 0.6);
+    // The learning curve: held-out agreement at steps 20, 40, 60, and the heads.
+    std::ifstream curve(o.out_dir / "curve.jsonl");
+    std::vector<nlohmann::json> points;
+    for (std::string line; std::getline(curve, line);) points.push_back(nlohmann::json::parse(line));
+    REQUIRE(points.size() == 3);
+    CHECK(points[0].at("anchors").get<std::int64_t>() == 20 * 4 * 24);
+    CHECK(points[2].at("step").get<std::int64_t>() == 60);
+    CHECK(points[2].at("top1")[0].get<double>() == Approx(report.top1[0]).margin(0.02));  // f16 snapshot vs final
+    CHECK(points[0].at("top1")[0].get<double>() < points[2].at("top1")[0].get<double>());
+    const auto target_model = tb::LlamaModel::load(o.target_dir);
+    CHECK(tb::DraftHead::load(o.out_dir / "snapshots" / "step-40", target_model).config().token_info_rank == 4);
+    o.snapshot_every = 0;
 
     auto split = o;
     split.out_dir = dir / "split";

@@ -39,6 +39,10 @@ struct HeadTrainOptions {
   double alpha = 1.0, beta = 1.0;        // weights of the hidden-state MSE and the distribution CE
   double clip_norm = 1.0;
   std::int64_t checkpoint_every = 100;
+  // Every this many steps (0 = never): held-out agreement of the head so far
+  // (eval_windows windows), appended to <out>/curve.jsonl with the anchors
+  // seen, and the head kept in <out>/snapshots/step-<n> (f16).
+  std::int64_t snapshot_every = 0;
   std::int64_t eval_windows = 64;
   std::uint64_t seed = 1;
   std::string save_dtype = "f16";
