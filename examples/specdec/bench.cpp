@@ -597,6 +597,10 @@ int run_bench(const BenchCommand& b) {
                     {"median_speedup", is_ar ? 1.0 : median(t.speedups)},
                     {"acceptance_by_depth", depth},
                     {"zero_accept_rounds", st.acceptance.num_zero_accept},
+                    {"verified_nodes_per_round", st.rounds() ? static_cast<double>(st.verified.verified_nodes) /
+                                                                    static_cast<double>(st.rounds())
+                                                              : 0.0},
+                    {"rounds_by_verified_nodes", st.verified.rounds_by_nodes},
                     {"median_time_to_first_token_ms", median(t.ttft_ms)},
                     {"median_prefill_ms", median(t.prefill_ms)},
                     {"target_forward_ms", 1e3 * st.target_forward_seconds()},

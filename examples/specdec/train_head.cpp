@@ -39,6 +39,11 @@ at::ScalarType training_matmul_dtype(const std::string& requested) {
 // mmap and unmaps them at free, so every step faulted in and zeroed fresh
 // pages: a third of the samples under perf. Keeping freed memory in the heap
 // lets the next step reuse it (docs/RESULTS.md, head training).
+void print_line(const std::string& line) {
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
 void keep_freed_memory() {
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, INT_MAX);
@@ -107,10 +112,7 @@ int run_train_head(TrainHeadCommand& t) {
     throw InvalidArgumentError(fmt::format(
         "train-lyanna: --variant must be lyanna, no-token-info, no-first-token or eagle, got '{}'", t.variant));
   }
-  const auto report = torch_backend::train_draft_head(o, [](const std::string& line) {
-    std::printf("%s\n", line.c_str());
-    std::fflush(stdout);
-  });
+  const auto report = torch_backend::train_draft_head(o, print_line);
   if (!report.finished) {
     std::printf("stopped after %lld steps; run the same command again to resume\n",
                 static_cast<long long>(report.steps_run));
@@ -139,10 +141,7 @@ void add_cache_features_options(CLI::App& cmd, CacheFeaturesCommand& c) {
 int run_cache_features(CacheFeaturesCommand& c) {
   c.options.matmul_dtype = training_matmul_dtype(c.matmul_dtype);
   keep_freed_memory();
-  const auto report = torch_backend::build_feature_cache(c.options, [](const std::string& line) {
-    std::printf("%s\n", line.c_str());
-    std::fflush(stdout);
-  });
+  const auto report = torch_backend::build_feature_cache(c.options, print_line);
   if (!report.finished) {
     std::printf("stopped at window %lld of %lld; run the same command again to resume\n",
                 static_cast<long long>(report.windows_done), static_cast<long long>(report.windows_total));

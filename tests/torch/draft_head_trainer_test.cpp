@@ -11,45 +11,20 @@
 #include "specdec/core/error.hpp"
 #include "specdec/torch/draft_head_trainer.hpp"
 #include "support/catch.hpp"
+#include "support/llama_fixtures.hpp"
 
 namespace sd = specdec;
 namespace tb = specdec::torch_backend;
 namespace fs = std::filesystem;
+namespace st = specdec::testing;
 
 namespace {
 
-// A periodic stream (period 7) with a little noise, over a 50-token vocabulary.
-fs::path write_tokens(const fs::path& path, std::size_t n) {
-  std::vector<std::uint16_t> t(n);
-  for (std::size_t i = 0; i < n; ++i) t[i] = static_cast<std::uint16_t>(i % 97 == 0 ? (i * 31) % 50 : 10 + i % 7);
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(t.data()),
-                                              static_cast<std::streamsize>(t.size() * 2));
-  return path;
-}
-
-fs::path fresh_dir(const char* name) {
-  const auto d = fs::temp_directory_path() / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
 tb::HeadTrainOptions options(const fs::path& dir) {
-  sd::io::LlamaConfig c;
-  c.vocab_size = 50;
-  c.hidden_size = 16;
-  c.intermediate_size = 32;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 2;
-  c.num_key_value_heads = 1;
-  c.head_dim = 8;
-  c.max_position_embeddings = 64;
-  c.rms_norm_eps = 1e-5;
-  c.tie_word_embeddings = true;
-  tb::LlamaModel::random(c, 3).save(dir / "target", sd::DType::kF32);
+  tb::LlamaModel::random(st::tiny_training_config(16), 3).save(dir / "target", sd::DType::kF32);
   tb::HeadTrainOptions o;
-  o.train_tokens = write_tokens(dir / "train.u16", 5000);
-  o.heldout_tokens = write_tokens(dir / "heldout.u16", 1000);
+  o.train_tokens = st::write_period_tokens(dir / "train.u16", 5000);
+  o.heldout_tokens = st::write_period_tokens(dir / "heldout.u16", 1000);
   o.target_dir = dir / "target";
   o.token_info_rank = 4;
   o.hot_tokens = 12;
@@ -70,7 +45,7 @@ void quiet(const std::string&) {}
 }  // namespace
 
 TEST_CASE("The head trainer learns to agree with the target", "[torch][train][lyanna]") {
-  const auto dir = fresh_dir("specdec_head_trainer_learns");
+  const auto dir = st::fresh_dir("specdec_head_trainer_learns");
   auto o = options(dir);
   o.out_dir = dir / "head";
   const auto target = tb::LlamaModel::load(o.target_dir);
@@ -98,7 +73,7 @@ TEST_CASE("The head trainer learns to agree with the target", "[torch][train][ly
 }
 
 TEST_CASE("An interrupted head run resumes to exactly the weights of an uninterrupted one", "[torch][train][lyanna]") {
-  const auto dir = fresh_dir("specdec_head_trainer_resume");
+  const auto dir = st::fresh_dir("specdec_head_trainer_resume");
   for (const auto variant : {tb::HeadKind::kLyanna, tb::HeadKind::kEagle}) {
     auto straight = options(dir);
     straight.kind = variant;
@@ -132,7 +107,7 @@ TEST_CASE("An interrupted head run resumes to exactly the weights of an uninterr
 }
 
 TEST_CASE("The head trainer rejects bad options", "[torch][train][lyanna]") {
-  const auto dir = fresh_dir("specdec_head_trainer_bad");
+  const auto dir = st::fresh_dir("specdec_head_trainer_bad");
   auto o = options(dir);
   o.out_dir = dir / "head";
   auto bad = o;
@@ -149,7 +124,7 @@ TEST_CASE("The head trainer rejects bad options", "[torch][train][lyanna]") {
   bad.save_dtype = "f8";
   CHECK_THROWS_AS(tb::train_draft_head(bad, quiet), sd::InvalidArgumentError);
   bad = o;
-  bad.train_tokens = write_tokens(dir / "short.u16", 10);
+  bad.train_tokens = st::write_period_tokens(dir / "short.u16", 10);
   CHECK_THROWS_AS(tb::train_draft_head(bad, quiet), sd::ModelLoadError);
   fs::remove_all(dir);
 }

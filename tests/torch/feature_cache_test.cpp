@@ -20,47 +20,19 @@
 #include "specdec/torch/feature_cache.hpp"
 #include "specdec/torch/packed_linear.hpp"
 #include "support/catch.hpp"
+#include "support/llama_fixtures.hpp"
 
 namespace sd = specdec;
 namespace tb = specdec::torch_backend;
 namespace fs = std::filesystem;
+namespace st = specdec::testing;
 
 namespace {
 
-sd::io::LlamaConfig small_config(std::int64_t hidden) {
-  sd::io::LlamaConfig c;
-  c.vocab_size = 50;
-  c.hidden_size = hidden;
-  c.intermediate_size = 2 * hidden;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 2;
-  c.num_key_value_heads = 1;
-  c.head_dim = hidden / 2;
-  c.max_position_embeddings = 64;
-  c.tie_word_embeddings = true;
-  return c;
-}
-
-fs::path fresh_dir(const char* name) {
-  const auto d = fs::temp_directory_path() / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-// A periodic stream (period 7) with a little noise, over 50 tokens.
-fs::path write_tokens(const fs::path& path, std::size_t n) {
-  std::vector<std::uint16_t> t(n);
-  for (std::size_t i = 0; i < n; ++i) t[i] = static_cast<std::uint16_t>(i % 97 == 0 ? (i * 31) % 50 : 10 + i % 7);
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(t.data()),
-                                              static_cast<std::streamsize>(t.size() * 2));
-  return path;
-}
-
 tb::FeatureCacheOptions cache_options(const fs::path& dir) {
-  tb::LlamaModel::random(small_config(16), 3).save(dir / "target", sd::DType::kF32);
+  tb::LlamaModel::random(st::tiny_training_config(16), 3).save(dir / "target", sd::DType::kF32);
   tb::FeatureCacheOptions o;
-  o.tokens = write_tokens(dir / "train.u16", 5000);
+  o.tokens = st::write_period_tokens(dir / "train.u16", 5000);
   o.target_dir = dir / "target";
   o.out_dir = dir / "cache";
   o.windows = 40;
@@ -75,7 +47,7 @@ void quiet(const std::string&) {}
 }  // namespace
 
 TEST_CASE("A feature cache holds the target's tokens and hidden states of its windows", "[torch][train][features]") {
-  const auto dir = fresh_dir("specdec_feature_cache");
+  const auto dir = st::fresh_dir("specdec_feature_cache");
   const auto o = cache_options(dir);
   const auto report = tb::build_feature_cache(o, quiet);
   CHECK(report.finished);
@@ -119,7 +91,7 @@ TEST_CASE("A feature cache holds the target's tokens and hidden states of its wi
 
 TEST_CASE("An interrupted feature cache resumes to the same bytes, and other settings are refused",
           "[torch][train][features]") {
-  const auto dir = fresh_dir("specdec_feature_cache_resume");
+  const auto dir = st::fresh_dir("specdec_feature_cache_resume");
   auto o = cache_options(dir);
   tb::build_feature_cache(o, quiet);
   const auto straight_tokens = sd::io::read_text_file(o.out_dir / "tokens.u16");
@@ -150,7 +122,7 @@ TEST_CASE("An interrupted feature cache resumes to the same bytes, and other set
   other.out_dir = dir / "too_many";
   CHECK_THROWS_AS(tb::build_feature_cache(other, quiet), sd::InvalidArgumentError);
   // Features of another target (hidden size 24) are refused when read.
-  tb::LlamaModel::random(small_config(24), 4).save(dir / "wide", sd::DType::kF32);
+  tb::LlamaModel::random(st::tiny_training_config(24), 4).save(dir / "wide", sd::DType::kF32);
   CHECK_THROWS_AS(tb::FeatureCache::open(o.out_dir, tb::LlamaModel::load(dir / "wide")), sd::ModelLoadError);
   CHECK_THROWS_AS(tb::FeatureCache::open(dir / "nowhere", target), sd::ModelLoadError);
   fs::remove_all(dir);
@@ -177,7 +149,7 @@ TEST_CASE("The epoch sampler visits every window once per epoch, by (seed, step)
 
 TEST_CASE("bf16 training matmuls: close to f32, differentiable, f32 results", "[torch][train]") {
   if (!tb::PackedLinear::native_bf16()) WARN("no native bf16 on this CPU: oneDNN emulates it (slowly)");
-  auto model = tb::LlamaModel::random(small_config(32), 9);
+  auto model = tb::LlamaModel::random(st::tiny_training_config(32), 9);
   model.set_requires_grad(true);
   const auto tokens = at::randint(0, 50, {2, 12}, at::kLong);
   at::Tensor h32, h16;
@@ -199,7 +171,7 @@ TEST_CASE("bf16 training matmuls: close to f32, differentiable, f32 results", "[
 }
 
 TEST_CASE("A head trained from a feature cache learns and resumes exactly", "[torch][train][features][lyanna]") {
-  const auto dir = fresh_dir("specdec_feature_cache_train");
+  const auto dir = st::fresh_dir("specdec_feature_cache_train");
   auto c = cache_options(dir);
   c.windows = 120;
   tb::build_feature_cache(c, quiet);
@@ -207,7 +179,7 @@ TEST_CASE("A head trained from a feature cache learns and resumes exactly", "[to
     INFO((dtype == at::kFloat ? "f32" : "bf16"));
     tb::HeadTrainOptions o;
     o.train_tokens = c.tokens;
-    o.heldout_tokens = write_tokens(dir / "heldout.u16", 1000);
+    o.heldout_tokens = st::write_period_tokens(dir / "heldout.u16", 1000);
     o.target_dir = c.target_dir;
     o.features_dir = c.out_dir;
     o.matmul_dtype = dtype;

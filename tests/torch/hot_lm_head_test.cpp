@@ -20,25 +20,14 @@
 #include "specdec/torch/llama_model.hpp"
 #include "specdec/torch/methods.hpp"
 #include "support/catch.hpp"
+#include "support/llama_fixtures.hpp"
 
 namespace sd = specdec;
 namespace tb = specdec::torch_backend;
+namespace st = specdec::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-sd::io::LlamaConfig tiny(std::int64_t layers, std::int64_t hidden) {
-  sd::io::LlamaConfig c;
-  c.vocab_size = 61;
-  c.hidden_size = hidden;
-  c.intermediate_size = 2 * hidden;
-  c.num_hidden_layers = layers;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = hidden / 4;
-  c.max_position_embeddings = 256;
-  return c;
-}
 
 const std::vector<sd::TokenId> kHot = {3, 7, 9, 0, 12, 41, 60, 25, 33, 1, 2, 4, 5, 6};
 
@@ -110,7 +99,7 @@ TEST_CASE("The hot vocabulary is the most frequent tokens of a frequency file", 
 }
 
 TEST_CASE("A draft model and the draft heads with a hot LM head", "[torch][hot]") {
-  auto model = tb::LlamaModel::random(tiny(1, 16), 4);
+  auto model = tb::LlamaModel::random(st::tiny_decoding_config(1, 16), 4);
   for (const auto dtype : dtypes()) {
     INFO(sd::dtype_name(dtype));
     model.set_inference_dtype(dtype);
@@ -143,7 +132,7 @@ TEST_CASE("A draft model and the draft heads with a hot LM head", "[torch][hot]"
                                                                               sd::DType::kF32)),
                   sd::InvalidArgumentError);
 
-  const auto target = tb::LlamaModel::random(tiny(2, 32), 5);
+  const auto target = tb::LlamaModel::random(st::tiny_decoding_config(2, 32), 5);
   for (const auto kind : {tb::HeadKind::kLyanna, tb::HeadKind::kEagle}) {
     tb::DraftHeadConfig config;
     config.kind = kind;
@@ -163,8 +152,8 @@ TEST_CASE("A draft model and the draft heads with a hot LM head", "[torch][hot]"
 }
 
 TEST_CASE("Methods with hot=H decode greedily exactly like autoregressive decoding", "[torch][hot][engine]") {
-  auto target = tb::LlamaModel::random(tiny(2, 32), 3);
-  auto draft = tb::LlamaModel::random(tiny(1, 16), 4);
+  auto target = tb::LlamaModel::random(st::tiny_decoding_config(2, 32), 3);
+  auto draft = tb::LlamaModel::random(st::tiny_decoding_config(1, 16), 4);
   const auto heads = fs::temp_directory_path() / "specdec_hot_methods";
   fs::remove_all(heads);
   write_frequencies(heads, 61);

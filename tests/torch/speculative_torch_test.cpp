@@ -29,24 +29,13 @@
 #include "specdec/tree/chain_builder.hpp"
 #include "specdec/verify/model_verifier.hpp"
 #include "support/catch.hpp"
+#include "support/llama_fixtures.hpp"
 
 namespace sd = specdec;
 namespace tb = specdec::torch_backend;
+namespace st = specdec::testing;
 
 namespace {
-
-sd::io::LlamaConfig tiny(std::int64_t layers, std::int64_t hidden) {
-  sd::io::LlamaConfig c;
-  c.vocab_size = 61;
-  c.hidden_size = hidden;
-  c.intermediate_size = 2 * hidden;
-  c.num_hidden_layers = layers;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = hidden / 4;
-  c.max_position_embeddings = 256;
-  return c;
-}
 
 // Both inference precisions; bf16 only where this CPU runs it natively.
 std::vector<sd::DType> inference_dtypes() {
@@ -93,8 +82,8 @@ void write_sv_files(const std::filesystem::path& heads, const sd::io::LlamaConfi
 }  // namespace
 
 TEST_CASE("Greedy chain speculation on Llama models equals greedy decoding", "[torch][engine]") {
-  auto target = tb::LlamaModel::random(tiny(2, 32), 1);
-  auto draft = tb::LlamaModel::random(tiny(1, 16), 2);
+  auto target = tb::LlamaModel::random(st::tiny_decoding_config(2, 32), 1);
+  auto draft = tb::LlamaModel::random(st::tiny_decoding_config(1, 16), 2);
   sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
   sd::ModelDrafter drafter(draft, 0, sd::SamplingParams{1.0f});
   for (const std::int32_t k : {1, 3, 6}) {
@@ -115,8 +104,8 @@ TEST_CASE("Greedy chain speculation on Llama models equals greedy decoding", "[t
 TEST_CASE("Every method decodes greedily exactly like autoregressive decoding", "[torch][engine]") {
   for (const auto dtype : inference_dtypes()) {
   INFO(sd::dtype_name(dtype));
-  auto target = tb::LlamaModel::random(tiny(2, 32), 3);
-  auto draft = tb::LlamaModel::random(tiny(1, 16), 4);
+  auto target = tb::LlamaModel::random(st::tiny_decoding_config(2, 32), 3);
+  auto draft = tb::LlamaModel::random(st::tiny_decoding_config(1, 16), 4);
   target.set_inference_dtype(dtype);
   draft.set_inference_dtype(dtype);
   const std::vector<sd::TokenId> prompt{7, 3, 9, 3, 7, 3, 9};  // repeats, so prompt lookup finds matches
@@ -148,12 +137,12 @@ TEST_CASE("Every method decodes greedily exactly like autoregressive decoding", 
 TEST_CASE("Every method's continuous batching equals greedy decoding, request by request", "[torch][engine]") {
   for (const auto dtype : inference_dtypes()) {
   INFO(sd::dtype_name(dtype));
-  auto target = tb::LlamaModel::random(tiny(2, 32), 3);
-  auto draft = tb::LlamaModel::random(tiny(1, 16), 4);
+  auto target = tb::LlamaModel::random(st::tiny_decoding_config(2, 32), 3);
+  auto draft = tb::LlamaModel::random(st::tiny_decoding_config(1, 16), 4);
   target.set_inference_dtype(dtype);
   draft.set_inference_dtype(dtype);
   const auto heads = write_random_heads(target, "specdec_batch_heads", sd::DType::kF32);
-  write_sv_files(heads, tiny(1, 8));
+  write_sv_files(heads, st::tiny_decoding_config(1, 8));
 
   std::vector<std::vector<sd::TokenId>> prompts;
   std::vector<sd::GenerationOptions> options;
@@ -180,7 +169,7 @@ TEST_CASE("Every method's continuous batching equals greedy decoding, request by
 
 TEST_CASE("Lyanna and the EAGLE-style head decode greedily exactly like autoregressive decoding",
           "[torch][engine][lyanna]") {
-  auto target = tb::LlamaModel::random(tiny(2, 32), 5);
+  auto target = tb::LlamaModel::random(st::tiny_decoding_config(2, 32), 5);
   // Random heads in a heads directory, as models/ holds the trained one.
   const auto heads = write_random_heads(target, "specdec_method_heads", sd::DType::kF16);
   for (const auto dtype : inference_dtypes())  // the heads follow their target's precision
@@ -250,7 +239,7 @@ void check_batched_feature_heads(tb::LlamaModel& target, Builder builder, Carry 
 
 TEST_CASE("Batched Lyanna and EAGLE-head decoding (a head fork per request) equal greedy decoding",
           "[torch][engine][lyanna]") {
-  auto target = tb::LlamaModel::random(tiny(2, 32), 5);
+  auto target = tb::LlamaModel::random(st::tiny_decoding_config(2, 32), 5);
   const auto dir = write_random_heads(target, "specdec_batched_heads", sd::DType::kF32);
   const auto lyanna = tb::DraftHead::load(dir / "lyanna", target);
   const auto eagle = tb::DraftHead::load(dir / "eagle", target);
@@ -273,7 +262,7 @@ TEST_CASE("Batched Lyanna and EAGLE-head decoding (a head fork per request) equa
 }
 
 TEST_CASE("Method specs with unknown names, keys or values are typed errors", "[torch][engine]") {
-  auto target = tb::LlamaModel::random(tiny(1, 16), 3);
+  auto target = tb::LlamaModel::random(st::tiny_decoding_config(1, 16), 3);
   CHECK_THROWS_AS(tb::parse_method("chain:k=x"), sd::InvalidArgumentError);
   CHECK_THROWS_AS(tb::parse_method("chain:depth"), sd::InvalidArgumentError);
   CHECK_THROWS_AS(tb::parse_method("chain:colour=red"), sd::InvalidArgumentError);
@@ -318,8 +307,8 @@ TEST_CASE("The registry lists every method, specs round-trip, and lossy rules sa
   CHECK(tb::describe_rule(tb::parse_method("tree:rule=traversal"), sampled) == "traversal verification, lossless");
   CHECK_THAT(tb::describe_rule(tb::parse_method("dynamic:rule=typical"), sampled), Catch::Contains("LOSSY"));
   // A lossy rule's rounds are recorded as lossy.
-  auto target = tb::LlamaModel::random(tiny(2, 32), 3);
-  auto draft = tb::LlamaModel::random(tiny(1, 16), 4);
+  auto target = tb::LlamaModel::random(st::tiny_decoding_config(2, 32), 3);
+  auto draft = tb::LlamaModel::random(st::tiny_decoding_config(1, 16), 4);
   auto typical = tb::make_method(tb::parse_method("chain:k=3:rule=typical"), target, &draft, sampled);
   sd::GenerationOptions o;
   o.max_new_tokens = 16;
@@ -408,14 +397,14 @@ TEST_CASE("The default models in models/ load, share a tokenizer and generate", 
 TEST_CASE("Every method stops cleanly when the context is full, keeping every token", "[torch][engine]") {
   // LlamaModel::forward throws past max_position_embeddings: each method's
   // drafting and verification must fit in what is left of the context.
-  auto config = tiny(2, 32);
+  auto config = st::tiny_decoding_config(2, 32);
   config.max_position_embeddings = 48;
   auto target = tb::LlamaModel::random(config, 7);
-  auto small = tiny(1, 16);
+  auto small = st::tiny_decoding_config(1, 16);
   small.max_position_embeddings = 48;
   auto draft = tb::LlamaModel::random(small, 8);
   const auto heads = write_random_heads(target, "specdec_context_heads", sd::DType::kF32);
-  auto companion = tiny(1, 8);
+  auto companion = st::tiny_decoding_config(1, 8);
   companion.max_position_embeddings = 48;
   write_sv_files(heads, companion);
   const std::vector<sd::TokenId> prompt{7, 3, 9, 3, 7, 3, 9};

@@ -12,42 +12,20 @@
 #include "specdec/torch/llama_model.hpp"
 #include "specdec/torch/trainer.hpp"
 #include "support/catch.hpp"
+#include "support/llama_fixtures.hpp"
 
 namespace sd = specdec;
 namespace tb = specdec::torch_backend;
 namespace fs = std::filesystem;
+namespace st = specdec::testing;
 
 namespace {
 
-sd::io::LlamaConfig tiny(std::int64_t hidden) {
-  sd::io::LlamaConfig c;
-  c.vocab_size = 50;
-  c.hidden_size = hidden;
-  c.intermediate_size = 2 * hidden;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 2;
-  c.num_key_value_heads = 1;
-  c.head_dim = hidden / 2;
-  c.max_position_embeddings = 64;
-  c.rms_norm_eps = 1e-5;
-  c.tie_word_embeddings = true;
-  return c;
-}
-
-// A periodic stream (period 7) with a little noise: easy to learn, not trivial.
-fs::path write_tokens(const fs::path& path, std::size_t n, std::uint16_t vocab) {
-  std::vector<std::uint16_t> t(n);
-  for (std::size_t i = 0; i < n; ++i) t[i] = static_cast<std::uint16_t>(i % 97 == 0 ? (i * 31) % vocab : 10 + i % 7);
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(t.data()),
-                                              static_cast<std::streamsize>(t.size() * 2));
-  return path;
-}
-
 tb::TrainOptions options(const fs::path& dir) {
   tb::TrainOptions o;
-  o.train_tokens = write_tokens(dir / "train.u16", 5000, 50);
-  o.heldout_tokens = write_tokens(dir / "heldout.u16", 1000, 50);
-  o.model = tiny(16);
+  o.train_tokens = st::write_period_tokens(dir / "train.u16", 5000, 50);
+  o.heldout_tokens = st::write_period_tokens(dir / "heldout.u16", 1000, 50);
+  o.model = st::tiny_training_config(16);
   o.steps = 150;
   o.batch_size = 4;
   o.seq_len = 32;
@@ -59,13 +37,6 @@ tb::TrainOptions options(const fs::path& dir) {
   o.save_dtype = "f32";
   o.threads = 1;  // bitwise-reproducible runs
   return o;
-}
-
-fs::path fresh_dir(const char* name) {
-  const auto d = fs::temp_directory_path() / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
 }
 
 void quiet(const std::string&) {}
@@ -86,7 +57,7 @@ TEST_CASE("The learning rate warms up linearly and decays by cosine to min_lr", 
 }
 
 TEST_CASE("Training learns a periodic stream and reports held-out perplexity", "[torch][train]") {
-  const auto dir = fresh_dir("specdec_trainer_learns");
+  const auto dir = st::fresh_dir("specdec_trainer_learns");
   auto o = options(dir);
   o.out_dir = dir / "model";
   const auto r = tb::train_language_model(o, quiet);
@@ -100,7 +71,7 @@ TEST_CASE("Training learns a periodic stream and reports held-out perplexity", "
 }
 
 TEST_CASE("An interrupted run resumes to exactly the weights of an uninterrupted one", "[torch][train]") {
-  const auto dir = fresh_dir("specdec_trainer_resume");
+  const auto dir = st::fresh_dir("specdec_trainer_resume");
   auto straight = options(dir);
   straight.out_dir = dir / "straight";
   tb::train_language_model(straight, quiet);
@@ -129,7 +100,7 @@ TEST_CASE("An interrupted run resumes to exactly the weights of an uninterrupted
 }
 
 TEST_CASE("A warm start continues from saved weights at the given step", "[torch][train]") {
-  const auto dir = fresh_dir("specdec_trainer_warm");
+  const auto dir = st::fresh_dir("specdec_trainer_warm");
   auto first = options(dir);
   first.out_dir = dir / "first";
   first.steps = 20;
@@ -147,10 +118,10 @@ TEST_CASE("A warm start continues from saved weights at the given step", "[torch
 }
 
 TEST_CASE("Distillation pulls the student toward the teacher's distribution", "[torch][train]") {
-  const auto dir = fresh_dir("specdec_trainer_distill");
+  const auto dir = st::fresh_dir("specdec_trainer_distill");
   auto teach = options(dir);
   teach.out_dir = dir / "teacher";
-  teach.model = tiny(32);
+  teach.model = st::tiny_training_config(32);
   tb::train_language_model(teach, quiet);
 
   auto student = options(dir);
@@ -178,7 +149,7 @@ TEST_CASE("Distillation pulls the student toward the teacher's distribution", "[
 }
 
 TEST_CASE("The trainer rejects bad options and token files", "[torch][train]") {
-  const auto dir = fresh_dir("specdec_trainer_bad");
+  const auto dir = st::fresh_dir("specdec_trainer_bad");
   auto o = options(dir);
   o.out_dir = dir / "m";
   auto bad = o;
