@@ -1,5 +1,6 @@
 // Shared pieces of the libtorch tests (tests/torch/): tiny Llama configs, a
-// learnable token stream on disk, a fresh scratch directory.
+// learnable token stream on disk, a fresh scratch directory, a head-training
+// setup.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "specdec/io/llama_config.hpp"
+#include "specdec/torch/draft_head_trainer.hpp"
 
 namespace specdec::testing {
 
@@ -59,6 +61,30 @@ inline std::filesystem::path fresh_dir(const char* name) {
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;
+}
+
+// A head-training setup in `dir`: a random target (hidden 16, seed 3) in
+// target/, 5000 training and 1000 held-out tokens of the periodic stream, and
+// options that learn it in 60 steps (rank-4 token info over 12 hot tokens;
+// one thread, so runs are bitwise reproducible). out_dir is left to the test.
+inline torch_backend::HeadTrainOptions tiny_head_train_options(const std::filesystem::path& dir) {
+  torch_backend::LlamaModel::random(tiny_training_config(16), 3).save(dir / "target", DType::kF32);
+  torch_backend::HeadTrainOptions o;
+  o.train_tokens = write_period_tokens(dir / "train.u16", 5000);
+  o.heldout_tokens = write_period_tokens(dir / "heldout.u16", 1000);
+  o.target_dir = dir / "target";
+  o.token_info_rank = 4;
+  o.hot_tokens = 12;
+  o.steps = 60;
+  o.batch_size = 4;
+  o.seq_len = 24;
+  o.lr = 1e-2;
+  o.warmup_steps = 5;
+  o.checkpoint_every = 1000;
+  o.eval_windows = 8;
+  o.save_dtype = "f32";
+  o.threads = 1;
+  return o;
 }
 
 }  // namespace specdec::testing

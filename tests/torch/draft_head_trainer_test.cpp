@@ -20,25 +20,7 @@ namespace st = specdec::testing;
 
 namespace {
 
-tb::HeadTrainOptions options(const fs::path& dir) {
-  tb::LlamaModel::random(st::tiny_training_config(16), 3).save(dir / "target", sd::DType::kF32);
-  tb::HeadTrainOptions o;
-  o.train_tokens = st::write_period_tokens(dir / "train.u16", 5000);
-  o.heldout_tokens = st::write_period_tokens(dir / "heldout.u16", 1000);
-  o.target_dir = dir / "target";
-  o.token_info_rank = 4;
-  o.hot_tokens = 12;
-  o.steps = 60;
-  o.batch_size = 4;
-  o.seq_len = 24;
-  o.lr = 1e-2;
-  o.warmup_steps = 5;
-  o.checkpoint_every = 1000;
-  o.eval_windows = 8;
-  o.save_dtype = "f32";
-  o.threads = 1;  // bitwise-reproducible runs
-  return o;
-}
+tb::HeadTrainOptions options(const fs::path& dir) { return st::tiny_head_train_options(dir); }
 
 void quiet(const std::string&) {}
 

@@ -29,11 +29,13 @@ namespace st = specdec::testing;
 
 namespace {
 
+// A cache of 40 windows of 27 tokens over tiny_head_train_options' target
+// and training tokens (written into `dir`).
 tb::FeatureCacheOptions cache_options(const fs::path& dir) {
-  tb::LlamaModel::random(st::tiny_training_config(16), 3).save(dir / "target", sd::DType::kF32);
+  const auto head = st::tiny_head_train_options(dir);
   tb::FeatureCacheOptions o;
-  o.tokens = st::write_period_tokens(dir / "train.u16", 5000);
-  o.target_dir = dir / "target";
+  o.tokens = head.train_tokens;
+  o.target_dir = head.target_dir;
   o.out_dir = dir / "cache";
   o.windows = 40;
   o.window = 27;
@@ -177,23 +179,9 @@ TEST_CASE("A head trained from a feature cache learns and resumes exactly", "[to
   tb::build_feature_cache(c, quiet);
   for (const auto dtype : {at::kFloat, at::kBFloat16}) {
     INFO((dtype == at::kFloat ? "f32" : "bf16"));
-    tb::HeadTrainOptions o;
-    o.train_tokens = c.tokens;
-    o.heldout_tokens = st::write_period_tokens(dir / "heldout.u16", 1000);
-    o.target_dir = c.target_dir;
+    auto o = st::tiny_head_train_options(dir);  // the same target and tokens as the cache's
     o.features_dir = c.out_dir;
     o.matmul_dtype = dtype;
-    o.token_info_rank = 4;
-    o.hot_tokens = 12;
-    o.steps = 60;
-    o.batch_size = 4;
-    o.seq_len = 24;
-    o.lr = 1e-2;
-    o.warmup_steps = 5;
-    o.checkpoint_every = 1000;
-    o.eval_windows = 8;
-    o.save_dtype = "f32";
-    o.threads = 1;
     o.out_dir = dir / "straight";
     o.snapshot_every = 20;
     fs::remove_all(o.out_dir);
