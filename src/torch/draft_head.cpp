@@ -355,10 +355,7 @@ void DraftHead::set_inference_dtype(DType dtype) {
   if (dtype == inference_dtype_) return;
   inference_dtype_ = dtype;
   packed_ = Packed{};  // packed again, in the new precision, by the next inference call
-  if (hot_lm_head_) {
-    const auto hot = hot_lm_head_->tokens();
-    hot_lm_head_ = std::make_shared<const HotLmHead>(lm_head_, std::vector<TokenId>(hot.begin(), hot.end()), dtype);
-  }
+  if (hot_lm_head_) hot_lm_head_ = hot_lm_head_->repacked(lm_head_, dtype);
 }
 
 void DraftHead::set_hot_lm_head(std::shared_ptr<const HotLmHead> head) {

@@ -108,10 +108,7 @@ void LlamaModel::set_inference_dtype(DType dtype) {
   inference_dtype_ = dtype;
   packed_.clear();  // packed again, in the new precision, by the next forward()
   packed_lm_head_.reset();
-  if (hot_lm_head_) {
-    const auto hot = hot_lm_head_->tokens();
-    hot_lm_head_ = std::make_shared<const HotLmHead>(lm_head_, std::vector<TokenId>(hot.begin(), hot.end()), dtype);
-  }
+  if (hot_lm_head_) hot_lm_head_ = hot_lm_head_->repacked(lm_head_, dtype);
 }
 
 void LlamaModel::set_hot_lm_head(std::shared_ptr<const HotLmHead> head) {

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -31,6 +32,11 @@ class HotLmHead {
   HotLmHead(const at::Tensor& lm_head, std::vector<TokenId> tokens, DType storage);
 
   std::span<const TokenId> tokens() const { return tokens_; }
+  // The same hot tokens of `lm_head`, packed in `storage` (a model changing
+  // its inference precision).
+  std::shared_ptr<const HotLmHead> repacked(const at::Tensor& lm_head, DType storage) const {
+    return std::make_shared<const HotLmHead>(lm_head, tokens_, storage);
+  }
   std::int64_t vocab_size() const { return vocab_; }
 
   // out [rows, vocab] = the hot tokens' logits of h [rows, hidden], -inf
