@@ -22,11 +22,12 @@
 
 namespace specdec::torch_backend::bf16_gemm {
 
-// Whether this CPU runs the kernel (AVX512F, AVX512BW, AVX512_BF16).
+// Whether this CPU runs the kernel (AVX512F, AVX512BW, AVX512VL, AVX512_BF16).
 bool available();
 
 // x [m, in] f32 -> out [m, stride] bf16 (nearest, ties to even, as
-// io::f32_to_bf16), each row's tail after `in` zeroed. Needs available().
+// io::f32_to_bf16, except that denormals become zero: VDPBF16PS treats them
+// as zero anyway), each row's tail after `in` zeroed. Needs available().
 void round_rows(const float* x, std::int64_t m, std::int64_t in, std::int64_t stride, std::uint16_t* out);
 
 // Weights [out, in] row-major f32, rounded to bf16 (nearest, ties to even)

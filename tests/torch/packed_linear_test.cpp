@@ -142,7 +142,7 @@ TEST_CASE("bf16 PackedLinear is the f32 product of bf16-rounded operands, with a
   at::manual_seed(11);
   using K = tb::PackedLinear::Bf16Kernel;
   for (const auto kernel : {K::kAuto, K::kOneDnn})
-  for (const auto& [out, in] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1408, 512}, {97, 33}, {8000, 512}}) {
+  for (const auto& [out, in] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1408, 512}, {97, 33}, {130, 1000}, {8000, 512}}) {
     const at::Tensor w = at::randn({out, in}) / std::sqrt(static_cast<double>(in));
     const tb::PackedLinear lin(w, sd::DType::kBF16, kernel);
     CHECK(lin.storage() == sd::DType::kBF16);
@@ -168,6 +168,30 @@ TEST_CASE("bf16 PackedLinear is the f32 product of bf16-rounded operands, with a
       if (kernel == K::kAuto)
         for (const std::int64_t r : {std::int64_t{0}, m - 1}) CHECK(at::equal(lin(x.narrow(0, r, 1)), y.narrow(0, r, 1)));
     }
+  }
+}
+
+TEST_CASE("bf16 PackedLinear rounds its input rows to nearest even, exactly", "[torch][linear][bf16]") {
+  if (!tb::PackedLinear::native_bf16()) {
+    WARN("this CPU has no native bf16 matmul: bf16 rounding not exercised");
+    return;
+  }
+  // An identity weight returns each input rounded to bf16: one exact product
+  // per output, every other product an exact zero.
+  constexpr std::int64_t kIn = 37;  // two whole vectors of 16 and a tail
+  const tb::PackedLinear identity(at::eye(kIn), sd::DType::kBF16);
+  at::manual_seed(13);
+  at::Tensor x = at::randn({3, kIn}) * 100;
+  auto* bits = reinterpret_cast<std::uint32_t*>(x.data_ptr<float>());
+  // Ties go to the even neighbour; values just below the bf16 maximum stay
+  // finite. (Denormals are left out: VDPBF16PS treats them as zero.)
+  const std::uint32_t special[] = {0x3f808000u, 0x3f818000u, 0xbf808000u, 0x3f80c000u, 0x3f804000u,
+                                   0x00800000u, 0x80818000u, 0x7f7f0000u, 0x3f7fffffu, 0x00000000u};
+  for (std::size_t i = 0; i < std::size(special); ++i) bits[i * 4 + 1] = special[i];
+  const at::Tensor y = identity(x), expected = x.to(at::kBFloat16).to(at::kFloat);
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    INFO("input " << i << ": bits " << std::hex << bits[i]);
+    CHECK(y.view(-1)[i].item<float>() == expected.view(-1)[i].item<float>());
   }
 }
 
