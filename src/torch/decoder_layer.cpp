@@ -61,23 +61,37 @@ using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
 // key and value row is loaded once for all of them.
 constexpr int kMaxGroup = 4;
 
-// Scores of Q queries against keys [0, keys) (a whole number of blocks) of
-// one kv head's key cache (blocks of kKeyBlock keys, [block][hd][kKeyBlock]).
-// Each lane sums q[j] k[j] over j in order: the same arithmetic for a key
-// whatever group it is scored in.
+// Scores of Q queries against B blocks of kKeyBlock keys from key `first`
+// of one kv head's key cache ([block][hd][kKeyBlock]). Each lane sums
+// q[j] k[j] over j in order: the same arithmetic for a key whatever group
+// and however many blocks it is scored with.
+template <int Q, int B>
+[[gnu::always_inline]] inline void score_blocks(const float* const* q, const float* kt, std::int64_t hd,
+                                                std::int64_t first, float* scores, std::int64_t stride) {
+  const float* blocks = kt + first * hd;  // block first / kLanes starts at (first / kLanes) * hd * kLanes
+  Vec acc[Q][B] = {};
+  for (std::int64_t j = 0; j < hd; ++j) {
+    Vec k[B];
+    for (int b = 0; b < B; ++b) k[b] = load(blocks + (b * hd + j) * kLanes);
+    for (int i = 0; i < Q; ++i) {
+      const float qj = q[i][j];
+      for (int b = 0; b < B; ++b) acc[i][b] += qj * k[b];
+    }
+  }
+  for (int i = 0; i < Q; ++i)
+    for (int b = 0; b < B; ++b) store(scores + i * stride + first + b * kLanes, acc[i][b]);
+}
+
+// Scores of Q queries against keys [0, keys) (a whole number of blocks).
+// Four blocks at a time give each j 4 Q independent sums: one block alone
+// left Q chains of hd dependent FMAs, bound by their latency.
 template <int Q>
 [[gnu::always_inline]] inline void group_scores(const float* const* q, const float* kt, std::int64_t hd,
                                                 std::int64_t keys, float* scores, std::int64_t stride) {
   static_assert(kKeyBlock == kLanes);
-  for (std::int64_t t = 0; t < keys; t += kLanes) {
-    const float* block = kt + t * hd;  // block t / kLanes starts at (t / kLanes) * hd * kLanes
-    Vec acc[Q] = {};
-    for (std::int64_t j = 0; j < hd; ++j) {
-      const Vec k = load(block + j * kLanes);
-      for (int i = 0; i < Q; ++i) acc[i] += q[i][j] * k;
-    }
-    for (int i = 0; i < Q; ++i) store(scores + i * stride + t, acc[i]);
-  }
+  std::int64_t t = 0;
+  for (; t + 4 * kLanes <= keys; t += 4 * kLanes) score_blocks<Q, 4>(q, kt, hd, t, scores, stride);
+  for (; t < keys; t += kLanes) score_blocks<Q, 1>(q, kt, hd, t, scores, stride);
 }
 
 // out[i] = inv[i] * sum_u p[i][u] v_u over the keys, in order, Q queries x
@@ -200,12 +214,16 @@ void attend_group(int group, const float* const* q, const std::int64_t* keys,
     if (hidden[i] != nullptr)
       for (std::int64_t t = hidden_from; t < keys[i]; ++t)
         if (hidden[i][t - hidden_from] != 0) s[t] = kMinusInf;
-    float max = kMinusInf;
-#pragma omp simd reduction(max : max)
-    for (std::int64_t t = 0; t < span; ++t) {
-      s[t] *= scale;
-      max = std::max(max, s[t]);
+    // Scale, and the largest score (written out with vectors: the simd
+    // max reduction compiled to scalar code).
+    Vec top = Vec{} + kMinusInf;
+    for (std::int64_t t = 0; t < span; t += kLanes) {
+      const Vec scaled = load(s + t) * scale;
+      store(s + t, scaled);
+      top = scaled > top ? scaled : top;
     }
+    float max = kMinusInf;
+    for (std::int64_t l = 0; l < kLanes; ++l) max = std::max(max, top[l]);
     // exp, and a sum over 16 fixed lanes (block by block, then the lanes in
     // order): masked keys add exact zeros wherever they are.
     Vec lanes = {};
@@ -260,61 +278,80 @@ void rms_norm(const float* x, std::int64_t n, std::int64_t d, const float* w, fl
 
 namespace {
 
-// Attention of every span's rows; q and out are [n, heads * head_dim]. The
-// work is cut into groups of up to kMaxGroup queries sharing a kv head (the
-// query heads of a kv head for consecutive rows), threaded over groups.
-void attention(const DecoderShape& s, const float* q, std::span<const AttentionSpan> spans, float* out) {
+// RoPE on the q of kv head `kv`'s query heads (into q) and on its k (into
+// the cache), and its v straight into the cache, for one span's rows.
+void rope_into_cache(const DecoderShape& s, const float* qkv, const AttentionSpan& sp, std::int64_t kv,
+                     std::span<const std::int64_t> positions, const float* cos_table, const float* sin_table,
+                     float* q) {
+  const auto hd = s.head_dim, rep = s.heads / s.kv_heads;
+  const auto q_dim = s.heads * hd, kv_dim = s.kv_heads * hd, qkv_dim = q_dim + 2 * kv_dim;
+  float* kt = sp.k + kv * sp.capacity * hd;  // this kv head's key blocks
+  for (std::int64_t i = 0; i < sp.rows; ++i) {
+    const auto row = sp.first_row + i;
+    const float* r = qkv + row * qkv_dim;
+    const auto pos = positions[static_cast<std::size_t>(row)];
+    const float* cos = cos_table + pos * hd;
+    const float* sin = sin_table + pos * hd;
+    for (std::int64_t hh = kv * rep; hh < (kv + 1) * rep; ++hh)
+      kernels::rope_head(r + hh * hd, cos, sin, hd, q + row * q_dim + hh * hd);
+    const auto slot = sp.prefix + i;
+    float key[kMaxHeadDim];
+    kernels::rope_head(r + q_dim + kv * hd, cos, sin, hd, key);
+    for (std::int64_t e = 0; e < hd; ++e) kt[key_offset(slot, e, hd)] = key[e];
+    std::copy_n(r + q_dim + kv_dim + kv * hd, hd, sp.v + (kv * sp.capacity + slot) * hd);
+  }
+}
+
+// Attention of every span's rows from the fused q|k|v rows [n, qkv_dim];
+// q (RoPE applied here) and out are [n, heads * head_dim]. The work is cut by
+// (span, kv head), threaded over those: each first writes its new keys and
+// values into the cache (no other unit reads them), then attends its queries
+// in groups of up to kMaxGroup sharing the kv head (the query heads of a kv
+// head for consecutive rows).
+void attention(const DecoderShape& s, const float* qkv, std::span<const std::int64_t> positions,
+               const float* cos_table, const float* sin_table, float* q, std::span<const AttentionSpan> spans,
+               float* out) {
   const auto h = s.heads, hd = s.head_dim, rep = s.heads / s.kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  struct Group {
-    std::size_t span;
-    std::int64_t kv, row, head,
-        count;  // queries (row, head) from (row, head) on, row-major within the kv head
-  };
-  thread_local std::vector<Group> groups;
-  groups.clear();
   std::int64_t work = 0, longest = 0;
-  for (std::size_t si = 0; si < spans.size(); ++si) {
-    const auto& sp = spans[si];
-    for (std::int64_t kv = 0; kv < s.kv_heads; ++kv) {
-      const std::int64_t total = sp.rows * rep;  // query i = (row i / rep, head kv * rep + i % rep)
-      for (std::int64_t first = 0; first < total; first += kMaxGroup)
-        groups.push_back(
-            {si, kv, first / rep, kv * rep + first % rep, std::min<std::int64_t>(kMaxGroup, total - first)});
-    }
+  for (const auto& sp : spans) {
     work += sp.rows * h * (sp.prefix + sp.rows) * hd;
     longest = std::max(longest, sp.prefix + sp.rows);
   }
   const std::int64_t stride_needed = kMaxGroup * ((longest + kLanes - 1) / kLanes * kLanes);
-  const auto run = [&](const Group& g) {
-    const auto& sp = spans[g.span];
-    const float* qs[kMaxGroup];
-    float* outs[kMaxGroup];
-    std::int64_t keys[kMaxGroup];
-    const std::uint8_t* hidden[kMaxGroup];
+  const auto unit = [&](std::int64_t u) {
+    const auto& sp = spans[static_cast<std::size_t>(u / s.kv_heads)];
+    const auto kv = u % s.kv_heads;
+    rope_into_cache(s, qkv, sp, kv, positions, cos_table, sin_table, q);
     const auto cols = sp.prefix + sp.rows - sp.masked_from;
-    for (std::int64_t i = 0; i < g.count; ++i) {
-      const auto flat = (g.row * rep + (g.head - g.kv * rep)) + i;  // position in this kv head's query list
-      const auto row = flat / rep, head = g.kv * rep + flat % rep;
-      qs[i] = q + (sp.first_row + row) * h * hd + head * hd;
-      outs[i] = out + (sp.first_row + row) * h * hd + head * hd;
-      keys[i] = sp.blocked != nullptr ? sp.prefix + sp.rows : sp.prefix + row + 1;
-      hidden[i] = sp.blocked != nullptr ? sp.blocked + row * cols : nullptr;
+    const std::int64_t total = sp.rows * rep;  // query i = (row i / rep, head kv * rep + i % rep)
+    float* scores = score_buffer(stride_needed);
+    for (std::int64_t first = 0; first < total; first += kMaxGroup) {
+      const auto count = std::min<std::int64_t>(kMaxGroup, total - first);
+      const float* qs[kMaxGroup];
+      float* outs[kMaxGroup];
+      std::int64_t keys[kMaxGroup];
+      const std::uint8_t* hidden[kMaxGroup];
+      for (std::int64_t i = 0; i < count; ++i) {
+        const auto row = (first + i) / rep, head = kv * rep + (first + i) % rep;
+        qs[i] = q + (sp.first_row + row) * h * hd + head * hd;
+        outs[i] = out + (sp.first_row + row) * h * hd + head * hd;
+        keys[i] = sp.blocked != nullptr ? sp.prefix + sp.rows : sp.prefix + row + 1;
+        hidden[i] = sp.blocked != nullptr ? sp.blocked + row * cols : nullptr;
+      }
+      detail::attend_group(static_cast<int>(count), qs, keys, hidden, sp.masked_from,
+                           sp.k + kv * sp.capacity * hd, sp.v + kv * sp.capacity * hd, hd, scale, scores, outs);
     }
-    detail::attend_group(static_cast<int>(g.count), qs, keys, hidden, sp.masked_from,
-                         sp.k + g.kv * sp.capacity * hd, sp.v + g.kv * sp.capacity * hd, hd, scale,
-                         score_buffer(stride_needed), outs);
   };
   // Below ~32k multiply-adds a parallel region costs more than it saves.
   const int threads = std::max(1, at::get_num_threads());
-  const auto n = static_cast<std::int64_t>(groups.size());
+  const auto units = static_cast<std::int64_t>(spans.size()) * s.kv_heads;
   if (threads == 1 || work < 32768) {
-    for (const auto& g : groups) run(g);
+    for (std::int64_t u = 0; u < units; ++u) unit(u);
     return;
   }
-  const Group* all = groups.data();
 #pragma omp parallel for schedule(static) num_threads(threads)
-  for (std::int64_t i = 0; i < n; ++i) run(all[i]);
+  for (std::int64_t u = 0; u < units; ++u) unit(u);
 }
 
 }  // namespace
@@ -338,27 +375,7 @@ void decoder_layer_forward(const DecoderLayerWeights& layer, const DecoderShape&
 
   rms_norm(x, n, d, layer.attn_norm, s.rms_eps, xn);
   layer.qkv->forward(xn, n, qkv);
-  // RoPE on q (into q) and k (into the cache); v straight into the cache.
-  for (const auto& sp : spans) {
-    for (std::int64_t i = 0; i < sp.rows; ++i) {
-      const auto row = sp.first_row + i;
-      const float* r = qkv + row * qkv_dim;
-      const auto pos = positions[static_cast<std::size_t>(row)];
-      const float* cos = cos_table + pos * hd;
-      const float* sin = sin_table + pos * hd;
-      for (std::int64_t hh = 0; hh < h; ++hh)
-        kernels::rope_head(r + hh * hd, cos, sin, hd, q + row * q_dim + hh * hd);
-      const auto slot = sp.prefix + i;
-      for (std::int64_t j = 0; j < kvh; ++j) {
-        float key[kMaxHeadDim];
-        kernels::rope_head(r + q_dim + j * hd, cos, sin, hd, key);
-        float* kt = sp.k + j * sp.capacity * hd;  // this kv head's key blocks
-        for (std::int64_t e = 0; e < hd; ++e) kt[key_offset(slot, e, hd)] = key[e];
-        std::copy_n(r + q_dim + kv_dim + j * hd, hd, sp.v + (j * sp.capacity + slot) * hd);
-      }
-    }
-  }
-  attention(s, q, spans, attn);
+  attention(s, qkv, positions, cos_table, sin_table, q, spans, attn);
   layer.o->forward_add(attn, n, x);
 
   float* gu = sized(ws.gate_up, n * 2 * s.ffn);
