@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "specdec/io/float_convert.hpp"
 
@@ -185,6 +186,43 @@ void PackedWeights::multiply(const std::uint16_t* x, std::int64_t m, float* y, b
   for (std::int64_t b = 0; b < blocks_; ++b)
     run_block(w + b * block_size, k_pairs_, x, x_stride, m, y + b * kCols, out_,
               std::min(kCols, out_ - b * kCols), add);
+}
+
+namespace {
+// A thread's f32 row for fill (the team's threads each have their own).
+float* fill_row(std::int64_t n) {
+  thread_local std::vector<float> row;
+  if (static_cast<std::int64_t>(row.size()) < n) row.resize(static_cast<std::size_t>(n));
+  return row.data();
+}
+}  // namespace
+
+void PackedWeights::multiply_rows(void (*fill)(const void*, std::int64_t, float*), const void* context,
+                                  std::int64_t m, std::uint16_t* staged, float* y, bool add) const {
+  const int threads = std::max(1, at::get_num_threads());
+  const auto stride = in_padded();
+  const auto fill_one = [&](std::int64_t r) {
+    float* row = fill_row(in_);
+    fill(context, r, row);
+    round_rows(row, 1, in_, stride, staged + r * stride);
+  };
+  if (m < kFillInTeam || threads == 1 || blocks_ == 1) {
+    for (std::int64_t r = 0; r < m; ++r) fill_one(r);
+    multiply(staged, m, y, add);
+    return;
+  }
+  const std::uint16_t* w = data_.get();
+  const auto block_size = k_pairs_ * kCols * 2;
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < m; ++r) fill_one(r);
+    // (the loop's implied barrier: every row is staged)
+#pragma omp for schedule(static) nowait
+    for (std::int64_t b = 0; b < blocks_; ++b)
+      run_block(w + b * block_size, k_pairs_, staged, stride, m, y + b * kCols, out_,
+                std::min(kCols, out_ - b * kCols), add);
+  }
 }
 
 }  // namespace specdec::torch_backend::bf16_gemm

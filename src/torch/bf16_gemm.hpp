@@ -42,6 +42,13 @@ class PackedWeights {
   // in_padded() values (the odd tail zeroed); y is f32 [m, out]. Runs on the
   // calling thread's OpenMP team.
   void multiply(const std::uint16_t* x, std::int64_t m, float* y, bool add) const;
+  // The same over f32 rows that fill(context, r, row) writes (in() values),
+  // rounded to bf16 into `staged` (m x in_padded()): for kFillInTeam rows
+  // or more the team fills and rounds them, a share each, in the region of
+  // the product; below, the calling thread does, first.
+  static constexpr std::int64_t kFillInTeam = 4;
+  void multiply_rows(void (*fill)(const void*, std::int64_t, float*), const void* context, std::int64_t m,
+                     std::uint16_t* staged, float* y, bool add) const;
   std::int64_t in_padded() const { return k_pairs_ * 2; }
 
  private:

@@ -145,7 +145,7 @@ float* score_buffer(std::int64_t n) {
 // Per-thread activations of one layer call (forwards on different sequences
 // may run concurrently, each on its own thread).
 struct Workspace {
-  std::vector<float> xn, qkv, q, attn, gate_up, act;
+  std::vector<float> qkv, q, attn, gate_up;
 };
 Workspace& workspace() {
   thread_local Workspace ws;
@@ -354,6 +354,29 @@ void attention(const DecoderShape& s, const float* qkv, std::span<const std::int
   for (std::int64_t u = 0; u < units; ++u) unit(u);
 }
 
+// Row sources for the products (PackedLinear::RowSource): the norm before
+// q|k|v and gate|up, and SwiGLU before down, computed by the product's
+// threads for a verification's rows.
+struct NormRows {
+  const float* x;
+  std::int64_t d;
+  const float* w;
+  float eps;
+  static void fill(const void* self, std::int64_t r, float* out) {
+    const auto& n = *static_cast<const NormRows*>(self);
+    detail::rms_norm_row(n.x + r * n.d, n.d, n.w, n.eps, out);
+  }
+};
+struct SwigluRows {
+  const float* gate_up;  // [rows, 2 ffn]: gate | up
+  std::int64_t ffn;
+  static void fill(const void* self, std::int64_t r, float* out) {
+    const auto& g = *static_cast<const SwigluRows*>(self);
+    const float* row = g.gate_up + r * 2 * g.ffn;
+    detail::swiglu_row(row, row + g.ffn, g.ffn, out);
+  }
+};
+
 }  // namespace
 
 void decoder_layer_forward(const DecoderLayerWeights& layer, const DecoderShape& s, float* x, std::int64_t n,
@@ -368,27 +391,20 @@ void decoder_layer_forward(const DecoderLayerWeights& layer, const DecoderShape&
       throw InvalidArgumentError(fmt::format("decoder layer: a cache of {} slots (whole blocks of {} needed)",
                                              sp.capacity, kKeyBlock));
   Workspace& ws = workspace();
-  float* xn = sized(ws.xn, n * d);
   float* qkv = sized(ws.qkv, n * qkv_dim);
   float* q = sized(ws.q, n * q_dim);
   float* attn = sized(ws.attn, n * q_dim);
 
-  rms_norm(x, n, d, layer.attn_norm, s.rms_eps, xn);
-  layer.qkv->forward(xn, n, qkv);
+  const NormRows attn_rows{x, d, layer.attn_norm, s.rms_eps};
+  layer.qkv->forward(PackedLinear::RowSource{&NormRows::fill, &attn_rows}, n, qkv);
   attention(s, qkv, positions, cos_table, sin_table, q, spans, attn);
   layer.o->forward_add(attn, n, x);
 
   float* gu = sized(ws.gate_up, n * 2 * s.ffn);
-  float* act = sized(ws.act, n * s.ffn);
-  rms_norm(x, n, d, layer.mlp_norm, s.rms_eps, xn);
-  layer.gate_up->forward(xn, n, gu);
-  // SwiGLU row by row; a verification's rows split over the threads (the
-  // other thread would only wait for the next matmul).
-  const int threads = std::max(1, at::get_num_threads());
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && n >= 4)
-  for (std::int64_t i = 0; i < n; ++i)
-    detail::swiglu_row(gu + i * 2 * s.ffn, gu + i * 2 * s.ffn + s.ffn, s.ffn, act + i * s.ffn);
-  layer.down->forward_add(act, n, x);
+  const NormRows mlp_rows{x, d, layer.mlp_norm, s.rms_eps};
+  layer.gate_up->forward(PackedLinear::RowSource{&NormRows::fill, &mlp_rows}, n, gu);
+  const SwigluRows act{gu, s.ffn};
+  layer.down->forward_add(PackedLinear::RowSource{&SwigluRows::fill, &act}, n, x);
 }
 
 }  // namespace specdec::torch_backend

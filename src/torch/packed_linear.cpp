@@ -210,6 +210,21 @@ struct PackedLinear::Impl {
                             "PackedLinear: could not execute the matmul primitive");
   }
 
+  void run_source(RowSource rows, std::int64_t m, float* y, bool add, const char* what) {
+    if (m <= 0) throw InvalidArgumentError(fmt::format("PackedLinear::{}: m must be >= 1, got {}", what, m));
+    if (rows.fill == nullptr || y == nullptr)
+      throw InvalidArgumentError(fmt::format("PackedLinear::{}: null row source or output pointer", what));
+    if (bf16_rows) {
+      std::uint16_t* staged = bf16_staging(static_cast<std::size_t>(m * bf16_rows->in_padded()));
+      bf16_rows->multiply_rows(rows.fill, rows.context, m, staged, y, add);
+      return;
+    }
+    thread_local std::vector<float> filled;
+    if (filled.size() < static_cast<std::size_t>(m * in)) filled.resize(static_cast<std::size_t>(m * in));
+    for (std::int64_t r = 0; r < m; ++r) rows.fill(rows.context, r, filled.data() + r * in);
+    run_rows(filled.data(), m, y, add, what);
+  }
+
   void run_rows(const float* x, std::int64_t m, float* y, bool add, const char* what) {
     if (m <= 0) throw InvalidArgumentError(fmt::format("PackedLinear::{}: m must be >= 1, got {}", what, m));
     if (x == nullptr || y == nullptr)
@@ -300,6 +315,16 @@ void PackedLinear::forward(const float* x, std::int64_t m, float* y) const {
 void PackedLinear::forward_add(const float* x, std::int64_t m, float* y) const {
   if (!impl_) throw InvalidArgumentError("PackedLinear::forward_add: the object was moved from");
   impl_->run_rows(x, m, y, /*add=*/true, "forward_add");
+}
+
+void PackedLinear::forward(RowSource rows, std::int64_t m, float* y) const {
+  if (!impl_) throw InvalidArgumentError("PackedLinear::forward: the object was moved from");
+  impl_->run_source(rows, m, y, /*add=*/false, "forward");
+}
+
+void PackedLinear::forward_add(RowSource rows, std::int64_t m, float* y) const {
+  if (!impl_) throw InvalidArgumentError("PackedLinear::forward_add: the object was moved from");
+  impl_->run_source(rows, m, y, /*add=*/true, "forward_add");
 }
 
 at::Tensor PackedLinear::operator()(const at::Tensor& x) const {

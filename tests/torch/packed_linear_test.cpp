@@ -195,6 +195,44 @@ TEST_CASE("bf16 PackedLinear rounds its input rows to nearest even, exactly", "[
   }
 }
 
+TEST_CASE("PackedLinear over a row source equals the product of the filled rows", "[torch][linear]") {
+  at::manual_seed(14);
+  // Each row is 2 x + r: made on the fly, as the decoder layer makes its
+  // norms and SwiGLU rows.
+  struct Doubled {
+    const float* x;
+    std::int64_t in;
+    static void fill(const void* self, std::int64_t r, float* out) {
+      const auto& d = *static_cast<const Doubled*>(self);
+      for (std::int64_t j = 0; j < d.in; ++j) out[j] = 2.0f * d.x[r * d.in + j] + static_cast<float>(r);
+    }
+  };
+  const at::Tensor w = at::randn({200, 96}) / 10;
+  for (const auto storage : {sd::DType::kF32, sd::DType::kBF16}) {
+    if (storage == sd::DType::kBF16 && !tb::PackedLinear::native_bf16()) continue;
+    const tb::PackedLinear lin(w, storage);
+    for (const std::int64_t m : {1, 3, 4, 16, 30}) {  // below and above the rows the team fills
+      INFO(sd::dtype_name(storage) << ", " << m << " rows");
+      const at::Tensor x = at::randn({m, 96});
+      const Doubled source{x.data_ptr<float>(), 96};
+      const at::Tensor filled = 2 * x + at::arange(m, at::kFloat).unsqueeze(1);
+      at::Tensor y = at::empty({m, 200});
+      lin.forward(tb::PackedLinear::RowSource{&Doubled::fill, &source}, m, y.data_ptr<float>());
+      CHECK(at::equal(y, lin(filled)));
+      at::Tensor acc = at::randn({m, 200});
+      const at::Tensor expected = acc.clone();
+      lin.forward_add(filled.data_ptr<float>(), m, expected.data_ptr<float>());
+      lin.forward_add(tb::PackedLinear::RowSource{&Doubled::fill, &source}, m, acc.data_ptr<float>());
+      CHECK(at::equal(acc, expected));
+    }
+    float out = 0.0f;
+    CHECK_THROWS_AS(lin.forward(tb::PackedLinear::RowSource{}, 1, &out), sd::InvalidArgumentError);
+    const Doubled none{nullptr, 96};
+    CHECK_THROWS_AS(lin.forward(tb::PackedLinear::RowSource{&Doubled::fill, &none}, 0, &out),
+                    sd::InvalidArgumentError);
+  }
+}
+
 TEST_CASE("forward_add adds x W^T to y in f32 too", "[torch][linear]") {
   at::manual_seed(12);
   const at::Tensor w = at::randn({64, 48});

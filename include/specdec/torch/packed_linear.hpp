@@ -75,6 +75,22 @@ class PackedLinear {
   // pass over y. Same contract as forward.
   void forward_add(const float* x, std::int64_t m, float* y) const;
 
+  // Input rows made on the fly: fill(context, r, row) writes row r's
+  // in_features() values (a norm or an activation of the caller's data).
+  // Where the rows are many (a verification) and the product runs on the
+  // bf16 row kernel, the threads of the product fill them, a share each,
+  // inside its threaded region: the fill runs in parallel and no thread
+  // waits on a serial step between two products. Elsewhere the calling
+  // thread fills them first. fill must be safe to call concurrently for
+  // different rows.
+  struct RowSource {
+    void (*fill)(const void* context, std::int64_t row, float* out) = nullptr;
+    const void* context = nullptr;
+  };
+  // y[m, out] = rows W^T (or y += rows W^T); as forward / forward_add.
+  void forward(RowSource rows, std::int64_t m, float* y) const;
+  void forward_add(RowSource rows, std::int64_t m, float* y) const;
+
   // Convenience: x [m, in] float32 on the CPU (made contiguous if it is not)
   // -> a new [m, out] float32 tensor. Throws ShapeError when x is not 2-D or
   // its inner dimension is not in_features(), InvalidArgumentError when x is
