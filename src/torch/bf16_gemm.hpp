@@ -4,11 +4,13 @@
 // Why not oneDNN here: oneDNN 2.6's bf16 brgemm costs more per extra row.
 // Over a stack of weights far larger than the cache (bench/linear_bench.cpp,
 // docs/RESULTS.md "Half precision"), its 5-row pass costs 1.14x its 1-row
-// pass and 16 rows 1.70x; this kernel's cost 1.05x and 1.50x. It keeps up to
-// six rows' sums of 64 columns in registers while it reads each 256-byte
-// slice of weights once (VDPBF16PS: two k per instruction, f32
-// accumulation), prefetching ahead so the loads keep streaming while the dot
-// products run.
+// pass and 16 rows 1.70x; this kernel's cost 1.05x and 1.50x (before the
+// chunking below). It keeps up to six rows' sums of 64 columns in registers
+// (a tile) while it reads each 256-byte slice of weights once (VDPBF16PS:
+// two k per instruction, f32 accumulation), prefetching ahead so the loads
+// keep streaming while the dot products run. More rows (up to 24) take turns
+// over 16 KB chunks of k, so the weights still come from memory once and the
+// next chunks are fetched while the other tiles compute.
 //
 // Each output is the same sum in the same order whatever the number of rows,
 // so a token verified among others gets exactly the logits it gets alone.
