@@ -90,15 +90,22 @@ double weight_bytes(const tb::LlamaModel& m, sd::DType dtype = sd::DType::kF32) 
   return bytes;
 }
 
+// n new tokens after the 128-token prefix.
+struct NewTokens {
+  std::vector<sd::TokenId> tokens;
+  std::vector<std::int64_t> positions;
+  explicit NewTokens(std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      tokens.push_back(static_cast<sd::TokenId>(100 + i));
+      positions.push_back(128 + i);
+    }
+  }
+};
+
 void forward_bench(benchmark::State& state, tb::LlamaModel& m) {
   const auto n = state.range(1);
-  std::vector<sd::TokenId> tokens(static_cast<std::size_t>(n));
-  std::vector<std::int64_t> pos(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) {
-    tokens[static_cast<std::size_t>(i)] = static_cast<sd::TokenId>(100 + i);
-    pos[static_cast<std::size_t>(i)] = 128 + i;
-  }
-  const sd::SequenceInput in{0, tokens, pos};
+  const NewTokens input(n);
+  const sd::SequenceInput in{0, input.tokens, input.positions};
   sd::HostRows logits;
   sd::ForwardRequest request{std::span(&in, 1)};
   request.logits = logits.view(n, m.vocab_size());
@@ -132,13 +139,9 @@ BENCHMARK(BM_Model_Forward)
 // them. The iteration's time is the n-token forward.
 void forward_vs_step(benchmark::State& state, tb::LlamaModel& m) {
   const auto n = state.range(1);
-  std::vector<sd::TokenId> tokens(static_cast<std::size_t>(n));
-  std::vector<std::int64_t> pos(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) {
-    tokens[static_cast<std::size_t>(i)] = static_cast<sd::TokenId>(100 + i);
-    pos[static_cast<std::size_t>(i)] = 128 + i;
-  }
-  const sd::SequenceInput many{0, tokens, pos}, one{0, std::span(tokens).first(1), std::span(pos).first(1)};
+  const NewTokens input(n);
+  const sd::SequenceInput many{0, input.tokens, input.positions},
+      one{0, std::span(input.tokens).first(1), std::span(input.positions).first(1)};
   sd::HostRows logits_many, logits_one;
   sd::ForwardRequest request_many{std::span(&many, 1)}, request_one{std::span(&one, 1)};
   request_many.logits = logits_many.view(n, m.vocab_size());
