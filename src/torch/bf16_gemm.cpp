@@ -37,8 +37,9 @@ constexpr std::int64_t kPrefetchL2 = 128;
 // One tile: acc[r][0..63] (in memory, f32) += the sums over k pairs
 // [0, pairs) of x[r][2p..2p+1] . w[p][c][0..1], in k order; starting from
 // zero when `start`. kFirst: the chunk's first (or only) tile, which reads
-// the weights from memory. Whatever the chunking, each output is the same chain of
-// VDPBF16PS in k order: a row's result does not depend on the other rows.
+// the weights from memory. Whatever the chunking, each output is the same
+// chain of VDPBF16PS in k order: a row's result does not depend on the other
+// rows.
 template <int R, bool kFirst>
 SPECDEC_BF16_TARGET inline void tile(const std::uint16_t* w, std::int64_t pairs, const std::uint16_t* x,
                                      std::int64_t x_stride, float* acc_mem, bool start) {
@@ -74,7 +75,8 @@ SPECDEC_BF16_TARGET inline void tile(const std::uint16_t* w, std::int64_t pairs,
 
 template <bool kFirst>
 SPECDEC_BF16_TARGET void tile_rows(std::int64_t rows, const std::uint16_t* w, std::int64_t pairs,
-                                   const std::uint16_t* x, std::int64_t x_stride, float* acc_mem, bool start) {
+                                   const std::uint16_t* x, std::int64_t x_stride, float* acc_mem,
+                                   bool start) {
   switch (rows) {
     case 1:
       return tile<1, kFirst>(w, pairs, x, x_stride, acc_mem, start);
@@ -216,8 +218,7 @@ void PackedWeights::multiply_rows(void (*fill)(const void*, std::int64_t, float*
 #pragma omp parallel num_threads(threads)
   {
 #pragma omp for schedule(static)
-    for (std::int64_t r = 0; r < m; ++r) fill_one(r);
-    // (the loop's implied barrier: every row is staged)
+    for (std::int64_t r = 0; r < m; ++r) fill_one(r);  // its implied barrier: every row is staged
 #pragma omp for schedule(static) nowait
     for (std::int64_t b = 0; b < blocks_; ++b)
       run_block(w + b * block_size, k_pairs_, staged, stride, m, y + b * kCols, out_,

@@ -340,7 +340,8 @@ void attention(const DecoderShape& s, const float* qkv, std::span<const std::int
         hidden[i] = sp.blocked != nullptr ? sp.blocked + row * cols : nullptr;
       }
       detail::attend_group(static_cast<int>(count), qs, keys, hidden, sp.masked_from,
-                           sp.k + kv * sp.capacity * hd, sp.v + kv * sp.capacity * hd, hd, scale, scores, outs);
+                           sp.k + kv * sp.capacity * hd, sp.v + kv * sp.capacity * hd, hd, scale, scores,
+                           outs);
     }
   };
   // Below ~32k multiply-adds a parallel region costs more than it saves.

@@ -142,7 +142,8 @@ TEST_CASE("bf16 PackedLinear is the f32 product of bf16-rounded operands, with a
   at::manual_seed(11);
   using K = tb::PackedLinear::Bf16Kernel;
   for (const auto kernel : {K::kAuto, K::kOneDnn})
-  for (const auto& [out, in] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1408, 512}, {97, 33}, {130, 1000}, {8000, 512}}) {
+  for (const auto& [out, in] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{1408, 512}, {97, 33}, {130, 1000}, {8000, 512}}) {
     const at::Tensor w = at::randn({out, in}) / std::sqrt(static_cast<double>(in));
     const tb::PackedLinear lin(w, sd::DType::kBF16, kernel);
     CHECK(lin.storage() == sd::DType::kBF16);
