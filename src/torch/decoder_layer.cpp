@@ -319,30 +319,39 @@ void attention(const DecoderShape& s, const float* qkv, std::span<const std::int
     longest = std::max(longest, sp.prefix + sp.rows);
   }
   const std::int64_t stride_needed = kMaxGroup * ((longest + kLanes - 1) / kLanes * kLanes);
-  const auto unit = [&](std::int64_t u) {
-    const auto& sp = spans[static_cast<std::size_t>(u / s.kv_heads)];
+  // Unit u is (span u / kv_heads, kv head u % kv_heads); its queries
+  // (row i / rep, head kv * rep + i % rep) go in groups of kMaxGroup.
+  const auto span_of = [&](std::int64_t u) -> const AttentionSpan& {
+    return spans[static_cast<std::size_t>(u / s.kv_heads)];
+  };
+  const auto groups_of = [&](std::int64_t u) { return (span_of(u).rows * rep + kMaxGroup - 1) / kMaxGroup; };
+  const auto rope = [&](std::int64_t u) {
+    rope_into_cache(s, qkv, span_of(u), u % s.kv_heads, positions, cos_table, sin_table, q);
+  };
+  const auto attend = [&](std::int64_t u, std::int64_t group) {
+    const auto& sp = span_of(u);
     const auto kv = u % s.kv_heads;
-    rope_into_cache(s, qkv, sp, kv, positions, cos_table, sin_table, q);
     const auto cols = sp.prefix + sp.rows - sp.masked_from;
-    const std::int64_t total = sp.rows * rep;  // query i = (row i / rep, head kv * rep + i % rep)
-    float* scores = score_buffer(stride_needed);
-    for (std::int64_t first = 0; first < total; first += kMaxGroup) {
-      const auto count = std::min<std::int64_t>(kMaxGroup, total - first);
-      const float* qs[kMaxGroup];
-      float* outs[kMaxGroup];
-      std::int64_t keys[kMaxGroup];
-      const std::uint8_t* hidden[kMaxGroup];
-      for (std::int64_t i = 0; i < count; ++i) {
-        const auto row = (first + i) / rep, head = kv * rep + (first + i) % rep;
-        qs[i] = q + (sp.first_row + row) * h * hd + head * hd;
-        outs[i] = out + (sp.first_row + row) * h * hd + head * hd;
-        keys[i] = sp.blocked != nullptr ? sp.prefix + sp.rows : sp.prefix + row + 1;
-        hidden[i] = sp.blocked != nullptr ? sp.blocked + row * cols : nullptr;
-      }
-      detail::attend_group(static_cast<int>(count), qs, keys, hidden, sp.masked_from,
-                           sp.k + kv * sp.capacity * hd, sp.v + kv * sp.capacity * hd, hd, scale, scores,
-                           outs);
+    const auto first = group * kMaxGroup;
+    const auto count = std::min<std::int64_t>(kMaxGroup, sp.rows * rep - first);
+    const float* qs[kMaxGroup];
+    float* outs[kMaxGroup];
+    std::int64_t keys[kMaxGroup];
+    const std::uint8_t* hidden[kMaxGroup];
+    for (std::int64_t i = 0; i < count; ++i) {
+      const auto row = (first + i) / rep, head = kv * rep + (first + i) % rep;
+      qs[i] = q + (sp.first_row + row) * h * hd + head * hd;
+      outs[i] = out + (sp.first_row + row) * h * hd + head * hd;
+      keys[i] = sp.blocked != nullptr ? sp.prefix + sp.rows : sp.prefix + row + 1;
+      hidden[i] = sp.blocked != nullptr ? sp.blocked + row * cols : nullptr;
     }
+    detail::attend_group(static_cast<int>(count), qs, keys, hidden, sp.masked_from,
+                         sp.k + kv * sp.capacity * hd, sp.v + kv * sp.capacity * hd, hd, scale,
+                         score_buffer(stride_needed), outs);
+  };
+  const auto unit = [&](std::int64_t u) {
+    rope(u);
+    for (std::int64_t g = 0; g < groups_of(u); ++g) attend(u, g);
   };
   // Below ~32k multiply-adds a parallel region costs more than it saves.
   const int threads = std::max(1, at::get_num_threads());
@@ -351,8 +360,24 @@ void attention(const DecoderShape& s, const float* qkv, std::span<const std::int
     for (std::int64_t u = 0; u < units; ++u) unit(u);
     return;
   }
+  if (units >= threads) {
 #pragma omp parallel for schedule(static) num_threads(threads)
-  for (std::int64_t u = 0; u < units; ++u) unit(u);
+    for (std::int64_t u = 0; u < units; ++u) unit(u);
+    return;
+  }
+  // Fewer units than threads (one sequence of a model with fewer kv heads
+  // than threads): the cache writes first, then the groups over the threads.
+  std::int64_t total = 0;
+  for (std::int64_t u = 0; u < units; ++u) {
+    rope(u);
+    total += groups_of(u);
+  }
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (std::int64_t i = 0; i < total; ++i) {
+    std::int64_t u = 0, g = i;
+    while (g >= groups_of(u)) g -= groups_of(u++);
+    attend(u, g);
+  }
 }
 
 // Row sources for the products (PackedLinear::RowSource): the norm before

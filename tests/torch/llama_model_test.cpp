@@ -2,6 +2,7 @@
 // cached tree forward, KV compaction and batched forwards all agree with the
 // plain causal forward.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <filesystem>
 #include <thread>
@@ -328,9 +329,16 @@ TEST_CASE("Every row of a forward is bit-identical to the same token decoded alo
     WARN("this CPU has no native bf16 matmul: bf16 not exercised");
     return;
   }
-  INFO(sd::dtype_name(dtype));
-  auto cfg = tiny_config(true, 2);
-  cfg.hidden_size = 64;  // head_dim 16: the register-blocked attention path
+  // Two threads, and enough attention work per forward to thread it: with
+  // one kv head attention splits its query groups over the threads, with
+  // two it splits the kv heads.
+  const auto kv_heads = GENERATE(1, 2);
+  INFO(sd::dtype_name(dtype) << ", " << kv_heads << " kv heads");
+  const int threads_before = at::get_num_threads();
+  at::set_num_threads(2);
+  auto cfg = tiny_config(true, kv_heads);
+  cfg.hidden_size = 128;  // head_dim 16: the register-blocked attention path
+  cfg.num_attention_heads = 8;
   cfg.head_dim = 16;
   cfg.max_position_embeddings = 128;
   auto m = tb::LlamaModel::random(cfg, 21);
@@ -376,6 +384,7 @@ TEST_CASE("Every row of a forward is bit-identical to the same token decoded alo
     CHECK(rel_diff(all_alone, ref) > 1e-4);
     CHECK(rel_diff(all_alone, ref) < 5e-2);
   }
+  at::set_num_threads(threads_before);
 }
 
 TEST_CASE("set_inference_dtype takes f32 and bf16 only, and switching repacks", "[torch][model][bf16]") {
