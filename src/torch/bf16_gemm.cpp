@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
-#include <vector>
 
 #include "specdec/io/float_convert.hpp"
+#include "thread_buffer.hpp"
 
 #define SPECDEC_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
@@ -191,12 +191,7 @@ void PackedWeights::multiply(const std::uint16_t* x, std::int64_t m, float* y, b
 }
 
 namespace {
-// A thread's f32 row for fill (the team's threads each have their own).
-float* fill_row(std::int64_t n) {
-  thread_local std::vector<float> row;
-  if (static_cast<std::int64_t>(row.size()) < n) row.resize(static_cast<std::size_t>(n));
-  return row.data();
-}
+struct FillRowTag;  // a thread's f32 row for fill (the team's threads each have their own)
 }  // namespace
 
 void PackedWeights::multiply_rows(void (*fill)(const void*, std::int64_t, float*), const void* context,
@@ -204,7 +199,7 @@ void PackedWeights::multiply_rows(void (*fill)(const void*, std::int64_t, float*
   const int threads = std::max(1, at::get_num_threads());
   const auto stride = in_padded();
   const auto fill_one = [&](std::int64_t r) {
-    float* row = fill_row(in_);
+    float* row = thread_buffer<FillRowTag>(in_);
     fill(context, r, row);
     round_rows(row, 1, in_, stride, staged + r * stride);
   };

@@ -15,6 +15,7 @@
 #include "kernels.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/warp.hpp"
+#include "thread_buffer.hpp"
 
 // The element-wise kernels are built for x86-64-v4 (AVX-512), v3 (AVX2 +
 // FMA) and the baseline, and the loader picks one (GNU ifunc). Elsewhere they
@@ -136,10 +137,9 @@ template <int Q>
 }
 
 // A thread's scratch scores; grows to the longest group it sees.
+struct ScoresTag;
 float* score_buffer(std::int64_t n) {
-  thread_local std::vector<float> buffer;
-  if (static_cast<std::int64_t>(buffer.size()) < n) buffer.resize(static_cast<std::size_t>(n));
-  return buffer.data();
+  return thread_buffer<ScoresTag>(n);
 }
 
 // Per-thread activations of one layer call (forwards on different sequences

@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "bf16_gemm.hpp"
+#include "thread_buffer.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/io/float_convert.hpp"
 
@@ -99,11 +100,11 @@ DataType data_type_of(DType storage) { return storage == DType::kBF16 ? DataType
 
 // bf16 copies of a call's source rows; per thread because calls on different
 // objects may run concurrently.
+struct StagingTag;
 std::uint16_t* bf16_staging(std::size_t n) {
-  thread_local std::vector<std::uint16_t> buffer;
-  if (buffer.size() < n) buffer.resize(n);
-  return buffer.data();
+  return thread_buffer<StagingTag, std::uint16_t>(static_cast<std::int64_t>(n));
 }
+struct FilledTag;  // rows of a RowSource on the oneDNN path
 
 void round_to_bf16(const float* x, std::size_t n, std::uint16_t* out) {
   for (std::size_t i = 0; i < n; ++i) out[i] = io::f32_to_bf16(x[i]);
@@ -219,10 +220,9 @@ struct PackedLinear::Impl {
       bf16_rows->multiply_rows(rows.fill, rows.context, m, staged, y, add);
       return;
     }
-    thread_local std::vector<float> filled;
-    if (filled.size() < static_cast<std::size_t>(m * in)) filled.resize(static_cast<std::size_t>(m * in));
-    for (std::int64_t r = 0; r < m; ++r) rows.fill(rows.context, r, filled.data() + r * in);
-    run_rows(filled.data(), m, y, add, what);
+    float* filled = thread_buffer<FilledTag>(m * in);
+    for (std::int64_t r = 0; r < m; ++r) rows.fill(rows.context, r, filled + r * in);
+    run_rows(filled, m, y, add, what);
   }
 
   void run_rows(const float* x, std::int64_t m, float* y, bool add, const char* what) {
