@@ -52,7 +52,7 @@ const std::vector<at::Tensor>& weights() {
   return w;
 }
 
-std::vector<tb::PackedLinear> pack_all(specdec::DType dtype, tb::PackedLinear::Bf16Kernel kernel) {
+std::vector<tb::PackedLinear> pack_all(specdec::DType dtype, tb::PackedLinear::Kernel kernel) {
   std::vector<tb::PackedLinear> v;
   v.reserve(kLayers);
   for (const at::Tensor& w : weights()) v.emplace_back(w, dtype, kernel);
@@ -61,7 +61,7 @@ std::vector<tb::PackedLinear> pack_all(specdec::DType dtype, tb::PackedLinear::B
 
 // variant 0: f32, 1: bf16 (row kernel where available), 2: bf16 on oneDNN.
 const std::vector<tb::PackedLinear>& packed(std::int64_t variant = 0) {
-  using K = tb::PackedLinear::Bf16Kernel;
+  using K = tb::PackedLinear::Kernel;
   static const std::vector<tb::PackedLinear> f32 = pack_all(specdec::DType::kF32, K::kAuto);
   if (variant == 0) return f32;
   if (variant == 1) {

@@ -27,6 +27,7 @@
 #include "specdec/core/error.hpp"
 #include "specdec/core/logit_rows.hpp"
 #include "specdec/torch/methods.hpp"
+#include "specdec/torch/threads.hpp"
 
 namespace specdec::cli {
 namespace {
@@ -43,6 +44,7 @@ struct Tally {
   std::vector<double> speedups, ttft_ms, prefill_ms;
   std::int64_t differ = 0;
   std::map<std::string, std::int64_t> stop_reasons;  // why each generation ended
+  torch_backend::ContentionStats contention;           // what other work on the cores cost
 
   void add(const Stats& s) {
     auto& a = total.acceptance;
@@ -113,6 +115,19 @@ void progress(std::size_t done, std::size_t total, const std::string& what) {
   std::fflush(stderr);
 }
 
+
+// What other work on the cores cost a method (threads.hpp): its forwards'
+// threaded steps, those run on one thread during a back-off, and what began
+// the back-offs: stalls on preempted helpers, windows in which a thread of the
+// team waited for its core.
+nlohmann::json contention_json(const torch_backend::ContentionStats& c) {
+  return {{"threaded_steps", c.jobs},
+          {"single_thread_steps", c.solo_jobs},
+          {"single_thread_fraction", c.solo_fraction()},
+          {"stalls", c.stalls},
+          {"stall_ms", 1e3 * c.stall_seconds},
+          {"queued_windows", c.queued}};
+}
 
 // The fields every record has: what ran, how fast against autoregressive
 // decoding in the same run, and how much was accepted.
@@ -532,6 +547,7 @@ int run_bench(const BenchCommand& b) {
       }
   }
 
+  const auto contention_at_start = torch_backend::contention_stats();
   nlohmann::json records = nlohmann::json::array();
   std::printf("%-44s %-5s %-12s %9s %9s %8s %7s %6s %10s %8s\n", "method", "dtype", "prompts", "tok/s", "AR tok/s",
               "speedup", "median", "tau", "ttft ms", "ovh %");
@@ -551,13 +567,17 @@ int run_bench(const BenchCommand& b) {
         Variant& v = variants[vi];
         const std::string tag = set_name + (variants.size() > 1 ? " " + name_of(v) : "");
         progress(done++, total_runs, tag + " autoregressive");
+        auto before = torch_backend::contention_stats();
         const auto ref = v.ar->generate(prompt, options);
+        base[vi].contention += torch_backend::contention_stats() - before;
         base[vi].add(ref.stats);
         tps_of[vi][0].push_back(ref.stats.tokens_per_second());
         ar_tokens.push_back(ref.tokens);
         for (std::size_t m = 0; m < v.methods.size(); ++m) {
           progress(done++, total_runs, tag + " " + v.methods[m].name());
+          before = torch_backend::contention_stats();
           const auto r = v.methods[m].generate(prompt, options);
+          tallies[vi][m].contention += torch_backend::contention_stats() - before;
           tallies[vi][m].add(r.stats);
           tallies[vi][m].speedups.push_back(r.stats.tokens_per_second() / ref.stats.tokens_per_second());
           tps_of[vi][m + 1].push_back(r.stats.tokens_per_second());
@@ -618,6 +638,7 @@ int run_bench(const BenchCommand& b) {
                     {"resampling_separate_forwards", st.resampling.separate_forwards},
                     {"stop_reasons", t.stop_reasons},
                     {"lag", lag_json(st.lag)},
+                    {"contention", contention_json(t.contention)},
                     {"outputs_differing_from_autoregressive", t.differ}});
         return rec;
       };
@@ -650,6 +671,7 @@ int run_bench(const BenchCommand& b) {
     for (const auto& d : differences) diff_records.push_back(d.json());
     records.push_back({{"dtype_differences", diff_records}, {"reference_dtype", name_of(variants[0])}});
   }
+  print_contention_note(torch_backend::contention_stats() - contention_at_start);
   write_records(b.json, records);
   return 0;
 }

@@ -112,6 +112,7 @@ int run_generate(const GenerateCommand& g) {
     ar->generate(prompt, warm);
   }
 
+  auto contention_before = torch_backend::contention_stats();
   std::printf("%s", g.prompt.c_str());
   std::fflush(stdout);
   std::vector<TokenId> generated;
@@ -130,10 +131,13 @@ int run_generate(const GenerateCommand& g) {
   std::printf("\n\n");
   std::printf("== %s ==\n", config.name == "autoregressive" ? "autoregressive decoding" : "speculative decoding");
   print_stats(method.name(), result.stats);
+  print_contention_note(torch_backend::contention_stats() - contention_before);
   if (ar) {
+    contention_before = torch_backend::contention_stats();
     const auto base = ar->generate(prompt, options);
     std::printf("\n== baseline: autoregressive decoding on the target, same prompt and settings ==\n");
     print_stats("autoregressive", base.stats);
+    print_contention_note(torch_backend::contention_stats() - contention_before);
     const bool same = base.tokens == result.tokens;
     std::printf("speedup %.2fx over autoregressive decoding (same run)%s\n",
                 result.stats.tokens_per_second() / base.stats.tokens_per_second(),

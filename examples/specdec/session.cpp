@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "specdec/core/error.hpp"
+#include "specdec/torch/threads.hpp"
 
 namespace specdec::cli {
 namespace {
@@ -50,6 +51,9 @@ void add_sampling_options(CLI::App& cmd, SamplingParams& sampling) {
 
 Session load_session(const std::filesystem::path& target, const std::filesystem::path& draft,
                      const std::filesystem::path& tokenizer, int threads, const std::string& dtype) {
+  // Forwards run on specdec's own threads (threads.hpp); ATen's count is for
+  // the few ATen operations around them.
+  torch_backend::set_default_forward_threads(threads);
   if (threads > 0) at::set_num_threads(threads);
   const auto precision = torch_backend::choose_inference_dtype(dtype);
   if (!precision.note.empty()) std::fprintf(stderr, "specdec: %s\n", precision.note.c_str());
@@ -117,6 +121,16 @@ void print_stats(const std::string& label, const Stats& st) {
                 static_cast<long long>(st.resampling.trees), static_cast<long long>(st.resampling.nodes),
                 static_cast<long long>(st.resampling.accepted),
                 static_cast<long long>(st.resampling.separate_forwards));
+}
+
+void print_contention_note(const torch_backend::ContentionStats& c) {
+  if (c.stalls == 0 && c.queued == 0) return;
+  std::printf(
+      "note: other work took the cores: %lld stall%s on preempted helper threads (%.1f ms) and %lld window%s with a "
+      "thread waiting for its core; %.0f%% of the threaded steps ran on one thread, so speeds here are below this "
+      "machine's quiet speed (docs/integration.md, \"Threads\")\n",
+      static_cast<long long>(c.stalls), c.stalls == 1 ? "" : "s", 1e3 * c.stall_seconds,
+      static_cast<long long>(c.queued), c.queued == 1 ? "" : "s", 100.0 * c.solo_fraction());
 }
 
 }  // namespace specdec::cli

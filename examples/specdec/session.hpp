@@ -14,6 +14,7 @@
 #include "specdec/tokenizer/tokenizer.hpp"
 #include "specdec/torch/inference_dtype.hpp"
 #include "specdec/torch/llama_model.hpp"
+#include "specdec/torch/threads.hpp"
 
 namespace specdec::cli {
 
@@ -45,5 +46,9 @@ void add_sampling_options(CLI::App& cmd, SamplingParams& sampling);
 
 // A few lines: tokens/s, tau, per-depth acceptance, time split, overhead.
 void print_stats(const std::string& label, const Stats& stats);
+
+// One line, when other work on the cores stalled the forwards' helper threads
+// (specdec/torch/threads.hpp): how often, and how much ran on one thread.
+void print_contention_note(const torch_backend::ContentionStats& c);
 
 }  // namespace specdec::cli

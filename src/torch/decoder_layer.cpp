@@ -1,8 +1,5 @@
 #include "decoder_layer.hpp"
 
-#include <ATen/Parallel.h>
-#include <omp.h>
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -15,7 +12,9 @@
 #include "kernels.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/warp.hpp"
+#include "specdec/torch/threads.hpp"
 #include "thread_buffer.hpp"
+#include "thread_team.hpp"
 
 // The element-wise kernels are built for x86-64-v4 (AVX-512), v3 (AVX2 +
 // FMA) and the baseline, and the loader picks one (GNU ifunc). Elsewhere they
@@ -353,16 +352,15 @@ void attention(const DecoderShape& s, const float* qkv, std::span<const std::int
     rope(u);
     for (std::int64_t g = 0; g < groups_of(u); ++g) attend(u, g);
   };
-  // Below ~32k multiply-adds a parallel region costs more than it saves.
-  const int threads = std::max(1, at::get_num_threads());
+  // Below ~32k multiply-adds a team step costs more than it saves.
+  const int threads = forward_threads();
   const auto units = static_cast<std::int64_t>(spans.size()) * s.kv_heads;
   if (threads == 1 || work < 32768) {
     for (std::int64_t u = 0; u < units; ++u) unit(u);
     return;
   }
   if (units >= threads) {
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (std::int64_t u = 0; u < units; ++u) unit(u);
+    parallel_for(units, unit);
     return;
   }
   // Fewer units than threads (one sequence of a model with fewer kv heads
@@ -372,12 +370,11 @@ void attention(const DecoderShape& s, const float* qkv, std::span<const std::int
     rope(u);
     total += groups_of(u);
   }
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (std::int64_t i = 0; i < total; ++i) {
+  parallel_for(total, [&](std::int64_t i) {
     std::int64_t u = 0, g = i;
     while (g >= groups_of(u)) g -= groups_of(u++);
     attend(u, g);
-  }
+  });
 }
 
 // Row sources for the products (PackedLinear::RowSource): the norm before

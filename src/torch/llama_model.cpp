@@ -1,5 +1,6 @@
 #include "specdec/torch/llama_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <tuple>
@@ -268,8 +269,11 @@ void LlamaModel::open(std::int32_t seq, const CachePolicy& policy) {
   } else {
     const auto& c = config_;
     const auto slots = key_capacity(c.max_position_embeddings);
-    cache.k = at::zeros({c.num_hidden_layers, c.num_key_value_heads, slots * c.head_dim});
-    cache.v = at::zeros({c.num_hidden_layers, c.num_key_value_heads, slots, c.head_dim});
+    // Zeroed by memset: at::zeros would start an OpenMP region (see accept).
+    cache.k = at::empty({c.num_hidden_layers, c.num_key_value_heads, slots * c.head_dim});
+    cache.v = at::empty({c.num_hidden_layers, c.num_key_value_heads, slots, c.head_dim});
+    std::memset(cache.k.data_ptr<float>(), 0, cache.k.numel() * sizeof(float));
+    std::memset(cache.v.data_ptr<float>(), 0, cache.v.numel() * sizeof(float));
   }
   cache.length = cache.staged = 0;
   caches_[seq] = std::move(cache);
@@ -415,23 +419,22 @@ void LlamaModel::accept(std::int32_t seq, std::span<const std::int32_t> path) {
           cs.staged));
   }
   if (n > 0) {
-    std::vector<std::int64_t> src(path.begin(), path.end());
-    for (auto& s : src) s += cs.length;
-    const auto idx = at::tensor(src, at::kLong);
-    // index_select copies first, so overlapping source and destination are safe.
-    cs.v.narrow(2, cs.length, n).copy_(cs.v.index_select(2, idx));
-    // Keys (blocked, decoder_layer.hpp): entry i moves from src[i] to
-    // length + i <= src[i], in increasing i, so no source is overwritten
-    // before it is read.
+    // Entry i moves from length + path[i] to length + i <= its source, in
+    // increasing i, so no source is overwritten before it is read. Plain
+    // loops, not ATen ops: those would start OpenMP regions whose spinning
+    // threads take cores from the forward's team (threads.hpp).
     const auto& c = config_;
     const auto slots = key_capacity(c.max_position_embeddings), hd = c.head_dim;
     float* k = cs.k.data_ptr<float>();
+    float* v = cs.v.data_ptr<float>();
     for (std::int64_t head = 0; head < c.num_hidden_layers * c.num_key_value_heads; ++head) {
-      float* kh = k + head * slots * hd;
+      float* kh = k + head * slots * hd;  // keys in blocks (decoder_layer.hpp)
+      float* vh = v + head * slots * hd;
       for (std::int64_t i = 0; i < n; ++i) {
-        const auto from = src[static_cast<std::size_t>(i)], to = cs.length + i;
+        const auto from = cs.length + path[static_cast<std::size_t>(i)], to = cs.length + i;
         if (from == to) continue;
         for (std::int64_t e = 0; e < hd; ++e) kh[key_offset(to, e, hd)] = kh[key_offset(from, e, hd)];
+        std::copy_n(vh + from * hd, hd, vh + to * hd);
       }
     }
   }

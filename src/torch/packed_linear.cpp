@@ -1,4 +1,7 @@
-// PackedLinear on oneDNN's matmul primitive.
+// PackedLinear on specdec's row kernel (row_gemm.hpp: f32 on AVX-512F, bf16
+// on AVX512_BF16), and on oneDNN's matmul primitive elsewhere. Why the row
+// kernel comes first: row_gemm.hpp. The oneDNN notes below hold for the
+// oneDNN path.
 //
 // Design (measured on this repository's 2-core AVX-512 machine, oneDNN 2.6.3,
 // 56 matrices 1408x512 / 512x1408 f32, 2 OpenMP threads, ms per pass over all
@@ -37,8 +40,8 @@
 // bf16 weights (issue 15). A call rounds its source rows to bf16 into a
 // per-thread staging buffer (m x in values, negligible next to the weights)
 // and accumulates in f32. On CPUs with AVX512_BF16 the product runs on
-// bf16_gemm.hpp's kernel, which streams the weights once for a few rows
-// (oneDNN 2.6's bf16 brgemm pays more per extra row; see bf16_gemm.hpp);
+// row_gemm.hpp's kernel, which streams the weights once for a few rows
+// (oneDNN 2.6's bf16 brgemm pays more per extra row; see row_gemm.hpp);
 // elsewhere on oneDNN, which has bf16 x bf16 -> f32 matmuls only (no f32 x
 // bf16, and no f16 at all without AVX512_FP16).
 //
@@ -59,7 +62,7 @@
 #include <utility>
 #include <vector>
 
-#include "bf16_gemm.hpp"
+#include "row_gemm.hpp"
 #include "thread_buffer.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/io/float_convert.hpp"
@@ -98,8 +101,9 @@ memory::desc rows_md(std::int64_t rows, std::int64_t cols, DataType type = DataT
 
 DataType data_type_of(DType storage) { return storage == DType::kBF16 ? DataType::bf16 : DataType::f32; }
 
-// bf16 copies of a call's source rows; per thread because calls on different
-// objects may run concurrently.
+// Input rows of a call (bf16 copies on the oneDNN bf16 path; the row
+// kernel's made rows); per thread because calls on different objects may run
+// concurrently.
 struct StagingTag;
 std::uint16_t* bf16_staging(std::size_t n) {
   return thread_buffer<StagingTag, std::uint16_t>(static_cast<std::int64_t>(n));
@@ -124,7 +128,7 @@ struct PackedLinear::Impl {
   std::int64_t in = 0;
   std::int64_t out = 0;
   DType storage = DType::kF32;
-  std::optional<bf16_gemm::PackedWeights> bf16_rows;  // set: the AVX512_BF16 kernel computes every call
+  std::optional<row_gemm::PackedWeights> rows;  // set: specdec's row kernel computes every call
   memory::desc weights_md;  // the packed layout shared by every m
   memory weights;           // packed weights (owned by oneDNN)
   // [add][threads - 1][m - 1]: oneDNN fixes a primitive's thread count when
@@ -211,13 +215,18 @@ struct PackedLinear::Impl {
                             "PackedLinear: could not execute the matmul primitive");
   }
 
+  // The calling thread's buffer for m input rows of the row kernel.
+  void* staging(std::int64_t m) const {
+    const auto bytes = m * rows->in_padded() * (rows->format() == row_gemm::Format::kF32 ? 4 : 2);
+    return thread_buffer<StagingTag, std::uint32_t>((bytes + 3) / 4);
+  }
+
   void run_source(RowSource rows, std::int64_t m, float* y, bool add, const char* what) {
     if (m <= 0) throw InvalidArgumentError(fmt::format("PackedLinear::{}: m must be >= 1, got {}", what, m));
     if (rows.fill == nullptr || y == nullptr)
       throw InvalidArgumentError(fmt::format("PackedLinear::{}: null row source or output pointer", what));
-    if (bf16_rows) {
-      std::uint16_t* staged = bf16_staging(static_cast<std::size_t>(m * bf16_rows->in_padded()));
-      bf16_rows->multiply_rows(rows.fill, rows.context, m, staged, y, add);
+    if (this->rows) {  // no shared state: the staging buffer is the thread's own
+      this->rows->multiply_rows(rows.fill, rows.context, m, staging(m), y, add);
       return;
     }
     float* filled = thread_buffer<FilledTag>(m * in);
@@ -229,11 +238,15 @@ struct PackedLinear::Impl {
     if (m <= 0) throw InvalidArgumentError(fmt::format("PackedLinear::{}: m must be >= 1, got {}", what, m));
     if (x == nullptr || y == nullptr)
       throw InvalidArgumentError(fmt::format("PackedLinear::{}: null input or output pointer", what));
-    if (bf16_rows) {  // no shared state: the staging buffer is the thread's own
-      const auto stride = bf16_rows->in_padded();
-      std::uint16_t* staged = bf16_staging(static_cast<std::size_t>(m * stride));
-      bf16_gemm::round_rows(x, m, in, stride, staged);
-      bf16_rows->multiply(staged, m, y, add);
+    if (rows) {  // no shared state: the staging buffer is the thread's own
+      if (rows->format() == row_gemm::Format::kF32) {
+        rows->multiply(x, m, y, add);
+        return;
+      }
+      const auto stride = rows->in_padded();
+      auto* staged = static_cast<std::uint16_t*>(staging(m));
+      row_gemm::round_rows(x, m, in, stride, staged);
+      rows->multiply(staged, m, y, add);
       return;
     }
     const std::lock_guard<std::mutex> lock(mutex);
@@ -248,7 +261,7 @@ struct PackedLinear::Impl {
   }
 };
 
-PackedLinear::PackedLinear(const at::Tensor& weight, DType storage, Bf16Kernel kernel) {
+PackedLinear::PackedLinear(const at::Tensor& weight, DType storage, Kernel kernel) {
   if (weight.dim() != 2)
     throw ShapeError(fmt::format("PackedLinear: the weight must be 2-d [out, in], got {} dimensions", weight.dim()));
   if (weight.scalar_type() != at::kFloat)
@@ -267,9 +280,10 @@ PackedLinear::PackedLinear(const at::Tensor& weight, DType storage, Bf16Kernel k
   impl->out = weight.size(0);
   impl->in = weight.size(1);
   impl->storage = storage;
-  if (storage == DType::kBF16 && kernel == Bf16Kernel::kAuto && bf16_gemm::available()) {
+  const auto format = storage == DType::kF32 ? row_gemm::Format::kF32 : row_gemm::Format::kBf16;
+  if (kernel == Kernel::kAuto && row_gemm::available(format)) {
     const at::Tensor w = weight.detach().to(at::kCPU).contiguous();
-    impl->bf16_rows.emplace(w.data_ptr<float>(), impl->out, impl->in);
+    impl->rows.emplace(w.data_ptr<float>(), impl->out, impl->in, format);
     impl_ = std::move(impl);
     return;
   }
@@ -345,7 +359,7 @@ at::Tensor PackedLinear::operator()(const at::Tensor& x) const {
 std::string PackedLinear::implementation(std::int64_t m) const {
   if (!impl_) throw InvalidArgumentError("PackedLinear: the object was moved from");
   if (m <= 0) throw InvalidArgumentError(fmt::format("PackedLinear::implementation: m must be >= 1, got {}", m));
-  if (impl_->bf16_rows) return "specdec:avx512_bf16";
+  if (impl_->rows) return impl_->rows->format() == row_gemm::Format::kF32 ? "specdec:avx512_f32" : "specdec:avx512_bf16";
   const std::lock_guard<std::mutex> lock(impl_->mutex);
   try {
     return impl_->entry(std::min(m, kMaxRows), /*add=*/false).implementation;
@@ -356,7 +370,7 @@ std::string PackedLinear::implementation(std::int64_t m) const {
 
 bool PackedLinear::native_bf16() {
   static const bool native = [] {
-    if (bf16_gemm::available()) return true;
+    if (row_gemm::available(row_gemm::Format::kBf16)) return true;
     try {
       const memory::desc src({1, 64}, DataType::bf16, Tag::ab), dst({1, 64}, DataType::f32, Tag::ab);
       const memory::desc weights({64, 64}, DataType::bf16, Tag::any);

@@ -140,7 +140,7 @@ TEST_CASE("bf16 PackedLinear is the f32 product of bf16-rounded operands, with a
     return;
   }
   at::manual_seed(11);
-  using K = tb::PackedLinear::Bf16Kernel;
+  using K = tb::PackedLinear::Kernel;
   for (const auto kernel : {K::kAuto, K::kOneDnn})
   for (const auto& [out, in] :
        std::vector<std::pair<std::int64_t, std::int64_t>>{{1408, 512}, {97, 33}, {130, 1000}, {8000, 512}}) {

@@ -1,16 +1,18 @@
 // A linear layer y = x W^T whose weights are reordered once, at construction,
-// into the blocked layout oneDNN's matmul primitive prefers, so a forward over
-// m rows (m new tokens: 1 for decoding, a handful for verification, ~100 for a
+// into a blocked layout (specdec's row kernel's, or the one oneDNN's matmul
+// primitive prefers), so a forward over m rows (m new tokens: 1 for decoding, a handful for verification, ~100 for a
 // prompt) streams the weights once and never re-packs them (OpenBLAS small-M
 // GEMM re-packs the weights on every call; see bench/linear_bench.cpp and
 // docs/RESULTS.md for the measurements).
 //
 // Inference only: the result carries no autograd history.
 //
-// Weights are stored in f32 (oneDNN) or bf16. bf16 halves the bytes a decode
-// step streams; on CPUs with AVX512_BF16 it runs on specdec's own kernel,
-// which reads the weights once for a few rows (src/torch/bf16_gemm.hpp),
-// elsewhere on oneDNN. The source rows are rounded to bf16 per call and
+// Weights are stored in f32 or bf16. bf16 halves the bytes a decode step
+// streams. Products run on specdec's own row kernel (src/torch/row_gemm.hpp)
+// where the CPU has its instructions (AVX-512F for f32, AVX512_BF16 for bf16):
+// it reads the weights once for a few rows, sums each output in k order
+// whatever the row count, and runs on the calling thread's team
+// (specdec/torch/threads.hpp). Elsewhere they run on oneDNN. bf16 source rows are rounded to bf16 per call and
 // products accumulate in f32 into an f32 destination. f16 weights have no
 // matmul in oneDNN 2.6 on CPUs without AVX512_FP16 and are refused.
 // docs/RESULTS.md, "Half precision", has the measurements.
@@ -31,11 +33,10 @@ namespace specdec::torch_backend {
 
 class PackedLinear {
  public:
-  // Which code multiplies bf16 weights: kAuto takes the AVX512_BF16 row
-  // kernel where the CPU has it (src/torch/bf16_gemm.hpp) and oneDNN
-  // elsewhere; kOneDnn always takes oneDNN (for comparisons). f32 weights
-  // always run on oneDNN.
-  enum class Bf16Kernel { kAuto, kOneDnn };
+  // Which code multiplies: kAuto takes specdec's row kernel where the CPU
+  // has it (src/torch/row_gemm.hpp) and oneDNN elsewhere; kOneDnn always
+  // takes oneDNN (for comparisons).
+  enum class Kernel { kAuto, kOneDnn };
 
   // `weight` is [out, in] float32 (the Hugging Face nn.Linear layout); it is
   // copied (and moved to the CPU if needed) into the packed layout in
@@ -45,7 +46,7 @@ class PackedLinear {
   // InvalidArgumentError for a weight that is not float32 or a storage other
   // than kF32 / kBF16, UnsupportedError when oneDNN has no matmul for it here.
   explicit PackedLinear(const at::Tensor& weight, DType storage = DType::kF32,
-                        Bf16Kernel kernel = Bf16Kernel::kAuto);
+                        Kernel kernel = Kernel::kAuto);
   ~PackedLinear();
   PackedLinear(PackedLinear&&) noexcept;
   PackedLinear& operator=(PackedLinear&&) noexcept;
@@ -66,23 +67,22 @@ class PackedLinear {
   //
   // Thread safety: sharing an object between threads is safe. oneDNN calls on
   // one object are serialized by an internal mutex (they use the object's
-  // cached argument memory); the bf16 kernel's calls share nothing and run
-  // concurrently. Each call runs on the calling thread's OpenMP team
-  // (at::set_num_threads / OMP_NUM_THREADS threads).
+  // cached argument memory) and run on the calling thread's OpenMP team
+  // (at::set_num_threads / OMP_NUM_THREADS threads); the row kernel's calls
+  // share nothing, run concurrently, and each runs on the calling thread's
+  // team (forward_threads(), specdec/torch/threads.hpp).
   void forward(const float* x, std::int64_t m, float* y) const;
   // y[m, out] += x[m, in] W^T: the residual connection fused into the matmul
-  // (oneDNN's sum post-op; an add at the bf16 kernel's store), which saves a
+  // (oneDNN's sum post-op; an add at the row kernel's store), which saves a
   // pass over y. Same contract as forward.
   void forward_add(const float* x, std::int64_t m, float* y) const;
 
   // Input rows made on the fly: fill(context, r, row) writes row r's
   // in_features() values (a norm or an activation of the caller's data).
   // Where the rows are many (a verification) and the product runs on the
-  // bf16 row kernel, the threads of the product fill them, a share each,
-  // inside its threaded region: the fill runs in parallel and no thread
-  // waits on a serial step between two products. Elsewhere the calling
-  // thread fills them first. fill must be safe to call concurrently for
-  // different rows.
+  // row kernel, the product's team fills them, a row an item, so the fill
+  // runs in parallel. Elsewhere the calling thread fills them first. fill
+  // must be safe to call concurrently for different rows.
   struct RowSource {
     void (*fill)(const void* context, std::int64_t row, float* out) = nullptr;
     const void* context = nullptr;

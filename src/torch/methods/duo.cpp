@@ -18,6 +18,7 @@
 #include "specdec/carry/lagged_tail.hpp"
 #include "specdec/engine/draft_worker.hpp"
 #include "specdec/policy/hardware_budget.hpp"
+#include "specdec/torch/threads.hpp"
 #include "specdec/tree/multi_sequence_builder.hpp"
 
 #include "parts.hpp"
@@ -122,7 +123,10 @@ struct WithDuo {
 
  private:
   static std::unique_ptr<DraftWorker> thread_on(const std::vector<int>& cpus, int threads) {
-    return std::make_unique<DraftWorker>(DraftWorker::Options{cpus, [threads] { at::set_num_threads(threads); }});
+    return std::make_unique<DraftWorker>(DraftWorker::Options{cpus, [threads] {
+      at::set_num_threads(threads);
+      set_forward_threads(threads);
+    }});
   }
 
   // gamma= or the cost coefficient measured now, on the split it will run on.
