@@ -11,6 +11,7 @@
 #include "specdec/core/draft_tree.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/torch/llama_model.hpp"
+#include "specdec/torch/threads.hpp"
 #include "specdec/torch/tensor_interop.hpp"
 #include "support/catch.hpp"
 
@@ -334,8 +335,7 @@ TEST_CASE("Every row of a forward is bit-identical to the same token decoded alo
   // two it splits the kv heads.
   const auto kv_heads = GENERATE(1, 2);
   INFO(sd::dtype_name(dtype) << ", " << kv_heads << " kv heads");
-  const int threads_before = at::get_num_threads();
-  at::set_num_threads(2);
+  tb::set_forward_threads(2);
   auto cfg = tiny_config(true, kv_heads);
   cfg.hidden_size = 128;  // head_dim 16: the register-blocked attention path
   cfg.num_attention_heads = 8;
@@ -384,7 +384,7 @@ TEST_CASE("Every row of a forward is bit-identical to the same token decoded alo
     CHECK(rel_diff(all_alone, ref) > 1e-4);
     CHECK(rel_diff(all_alone, ref) < 5e-2);
   }
-  at::set_num_threads(threads_before);
+  tb::set_forward_threads(0);
 }
 
 TEST_CASE("set_inference_dtype takes f32 and bf16 only, and switching repacks", "[torch][model][bf16]") {

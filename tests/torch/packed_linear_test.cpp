@@ -37,9 +37,13 @@ TEST_CASE("PackedLinear matches at::matmul(x, W^T) for every row count", "[torch
   at::manual_seed(7);
   const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{1408, 512}, {512, 1408}, {97, 32}, {8000, 512}};
   const std::vector<std::int64_t> rows = {1, 2, 3, 4, 7, 8, 16, 33, 64, 128};
+  using K = tb::PackedLinear::Kernel;
+  for (const auto kernel : {K::kAuto, K::kOneDnn})
   for (const auto& [out, in] : shapes) {
     const at::Tensor w = at::randn({out, in}) / std::sqrt(static_cast<double>(in));
-    const tb::PackedLinear linear(w);
+    const tb::PackedLinear linear(w, sd::DType::kF32, kernel);
+    INFO(linear.implementation(1));
+    if (kernel == K::kOneDnn) CHECK(linear.implementation(1).rfind("specdec:", 0) != 0);
     CHECK(linear.out_features() == out);
     CHECK(linear.in_features() == in);
     for (const std::int64_t m : rows) {
