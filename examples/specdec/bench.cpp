@@ -118,15 +118,15 @@ void progress(std::size_t done, std::size_t total, const std::string& what) {
 
 // What other work on the cores cost a method (threads.hpp): its forwards'
 // threaded steps, those run on one thread during a back-off, and what began
-// the back-offs: stalls on preempted helpers, windows in which a thread of the
-// team waited for its core.
+// the back-offs: stalls on preempted helpers, and 50 ms windows that lost
+// over 20% to stalls and to waiting for a core.
 nlohmann::json contention_json(const torch_backend::ContentionStats& c) {
   return {{"threaded_steps", c.jobs},
           {"single_thread_steps", c.solo_jobs},
           {"single_thread_fraction", c.solo_fraction()},
           {"stalls", c.stalls},
           {"stall_ms", 1e3 * c.stall_seconds},
-          {"queued_windows", c.queued}};
+          {"contended_windows", c.contended}};
 }
 
 // The fields every record has: what ran, how fast against autoregressive

@@ -124,13 +124,12 @@ void print_stats(const std::string& label, const Stats& st) {
 }
 
 void print_contention_note(const torch_backend::ContentionStats& c) {
-  if (c.stalls == 0 && c.queued == 0) return;
+  if (c.contended == 0) return;
   std::printf(
-      "note: other work took the cores: %lld stall%s on preempted helper threads (%.1f ms) and %lld window%s with a "
-      "thread waiting for its core; %.0f%% of the threaded steps ran on one thread, so speeds here are below this "
-      "machine's quiet speed (docs/integration.md, \"Threads\")\n",
-      static_cast<long long>(c.stalls), c.stalls == 1 ? "" : "s", 1e3 * c.stall_seconds,
-      static_cast<long long>(c.queued), c.queued == 1 ? "" : "s", 100.0 * c.solo_fraction());
+      "note: other work took the cores: %lld stall%s on preempted helper threads (%.1f ms); %.0f%% of the threaded "
+      "steps ran on one thread, so speeds here are below this machine's quiet speed (docs/integration.md, "
+      "\"Threads\")\n",
+      static_cast<long long>(c.stalls), c.stalls == 1 ? "" : "s", 1e3 * c.stall_seconds, 100.0 * c.solo_fraction());
 }
 
 }  // namespace specdec::cli

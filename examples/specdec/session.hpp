@@ -47,8 +47,8 @@ void add_sampling_options(CLI::App& cmd, SamplingParams& sampling);
 // A few lines: tokens/s, tau, per-depth acceptance, time split, overhead.
 void print_stats(const std::string& label, const Stats& stats);
 
-// One line, when other work on the cores stalled the forwards' helper threads
-// (specdec/torch/threads.hpp): how often, and how much ran on one thread.
+// One line, when other work on the cores cost the forwards enough to run on
+// one thread (specdec/torch/threads.hpp): the stalls, and how much ran alone.
 void print_contention_note(const torch_backend::ContentionStats& c);
 
 }  // namespace specdec::cli

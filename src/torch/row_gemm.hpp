@@ -63,7 +63,7 @@ class PackedWeights {
   // made ready (bf16: rounded) into `staged`, m rows of in_padded() values
   // of the format: for kFillInTeam rows or more the team fills them, a row
   // an item, before the product; below, the calling thread does.
-  static constexpr std::int64_t kFillInTeam = 4;
+  static constexpr std::int64_t kFillInTeam = 12;
   void multiply_rows(void (*fill)(const void*, std::int64_t, float*), const void* context, std::int64_t m,
                      void* staged, float* y, bool add) const;
 

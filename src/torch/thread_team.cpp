@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,27 +33,34 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // A helper spins this long for the next job before it sleeps. The steps of
-// a forward follow each other within microseconds, and the host's work
-// between two forwards takes tens; waking a sleeping thread costs a system
-// call here and tens of microseconds there.
-constexpr auto kHelperSpin = std::chrono::microseconds(300);
+// a forward follow each other within microseconds, but a drafter's host work
+// between two draft forwards (trees, sampling) takes hundreds: a helper that
+// slept there costs the next job a system call to wake it and its first
+// items (measured: 0.3 ms of spin made EAGLE-style and Lyanna decoding 3-5%
+// slower than 2 ms; libgomp spins for a similar time).
+constexpr auto kHelperSpin = std::chrono::microseconds(2000);
 // The caller waits this long beyond its own share of a job for a helper's
 // started items before it calls the wait a stall: a helper that runs
 // finishes an item within about the time the caller took for its share.
 constexpr auto kStallMargin = std::chrono::microseconds(200);
-// After a stall the team runs alone on the calling thread for a back-off
-// that starts here and doubles (up to kMaxBackoff) while stalls recur soon
-// after a back-off ends; a probe costs at most one more stall per back-off.
-constexpr auto kMinBackoff = std::chrono::milliseconds(20);
-constexpr auto kMaxBackoff = std::chrono::milliseconds(1280);
-// Every kWindow of team work the caller reads how long it waited on a run
-// queue (runnable, but another task had its core: Linux's schedstat). More
-// than kQueuedShare of the window starts a back-off: a caller that shares
-// its core with other work holds up the whole team, while alone it is moved
-// to a free core (the OS balances a lone runnable thread onto an idle core
-// once the helpers sleep). A helper that shares its core shows as stalls.
-constexpr auto kWindow = std::chrono::milliseconds(10);
-constexpr double kQueuedShare = 0.2;
+// Every kWindow of team work the caller adds up what contention cost it: its
+// waits in stalls, and how long it waited on a run queue itself (runnable,
+// but another task had its core: Linux's schedstat). More than kLostShare of
+// the window starts a back-off. A caller that shares its core holds up the
+// whole team, while alone it is moved to a free core (the OS balances a lone
+// runnable thread onto an idle core once the helpers sleep); a helper that
+// shares its core shows as stalls. One short stall (an interrupt, the
+// hypervisor) is far below the share and changes nothing.
+constexpr auto kWindow = std::chrono::milliseconds(50);
+constexpr double kLostShare = 0.2;
+// After a back-off the team runs alone on the calling thread. Every kRecheck
+// it reads how much of the cores this process may use sat idle meanwhile
+// (/proc/stat); it runs as a team again once kFreeCore of a core per helper
+// was idle. Waiting for idle cores, rather than trying the team again, does
+// not disturb the OS's placement of the threads (a lone thread beside busy
+// ones is left a core of its own) and costs no stall per try.
+constexpr auto kRecheck = std::chrono::milliseconds(100);
+constexpr double kFreeCore = 0.75;
 
 // A thread's schedstat, open for reading its run-queue wait.
 int open_schedstat() {
@@ -73,6 +81,41 @@ std::int64_t run_queue_wait_ns(int fd) {
   unsigned long long running = 0, waiting = 0;
   if (std::sscanf(buf, "%llu %llu", &running, &waiting) != 2) return -1;
   return static_cast<std::int64_t>(waiting);
+}
+
+// Idle and total time of the CPUs this process may run on, in ticks
+// (/proc/stat), or nothing where it cannot be read.
+struct CpuTimes {
+  std::uint64_t idle = 0, total = 0;
+  int cpus = 0;
+};
+std::optional<CpuTimes> cpu_times() {
+#if defined(__linux__)
+  static const cpu_set_t allowed = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(getpid(), sizeof set, &set) != 0)
+      for (int i = 0; i < CPU_SETSIZE; ++i) CPU_SET(i, &set);
+    return set;
+  }();
+  std::ifstream f("/proc/stat");
+  CpuTimes t;
+  for (std::string line; std::getline(f, line);) {
+    unsigned cpu = 0;
+    unsigned long long v[8] = {};
+    if (std::sscanf(line.c_str(), "cpu%u %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0], &v[1], &v[2], &v[3],
+                    &v[4], &v[5], &v[6], &v[7]) != 9 ||
+        cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed))
+      continue;
+    t.idle += v[3] + v[4];  // idle, iowait
+    for (const auto x : v) t.total += x;
+    ++t.cpus;
+  }
+  if (t.cpus == 0) return std::nullopt;
+  return t;
+#else
+  return std::nullopt;
+#endif
 }
 
 inline void cpu_relax() {
@@ -97,12 +140,14 @@ void wake_all(std::atomic<std::uint32_t>& word) {
 #endif
 }
 
-// The job word: generation (20 bits) | hi (22 bits) | lo (22 bits). Items
-// [lo, hi) are unclaimed; the caller claims from the front (lo++) and the
-// helpers from the back (--hi), so each thread keeps taking about the same
-// items from one call to the next (its weights stay in its own cache), and
-// a compare-and-swap that names the generation cannot claim an item of a
-// job other than the one it read.
+// A range word: generation (20 bits) | hi (22 bits) | lo (22 bits). A job
+// gives each thread of the team a range of items, like a static schedule:
+// its owner claims [lo, hi) from the front (lo++), in order, so the kernel's
+// prefetch runs on into the next item's weights and the claims stay in the
+// owner's cache. A thread whose own range is empty steals from the back of
+// another's (--hi): so the running threads take the work of a thread the OS
+// descheduled. A compare-and-swap that names the generation cannot claim an
+// item of a job other than the one it read.
 constexpr int kSideBits = 22;
 constexpr std::uint64_t kSideMask = (std::uint64_t{1} << kSideBits) - 1;
 constexpr std::uint64_t kGenMask = (std::uint64_t{1} << (64 - 2 * kSideBits)) - 1;
@@ -116,7 +161,7 @@ constexpr std::uint64_t hi_of(std::uint64_t w) { return (w >> kSideBits) & kSide
 constexpr std::uint64_t lo_of(std::uint64_t w) { return w & kSideMask; }
 
 struct Counters {
-  std::atomic<std::int64_t> jobs{0}, solo_jobs{0}, stalls{0}, stall_ns{0}, queued{0};
+  std::atomic<std::int64_t> jobs{0}, solo_jobs{0}, stalls{0}, stall_ns{0}, contended{0};
 };
 Counters& counters() {
   static Counters c;
@@ -127,9 +172,10 @@ thread_local bool t_in_team = false;  // a helper, or a caller inside team_run: 
 
 class Team {
  public:
-  explicit Team(int helpers) : schedstat_fd_(open_schedstat()) {  // the caller's: Team is its thread_local
+  explicit Team(int helpers)
+      : ranges_(static_cast<std::size_t>(helpers) + 1), schedstat_fd_(open_schedstat()) {  // the caller's
     threads_.reserve(static_cast<std::size_t>(helpers));
-    for (int i = 0; i < helpers; ++i) threads_.emplace_back([this] { helper(); });
+    for (int i = 0; i < helpers; ++i) threads_.emplace_back([this, i] { helper(static_cast<std::size_t>(i) + 1); });
   }
   ~Team() {
     stop_.store(true, std::memory_order_seq_cst);
@@ -147,50 +193,44 @@ class Team {
     auto& c = counters();
     c.jobs.fetch_add(1, std::memory_order_relaxed);
     const auto start = Clock::now();
-    if (start < solo_until_) {
+    if (solo_ && (start < solo_until_ || !cores_freed(start))) {
       c.solo_jobs.fetch_add(1, std::memory_order_relaxed);
-      window_open_ = false;
       for (std::int64_t i = 0; i < n; ++i) item(context, i);
       return;
     }
-    if (!window_open_ || start >= window_start_ + kWindow) {
-      if (watch_run_queue(start)) {
-        c.queued.fetch_add(1, std::memory_order_relaxed);
-        c.solo_jobs.fetch_add(1, std::memory_order_relaxed);
-        for (std::int64_t i = 0; i < n; ++i) item(context, i);
-        return;
-      }
+    if ((!window_open_ || start >= window_start_ + kWindow) && window_contended(start)) {
+      c.contended.fetch_add(1, std::memory_order_relaxed);
+      c.solo_jobs.fetch_add(1, std::memory_order_relaxed);
+      for (std::int64_t i = 0; i < n; ++i) item(context, i);
+      return;
     }
     gen_ = (gen_ + 1) & kGenMask;
-    Job& job = job_;
-    job.item = item;
-    job.context = context;
-    job.done.store(0, std::memory_order_relaxed);
-    state_.store(make_word(gen_, static_cast<std::uint64_t>(n), 0), std::memory_order_seq_cst);
+    job_.item = item;
+    job_.context = context;
+    job_.done.store(0, std::memory_order_relaxed);
+    // The helpers' ranges first: each helper starts when it sees its own.
+    const auto parts = static_cast<std::int64_t>(ranges_.size());
+    for (std::int64_t t = parts - 1; t >= 0; --t)
+      ranges_[static_cast<std::size_t>(t)].word.store(
+          make_word(gen_, static_cast<std::uint64_t>(n * (t + 1) / parts), static_cast<std::uint64_t>(n * t / parts)),
+          std::memory_order_seq_cst);
     if (sleeping_.load(std::memory_order_seq_cst) > 0) {
       wake_.fetch_add(1, std::memory_order_seq_cst);
       wake_all(wake_);
     }
-    std::int64_t mine = 0;
-    std::uint64_t w = state_.load(std::memory_order_relaxed);
-    while (lo_of(w) < hi_of(w)) {
-      if (!state_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) continue;
-      item(context, static_cast<std::int64_t>(lo_of(w)));
-      ++mine;
-      w = state_.load(std::memory_order_relaxed);
-    }
+    const std::int64_t mine = work(0, gen_);
     const auto theirs = static_cast<std::uint32_t>(n - mine);
-    if (job.done.load(std::memory_order_acquire) == theirs) return;
+    if (job_.done.load(std::memory_order_acquire) == theirs) return;
     // A helper holds an item it started: wait for it, spinning while a
     // running helper would finish, then asleep.
     const auto waited_from = Clock::now();
     const auto limit = waited_from + kStallMargin + (waited_from - start);
-    for (int k = 1; job.done.load(std::memory_order_acquire) != theirs; ++k) {
+    for (int k = 1; job_.done.load(std::memory_order_acquire) != theirs; ++k) {
       cpu_relax();
       if ((k & 255) == 0 && Clock::now() > limit) {
         caller_waiting_.store(true, std::memory_order_seq_cst);
-        for (std::uint32_t d; (d = job.done.load(std::memory_order_seq_cst)) != theirs;)
-          wait_while_equal(job.done, d);
+        for (std::uint32_t d; (d = job_.done.load(std::memory_order_seq_cst)) != theirs;)
+          wait_while_equal(job_.done, d);
         caller_waiting_.store(false, std::memory_order_relaxed);
         stalled(waited_from);
         return;
@@ -204,48 +244,107 @@ class Team {
     const void* context = nullptr;
     std::atomic<std::uint32_t> done{0};  // items the helpers finished
   };
+  struct alignas(64) Range {  // a line of its own: its owner's claims stay in its cache
+    std::atomic<std::uint64_t> word{0};
+  };
 
-  // A helper was preempted holding an item: run alone for a while.
-  void stalled(Clock::time_point waited_from) {
-    const auto now = Clock::now();
-    auto& c = counters();
-    c.stalls.fetch_add(1, std::memory_order_relaxed);
-    c.stall_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(now - waited_from).count(),
-                         std::memory_order_relaxed);
-    back_off(now);
+  // Thread `self` runs what it can claim of job `gen`: its own range from the
+  // front, then the others' from the back. Returns the items it ran. A
+  // successful claim means the job is unfinished (it waits for this item),
+  // so job_ still holds it.
+  std::int64_t work(std::size_t self, std::uint64_t gen) {
+    std::int64_t ran = 0;
+    const bool helper = self != 0;
+    const auto run_one = [&](std::uint64_t i) {
+      job_.item(job_.context, static_cast<std::int64_t>(i));
+      ++ran;
+      if (helper) {
+        job_.done.fetch_add(1, std::memory_order_seq_cst);
+        if (caller_waiting_.load(std::memory_order_seq_cst)) wake_all(job_.done);
+      }
+    };
+    auto& own = ranges_[self].word;
+    for (std::uint64_t w = own.load(std::memory_order_acquire); gen_of(w) == gen && lo_of(w) < hi_of(w);) {
+      if (own.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        run_one(lo_of(w));
+        w = own.load(std::memory_order_acquire);
+      }
+    }
+    for (std::size_t k = 1; k < ranges_.size(); ++k) {
+      auto& other = ranges_[(self + k) % ranges_.size()].word;
+      for (std::uint64_t w = other.load(std::memory_order_acquire); gen_of(w) == gen && lo_of(w) < hi_of(w);) {
+        const std::uint64_t claimed = w - (std::uint64_t{1} << kSideBits);
+        if (other.compare_exchange_weak(w, claimed, std::memory_order_acq_rel, std::memory_order_acquire)) {
+          run_one(hi_of(claimed));
+          w = other.load(std::memory_order_acquire);
+        }
+      }
+    }
+    return ran;
   }
 
-  // Run alone from `now` for a back-off that doubles while contention recurs
-  // soon after the last one ended.
+  // A helper was preempted holding an item: count the wait.
+  void stalled(Clock::time_point waited_from) {
+    const auto now = Clock::now();
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - waited_from).count();
+    auto& c = counters();
+    c.stalls.fetch_add(1, std::memory_order_relaxed);
+    c.stall_ns.fetch_add(ns, std::memory_order_relaxed);
+    window_stall_ns_ += ns;
+  }
+
+  // Run alone from `now` until the cores free up.
   void back_off(Clock::time_point now) {
-    backoff_ = now - solo_until_ < 4 * backoff_ ? std::min<Clock::duration>(2 * backoff_, kMaxBackoff)
-                                                : Clock::duration(kMinBackoff);
-    solo_until_ = now + backoff_;
+    solo_ = true;
+    solo_until_ = now + kRecheck;
+    idle_at_ = cpu_times();
     window_open_ = false;
   }
 
-  // At the end of a window: whether the caller waited on a run queue for
-  // more than kQueuedShare of it (then a back-off starts). Opens the next
-  // window.
-  bool watch_run_queue(Clock::time_point now) {
+  // Alone, at the end of a recheck: whether enough of the cores sat idle
+  // since the last one to run as a team again; else the next recheck.
+  bool cores_freed(Clock::time_point now) {
+    const auto times = cpu_times();
+    bool freed = !times || !idle_at_;  // unreadable: try the team again
+    if (times && idle_at_ && times->total > idle_at_->total) {
+      const double idle_cores = static_cast<double>(times->idle - idle_at_->idle) /
+                                static_cast<double>(times->total - idle_at_->total) * times->cpus;
+      freed = idle_cores >= kFreeCore * static_cast<double>(threads_.size());
+    }
+    if (freed) {
+      solo_ = false;
+      return true;
+    }
+    idle_at_ = times;
+    solo_until_ = now + kRecheck;
+    return false;
+  }
+
+  // At the end of a window: whether stalls and the caller's own run-queue
+  // wait took more than kLostShare of it (then a back-off starts). Opens the
+  // next window.
+  bool window_contended(Clock::time_point now) {
     const std::int64_t waited = run_queue_wait_ns(schedstat_fd_);
-    const bool judge = window_open_ && waited >= 0 && last_waited_ >= 0;
+    const bool judge = window_open_;
     const double wall_ns = std::chrono::duration<double, std::nano>(now - window_start_).count();
-    const auto queued = static_cast<double>(waited - last_waited_);
+    double lost = static_cast<double>(window_stall_ns_);
+    if (waited >= 0 && last_waited_ >= 0) lost += static_cast<double>(waited - last_waited_);
     last_waited_ = waited;
+    window_stall_ns_ = 0;
     window_open_ = true;
     window_start_ = now;
-    if (!judge || queued <= kQueuedShare * wall_ns) return false;
+    if (!judge || lost <= kLostShare * wall_ns) return false;
     back_off(now);
     return true;
   }
 
-  void helper() {
+  void helper(std::size_t self) {
     pthread_setname_np(pthread_self(), "specdec-team");
     t_in_team = true;
-    std::uint64_t seen = gen_of(state_.load(std::memory_order_acquire));
+    auto& own = ranges_[self].word;
+    std::uint64_t seen = gen_of(own.load(std::memory_order_acquire));
     while (true) {
-      std::uint64_t w = state_.load(std::memory_order_acquire);
+      std::uint64_t w = own.load(std::memory_order_acquire);
       auto spin_until = Clock::now() + kHelperSpin;
       for (int k = 1; gen_of(w) == seen; ++k) {
         if (stop_.load(std::memory_order_relaxed)) return;
@@ -253,43 +352,33 @@ class Team {
         if ((k & 255) == 0 && Clock::now() > spin_until) {
           const std::uint32_t ticket = wake_.load(std::memory_order_seq_cst);
           sleeping_.fetch_add(1, std::memory_order_seq_cst);
-          if (gen_of(state_.load(std::memory_order_seq_cst)) == seen && !stop_.load(std::memory_order_seq_cst))
+          if (gen_of(own.load(std::memory_order_seq_cst)) == seen && !stop_.load(std::memory_order_seq_cst))
             wait_while_equal(wake_, ticket);
           sleeping_.fetch_sub(1, std::memory_order_seq_cst);
           spin_until = Clock::now() + kHelperSpin;
         }
-        w = state_.load(std::memory_order_acquire);
+        w = own.load(std::memory_order_acquire);
       }
       seen = gen_of(w);
-      // Claim from the back until the job is exhausted or replaced. A
-      // successful claim means the job is unfinished (it waits for this
-      // item), so job_ still holds it.
-      while (gen_of(w) == seen && lo_of(w) < hi_of(w)) {
-        const std::uint64_t claimed = w - (std::uint64_t{1} << kSideBits);
-        if (!state_.compare_exchange_weak(w, claimed, std::memory_order_acq_rel, std::memory_order_acquire))
-          continue;
-        Job& job = job_;
-        job.item(job.context, static_cast<std::int64_t>(hi_of(claimed)));
-        job.done.fetch_add(1, std::memory_order_seq_cst);
-        if (caller_waiting_.load(std::memory_order_seq_cst)) wake_all(job.done);
-        w = state_.load(std::memory_order_acquire);
-      }
+      work(self, seen);
     }
   }
 
   // The job being run. Jobs follow each other (run returns when every item
-  // is done), so a helper that claimed an item reads the job it claimed from.
+  // is done), so a helper that sees a range of this generation reads this job.
   Job job_;
-  std::atomic<std::uint64_t> state_{0};     // the job word
+  std::vector<Range> ranges_;               // [0] the caller's, then each helper's
   std::atomic<std::uint32_t> wake_{0};      // helpers sleep on it
   std::atomic<int> sleeping_{0};            // helpers asleep or about to be
-  std::atomic<bool> caller_waiting_{false};  // the caller sleeps on a job's done
+  std::atomic<bool> caller_waiting_{false};  // the caller sleeps on job_.done
   std::atomic<bool> stop_{false};
   std::uint64_t gen_ = 0;                   // the caller's: the last job published
-  Clock::time_point solo_until_{};
-  Clock::duration backoff_ = kMinBackoff;
+  bool solo_ = false;                  // running alone after contention
+  Clock::time_point solo_until_{};     // the next recheck of the cores
+  std::optional<CpuTimes> idle_at_;    // the cores' times at the last one
   int schedstat_fd_ = -1;         // the caller's schedstat
   std::int64_t last_waited_ = -1;  // its run-queue wait at the window's start
+  std::int64_t window_stall_ns_ = 0;  // the window's stalls
   bool window_open_ = false;
   Clock::time_point window_start_{};
   std::vector<std::thread> threads_;  // last: they start with everything above built
@@ -370,7 +459,7 @@ ContentionStats contention_stats() {
   s.solo_jobs = c.solo_jobs.load(std::memory_order_relaxed);
   s.stalls = c.stalls.load(std::memory_order_relaxed);
   s.stall_seconds = static_cast<double>(c.stall_ns.load(std::memory_order_relaxed)) * 1e-9;
-  s.queued = c.queued.load(std::memory_order_relaxed);
+  s.contended = c.contended.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -380,7 +469,7 @@ void reset_contention_stats() {
   c.solo_jobs = 0;
   c.stalls = 0;
   c.stall_ns = 0;
-  c.queued = 0;
+  c.contended = 0;
 }
 
 void team_run(std::int64_t n, TeamItem item, const void* context) {

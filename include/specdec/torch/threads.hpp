@@ -5,19 +5,17 @@
 // team: the calling thread plus forward_threads() - 1 helper threads that
 // specdec starts for it (one team per calling thread, kept for the thread's
 // life; helpers spin briefly for the next step, then sleep). Work is cut into
-// small items that the running threads claim one at a time, so a helper that
-// the OS has descheduled costs nothing unless it holds an item; the caller
-// then waits for that one item. The team runs alone on the calling thread
-// for a back-off when it sees other work on its cores:
-// - a stall: a wait for a helper's item far longer than items take (the
-//   helper was preempted holding it);
-// - a queued window: in 10 ms of team work, the calling thread waited on a
-//   run queue (runnable, its core taken by another task) for more than 20%
-//   of the time (Linux's schedstat).
-// The back-off starts at 20 ms and doubles, up to 1.28 s, while contention
-// recurs soon after one ends; so a machine whose cores are taken decodes at
-// about one thread's speed instead of waiting on preempted threads at every
-// step (docs/integration.md, "Threads").
+// ranges of items (like a static schedule); a thread that runs out of its
+// own takes items from the back of another's, so a helper that the OS has
+// descheduled costs nothing unless it holds an item; the caller then waits
+// for that one item (a stall). Every 50 ms the caller adds up what
+// contention cost it: its stalls, and its own wait for a core (Linux's
+// schedstat: runnable while another task had its core). Above 20% the team
+// runs alone on the calling thread, and every 100 ms it reads how much of
+// the process's cores sat idle (/proc/stat); when three quarters of a core
+// per helper was idle, it runs as a team again. So a machine whose cores are
+// taken decodes at about one thread's speed instead of waiting on preempted
+// threads at every step (docs/integration.md, "Threads").
 #pragma once
 
 #include <cstdint>
@@ -58,19 +56,19 @@ struct ContentionStats {
   std::int64_t solo_jobs = 0;   // of those, run on the calling thread alone during a back-off
   std::int64_t stalls = 0;      // waits for a preempted helper that started a back-off
   double stall_seconds = 0.0;   // time the calling threads waited in those stalls
-  std::int64_t queued = 0;      // windows in which a calling thread waited for its core and began a back-off
+  std::int64_t contended = 0;   // 50 ms windows that lost over 20% to contention and began a back-off
 
   // The counts of an interval: later - earlier, or a sum of intervals.
   ContentionStats operator-(const ContentionStats& earlier) const {
     return {jobs - earlier.jobs, solo_jobs - earlier.solo_jobs, stalls - earlier.stalls,
-            stall_seconds - earlier.stall_seconds, queued - earlier.queued};
+            stall_seconds - earlier.stall_seconds, contended - earlier.contended};
   }
   ContentionStats& operator+=(const ContentionStats& o) {
     jobs += o.jobs;
     solo_jobs += o.solo_jobs;
     stalls += o.stalls;
     stall_seconds += o.stall_seconds;
-    queued += o.queued;
+    contended += o.contended;
     return *this;
   }
   // The share of threaded steps that ran on the calling thread alone.
