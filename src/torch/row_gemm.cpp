@@ -29,7 +29,9 @@ void round_rows(const float* x, std::int64_t m, std::int64_t in, std::int64_t st
   round_rows_bf16(x, m, in, stride, out);
 }
 
-void PackedWeights::Free::operator()(std::uint32_t* p) const { std::free(p); }
+void PackedWeights::Free::operator()(std::uint32_t* p) const {
+  std::free(p);
+}
 
 PackedWeights::PackedWeights(const float* weight, std::int64_t out, std::int64_t in, Format format)
     : format_(format),
@@ -43,7 +45,9 @@ PackedWeights::PackedWeights(const float* weight, std::int64_t out, std::int64_t
   if (!data_) throw std::bad_alloc();
   std::uint32_t* d = data_.get();
   // [block][step][column]; padding columns (and bf16's odd k tail) are zero.
-  const auto at = [&](std::int64_t col, std::int64_t k) { return col < out && k < in ? weight[col * in + k] : 0.0f; };
+  const auto at = [&](std::int64_t col, std::int64_t k) {
+    return col < out && k < in ? weight[col * in + k] : 0.0f;
+  };
   for (std::int64_t b = 0; b < blocks_; ++b)
     for (std::int64_t s = 0; s < steps_; ++s)
       for (std::int64_t c = 0; c < kCols; ++c) {
@@ -64,7 +68,8 @@ void PackedWeights::multiply(const void* x, std::int64_t m, float* y, bool add) 
   const auto* xb = static_cast<const unsigned char*>(x);
   const auto run_block = format_ == Format::kF32 ? run_block_f32 : run_block_bf16;
   parallel_for(blocks_, [&](std::int64_t b) {
-    run_block(w + b * block_size, steps_, xb, steps_, m, y + b * kCols, out_, std::min(kCols, out_ - b * kCols), add);
+    run_block(w + b * block_size, steps_, xb, steps_, m, y + b * kCols, out_,
+              std::min(kCols, out_ - b * kCols), add);
   });
 }
 

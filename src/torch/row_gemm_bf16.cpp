@@ -16,7 +16,9 @@ namespace specdec::torch_backend::row_gemm {
 namespace {
 
 struct Bf16PairStep {
-  static __m512 step(__m512 acc, __m512i x, __m512i w) { return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)w); }
+  static __m512 step(__m512 acc, __m512i x, __m512i w) {
+    return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)w);
+  }
 };
 
 }  // namespace
@@ -26,7 +28,8 @@ void run_block_bf16(const std::uint32_t* w, std::int64_t steps, const unsigned c
   tile_loops::run_block<Bf16PairStep>(w, steps, x, x_stride, m, y, y_stride, cols, add);
 }
 
-void round_rows_bf16(const float* x, std::int64_t m, std::int64_t in, std::int64_t stride, std::uint16_t* out) {
+void round_rows_bf16(const float* x, std::int64_t m, std::int64_t in, std::int64_t stride,
+                     std::uint16_t* out) {
   // VCVTNEPS2BF16: nearest, ties to even, NaN stays a (quiet) NaN, as
   // io::f32_to_bf16; denormals become zero, which VDPBF16PS would make of
   // them anyway.

@@ -21,6 +21,7 @@ void run_block_bf16(const std::uint32_t* w, std::int64_t steps, const unsigned c
 // x [m, in] f32 -> out [m, stride] bf16 (nearest, ties to even, as
 // io::f32_to_bf16, except that denormals become zero: VDPBF16PS treats them
 // as zero anyway), each row's tail after `in` zeroed. Needs AVX512_BF16.
-void round_rows_bf16(const float* x, std::int64_t m, std::int64_t in, std::int64_t stride, std::uint16_t* out);
+void round_rows_bf16(const float* x, std::int64_t m, std::int64_t in, std::int64_t stride,
+                     std::uint16_t* out);
 
 }  // namespace specdec::torch_backend::row_gemm

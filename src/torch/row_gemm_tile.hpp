@@ -54,8 +54,8 @@ inline void tile(const std::uint32_t* w, std::int64_t steps, const unsigned char
       else
         _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchL2 * kCols + 16 * line), _MM_HINT_T1);
     }
-    const __m512i w0 = _mm512_loadu_si512(wp), w1 = _mm512_loadu_si512(wp + 16), w2 = _mm512_loadu_si512(wp + 32),
-                  w3 = _mm512_loadu_si512(wp + 48);
+    const __m512i w0 = _mm512_loadu_si512(wp), w1 = _mm512_loadu_si512(wp + 16),
+                  w2 = _mm512_loadu_si512(wp + 32), w3 = _mm512_loadu_si512(wp + 48);
     for (int r = 0; r < R; ++r) {
       std::int32_t step_x;  // the row's 32 bits of this step (x is any 32-bit data: f32, or bf16 pairs)
       std::memcpy(&step_x, x + 4 * (r * x_stride + p), sizeof step_x);
@@ -90,8 +90,8 @@ void tile_rows(std::int64_t rows, const std::uint32_t* w, std::int64_t steps, co
 }
 
 // y[r][0..cols) = acc[r] (+ y with `add`) for `rows` rows.
-inline void store_rows(const float* acc_mem, std::int64_t rows, float* y, std::int64_t y_stride, std::int64_t cols,
-                       bool add) {
+inline void store_rows(const float* acc_mem, std::int64_t rows, float* y, std::int64_t y_stride,
+                       std::int64_t cols, bool add) {
   for (std::int64_t r = 0; r < rows; ++r) {
     float* yr = y + r * y_stride;
     for (std::int64_t c = 0; c < cols; c += 16) {
@@ -120,8 +120,8 @@ void run_block(const std::uint32_t* w, std::int64_t steps, const unsigned char* 
         const auto* wp = w + p * kCols;
         tile_rows<Op, true>(kMaxRows, wp, n, xr + 4 * p, x_stride, acc, p == 0);
         for (std::int64_t r = kMaxRows; r < rows; r += kMaxRows)
-          tile_rows<Op, false>(std::min<std::int64_t>(kMaxRows, rows - r), wp, n, xr + 4 * (r * x_stride + p), x_stride,
-                               acc + r * kCols, p == 0);
+          tile_rows<Op, false>(std::min<std::int64_t>(kMaxRows, rows - r), wp, n, xr + 4 * (r * x_stride + p),
+                               x_stride, acc + r * kCols, p == 0);
       }
     }
     store_rows(acc, rows, y + first * y_stride, y_stride, cols, add);

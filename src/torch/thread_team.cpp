@@ -103,8 +103,8 @@ std::optional<CpuTimes> cpu_times() {
   for (std::string line; std::getline(f, line);) {
     unsigned cpu = 0;
     unsigned long long v[8] = {};
-    if (std::sscanf(line.c_str(), "cpu%u %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0], &v[1], &v[2], &v[3],
-                    &v[4], &v[5], &v[6], &v[7]) != 9 ||
+    if (std::sscanf(line.c_str(), "cpu%u %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0], &v[1], &v[2],
+                    &v[3], &v[4], &v[5], &v[6], &v[7]) != 9 ||
         cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed))
       continue;
     t.idle += v[3] + v[4];  // idle, iowait
@@ -134,7 +134,8 @@ void wait_while_equal(std::atomic<std::uint32_t>& word, std::uint32_t value) {
 }
 void wake_all(std::atomic<std::uint32_t>& word) {
 #if defined(__linux__)
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE_PRIVATE, 0x7fffffff, nullptr, nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE_PRIVATE, 0x7fffffff, nullptr,
+          nullptr, 0);
 #else
   word.notify_all();
 #endif
@@ -156,9 +157,15 @@ constexpr std::int64_t kMaxItems = static_cast<std::int64_t>(kSideMask);
 constexpr std::uint64_t make_word(std::uint64_t gen, std::uint64_t hi, std::uint64_t lo) {
   return (gen << (2 * kSideBits)) | (hi << kSideBits) | lo;
 }
-constexpr std::uint64_t gen_of(std::uint64_t w) { return w >> (2 * kSideBits); }
-constexpr std::uint64_t hi_of(std::uint64_t w) { return (w >> kSideBits) & kSideMask; }
-constexpr std::uint64_t lo_of(std::uint64_t w) { return w & kSideMask; }
+constexpr std::uint64_t gen_of(std::uint64_t w) {
+  return w >> (2 * kSideBits);
+}
+constexpr std::uint64_t hi_of(std::uint64_t w) {
+  return (w >> kSideBits) & kSideMask;
+}
+constexpr std::uint64_t lo_of(std::uint64_t w) {
+  return w & kSideMask;
+}
 
 struct Counters {
   std::atomic<std::int64_t> jobs{0}, solo_jobs{0}, stalls{0}, stall_ns{0}, contended{0};
@@ -175,7 +182,8 @@ class Team {
   explicit Team(int helpers)
       : ranges_(static_cast<std::size_t>(helpers) + 1), schedstat_fd_(open_schedstat()) {  // the caller's
     threads_.reserve(static_cast<std::size_t>(helpers));
-    for (int i = 0; i < helpers; ++i) threads_.emplace_back([this, i] { helper(static_cast<std::size_t>(i) + 1); });
+    for (int i = 0; i < helpers; ++i)
+      threads_.emplace_back([this, i] { helper(static_cast<std::size_t>(i) + 1); });
   }
   ~Team() {
     stop_.store(true, std::memory_order_seq_cst);
@@ -212,7 +220,8 @@ class Team {
     const auto parts = static_cast<std::int64_t>(ranges_.size());
     for (std::int64_t t = parts - 1; t >= 0; --t)
       ranges_[static_cast<std::size_t>(t)].word.store(
-          make_word(gen_, static_cast<std::uint64_t>(n * (t + 1) / parts), static_cast<std::uint64_t>(n * t / parts)),
+          make_word(gen_, static_cast<std::uint64_t>(n * (t + 1) / parts),
+                    static_cast<std::uint64_t>(n * t / parts)),
           std::memory_order_seq_cst);
     if (sleeping_.load(std::memory_order_seq_cst) > 0) {
       wake_.fetch_add(1, std::memory_order_seq_cst);
@@ -272,7 +281,8 @@ class Team {
     }
     for (std::size_t k = 1; k < ranges_.size(); ++k) {
       auto& other = ranges_[(self + k) % ranges_.size()].word;
-      for (std::uint64_t w = other.load(std::memory_order_acquire); gen_of(w) == gen && lo_of(w) < hi_of(w);) {
+      for (std::uint64_t w = other.load(std::memory_order_acquire);
+           gen_of(w) == gen && lo_of(w) < hi_of(w);) {
         const std::uint64_t claimed = w - (std::uint64_t{1} << kSideBits);
         if (other.compare_exchange_weak(w, claimed, std::memory_order_acq_rel, std::memory_order_acquire)) {
           run_one(hi_of(claimed));
@@ -367,17 +377,17 @@ class Team {
   // The job being run. Jobs follow each other (run returns when every item
   // is done), so a helper that sees a range of this generation reads this job.
   Job job_;
-  std::vector<Range> ranges_;               // [0] the caller's, then each helper's
-  std::atomic<std::uint32_t> wake_{0};      // helpers sleep on it
-  std::atomic<int> sleeping_{0};            // helpers asleep or about to be
+  std::vector<Range> ranges_;                // [0] the caller's, then each helper's
+  std::atomic<std::uint32_t> wake_{0};       // helpers sleep on it
+  std::atomic<int> sleeping_{0};             // helpers asleep or about to be
   std::atomic<bool> caller_waiting_{false};  // the caller sleeps on job_.done
   std::atomic<bool> stop_{false};
-  std::uint64_t gen_ = 0;                   // the caller's: the last job published
-  bool solo_ = false;                  // running alone after contention
-  Clock::time_point solo_until_{};     // the next recheck of the cores
-  std::optional<CpuTimes> idle_at_;    // the cores' times at the last one
-  int schedstat_fd_ = -1;         // the caller's schedstat
-  std::int64_t last_waited_ = -1;  // its run-queue wait at the window's start
+  std::uint64_t gen_ = 0;             // the caller's: the last job published
+  bool solo_ = false;                 // running alone after contention
+  Clock::time_point solo_until_{};    // the next recheck of the cores
+  std::optional<CpuTimes> idle_at_;   // the cores' times at the last one
+  int schedstat_fd_ = -1;             // the caller's schedstat
+  std::int64_t last_waited_ = -1;     // its run-queue wait at the window's start
   std::int64_t window_stall_ns_ = 0;  // the window's stalls
   bool window_open_ = false;
   Clock::time_point window_start_{};
@@ -431,7 +441,8 @@ std::atomic<int> g_default_forward_threads{0};
 
 void check_thread_count(int n, const char* what) {
   if (n < 0)
-    throw InvalidArgumentError(fmt::format("{}: {} threads (give a count >= 1, or 0 for the default)", what, n));
+    throw InvalidArgumentError(
+        fmt::format("{}: {} threads (give a count >= 1, or 0 for the default)", what, n));
 }
 }  // namespace
 
@@ -488,7 +499,8 @@ void team_run(std::int64_t n, TeamItem item, const void* context) {
     team_run((n + r.per - 1) / r.per,
              [](const void* c, std::int64_t i) {
                const auto& rr = *static_cast<const Ranges*>(c);
-               for (std::int64_t j = i * rr.per; j < std::min(rr.n, (i + 1) * rr.per); ++j) rr.item(rr.context, j);
+               for (std::int64_t j = i * rr.per; j < std::min(rr.n, (i + 1) * rr.per); ++j)
+                 rr.item(rr.context, j);
              },
              &r);
     return;

@@ -31,7 +31,8 @@ void team_run(std::int64_t n, TeamItem item, const void* context);
 
 template <class F>
 void parallel_for(std::int64_t n, const F& f) {
-  team_run(n, [](const void* c, std::int64_t i) { (*static_cast<const F*>(c))(i); }, &f);
+  team_run(
+      n, [](const void* c, std::int64_t i) { (*static_cast<const F*>(c))(i); }, &f);
 }
 
 }  // namespace specdec::torch_backend

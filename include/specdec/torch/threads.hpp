@@ -52,11 +52,11 @@ void set_default_forward_threads(int n);
 // Counters over the whole process since it started (or since
 // reset_contention_stats).
 struct ContentionStats {
-  std::int64_t jobs = 0;        // threaded steps (a product, an attention pass, a row fill) of teams with helpers
-  std::int64_t solo_jobs = 0;   // of those, run on the calling thread alone during a back-off
-  std::int64_t stalls = 0;      // waits for a preempted helper that started a back-off
-  double stall_seconds = 0.0;   // time the calling threads waited in those stalls
-  std::int64_t contended = 0;   // 50 ms windows that lost over 20% to contention and began a back-off
+  std::int64_t jobs = 0;  // threaded steps (a product, an attention pass, a row fill) of teams with helpers
+  std::int64_t solo_jobs = 0;  // of those, run on the calling thread alone during a back-off
+  std::int64_t stalls = 0;     // waits for a preempted helper that started a back-off
+  double stall_seconds = 0.0;  // time the calling threads waited in those stalls
+  std::int64_t contended = 0;  // 50 ms windows that lost over 20% to contention and began a back-off
 
   // The counts of an interval: later - earlier, or a sum of intervals.
   ContentionStats operator-(const ContentionStats& earlier) const {
@@ -72,7 +72,9 @@ struct ContentionStats {
     return *this;
   }
   // The share of threaded steps that ran on the calling thread alone.
-  double solo_fraction() const { return jobs > 0 ? static_cast<double>(solo_jobs) / static_cast<double>(jobs) : 0.0; }
+  double solo_fraction() const {
+    return jobs > 0 ? static_cast<double>(solo_jobs) / static_cast<double>(jobs) : 0.0;
+  }
 };
 ContentionStats contention_stats();
 void reset_contention_stats();
