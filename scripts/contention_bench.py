@@ -3,7 +3,8 @@
 other work takes the cores").
 
 Runs `specdec bench` quiet, beside one and two busy processes of its own
-(plain `while :; do :; done` loops at normal priority), and quiet again, for
+(plain `while :; do :; done` loops, each in a session of its own, at normal
+priority or --busy-nice), and quiet again, for
 each thread setting, in rounds that interleave the loads, so a drift of the
 machine's speed shows in every column alike. Then one busy process beside
 DuoDecoding (its draft worker on a core of its own). The busy processes are
@@ -27,8 +28,11 @@ import time
 LOADS = ["quiet", "busy1", "busy2", "quiet_again"]
 
 
-def start_busy(n):
-    return [subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True) for _ in range(n)]
+def start_busy(n, nice=0):
+    # Each in a session of its own, as another program would be (Linux's
+    # autogroups then share the cores between sessions, not threads).
+    return [subprocess.Popen(["nice", "-n", str(nice), "sh", "-c", "while :; do :; done"], start_new_session=True)
+            for _ in range(n)]
 
 
 def stop_busy(procs):
@@ -49,7 +53,7 @@ def run_bench(args, threads, methods, busy):
            "--json", out]
     for m in methods:
         cmd += ["--method", m]
-    procs = start_busy(busy)
+    procs = start_busy(busy, args.busy_nice)
     try:
         time.sleep(0.2)  # the loops are running before the bench starts
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=args.timeout)
@@ -74,8 +78,12 @@ def main():
     p.add_argument("--threads", default="0,2,1", help="thread settings, comma-separated (0 = the default)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--no-duo", action="store_true", help="skip the DuoDecoding case")
+    p.add_argument("--busy-nice", type=int, default=0, help="nice value of the busy processes (19: the lowest priority)")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--json", help="write every run here")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 if decoding collapses under load (below 0.2 of quiet with more than one thread) "
+                        "or does not recover (quiet again below 0.5 of quiet): a guard with a wide margin, for CI")
     args = p.parse_args()
     methods = args.method or ["chain:k=4"]
     names = ["autoregressive"] + methods
@@ -143,11 +151,28 @@ def main():
                                                      row["busy2_over_one_thread"] >= 1.0)
         print(f"  {row['method']:24s} threads={row['threads']}: busy1 {'met' if ok1 else 'MISSED'}, "
               f"busy2 {'met' if ok2 else 'MISSED'}, vs one thread {'met' if ok3 else 'MISSED'}")
+    failures = []
+    for row in summary:
+        if row["threads"] == 1:
+            continue
+        for load in ["busy1", "busy2"]:
+            if row[f"{load}_over_quiet"] < 0.2:
+                failures.append(f"{row['method']} threads={row['threads']}: {load} at {row[f'{load}_over_quiet']:.2f} "
+                                "of quiet (a collapse)")
+        if row["quiet_again"] < 0.5 * row["quiet"]:
+            failures.append(f"{row['method']} threads={row['threads']}: quiet again at "
+                            f"{row['quiet_again'] / row['quiet']:.2f} of quiet (no recovery)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"runs": runs, "duo": duo, "summary": summary,
                        "settings": {k: v for k, v in vars(args).items()}}, f, indent=2)
         print(f"wrote {args.json}")
+    if args.check:
+        for f in failures:
+            print(f"check failed: {f}")
+        if failures:
+            sys.exit(1)
+        print("check passed: no collapse under load, speed recovered")
 
 
 if __name__ == "__main__":

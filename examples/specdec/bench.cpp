@@ -117,9 +117,9 @@ void progress(std::size_t done, std::size_t total, const std::string& what) {
 
 
 // What other work on the cores cost a method (threads.hpp): its forwards'
-// threaded steps, those run on one thread during a back-off, and what began
-// the back-offs: stalls on preempted helpers, and 50 ms windows that lost
-// over 20% to stalls and to waiting for a core.
+// threaded steps, those run on one thread after contention, the stalls on
+// preempted helpers, and the 50 ms windows that lost over 20% to stalls and
+// to waiting for a core (each sent the team to one thread).
 nlohmann::json contention_json(const torch_backend::ContentionStats& c) {
   return {{"threaded_steps", c.jobs},
           {"single_thread_steps", c.solo_jobs},

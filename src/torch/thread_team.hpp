@@ -25,7 +25,7 @@ using TeamItem = void (*)(const void* context, std::int64_t item);
 
 // Runs item(context, i) for every i in [0, n) on the calling thread's team
 // and returns when all are done. Runs inline, in order, when the team has no
-// helpers, during a back-off, for n == 1, and when called from inside an item.
+// helpers, while contention keeps the team alone, for n == 1, and when called from inside an item.
 // An exception thrown by an item ends the process (items are kernels).
 void team_run(std::int64_t n, TeamItem item, const void* context);
 

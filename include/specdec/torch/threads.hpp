@@ -53,10 +53,10 @@ void set_default_forward_threads(int n);
 // reset_contention_stats).
 struct ContentionStats {
   std::int64_t jobs = 0;  // threaded steps (a product, an attention pass, a row fill) of teams with helpers
-  std::int64_t solo_jobs = 0;  // of those, run on the calling thread alone during a back-off
-  std::int64_t stalls = 0;     // waits for a preempted helper that started a back-off
+  std::int64_t solo_jobs = 0;  // of those, run on the calling thread alone after contention
+  std::int64_t stalls = 0;     // waits far longer than items take for a helper's item (it was preempted)
   double stall_seconds = 0.0;  // time the calling threads waited in those stalls
-  std::int64_t contended = 0;  // 50 ms windows that lost over 20% to contention and began a back-off
+  std::int64_t contended = 0;  // 50 ms windows that lost over 20% to stalls and run-queue waits: each sent a team alone
 
   // The counts of an interval: later - earlier, or a sum of intervals.
   ContentionStats operator-(const ContentionStats& earlier) const {
