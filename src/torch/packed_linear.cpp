@@ -128,7 +128,7 @@ struct PackedLinear::Impl {
   std::int64_t in = 0;
   std::int64_t out = 0;
   DType storage = DType::kF32;
-  std::optional<row_gemm::PackedWeights> rows;  // set: specdec's row kernel computes every call
+  std::optional<row_gemm::PackedWeights> row_kernel;  // set: specdec's row kernel computes every call
   memory::desc weights_md;  // the packed layout shared by every m
   memory weights;           // packed weights (owned by oneDNN)
   // [add][threads - 1][m - 1]: oneDNN fixes a primitive's thread count when
@@ -215,18 +215,20 @@ struct PackedLinear::Impl {
                             "PackedLinear: could not execute the matmul primitive");
   }
 
-  // The calling thread's buffer for m input rows of the row kernel.
+  // The calling thread's buffer for m input rows of the row kernel, in its
+  // format (f32, or bf16 pairs).
   void* staging(std::int64_t m) const {
-    const auto bytes = m * rows->in_padded() * (rows->format() == row_gemm::Format::kF32 ? 4 : 2);
-    return thread_buffer<StagingTag, std::uint32_t>((bytes + 3) / 4);
+    const auto n = m * row_kernel->in_padded();
+    if (row_kernel->format() == row_gemm::Format::kF32) return thread_buffer<StagingTag, float>(n);
+    return bf16_staging(static_cast<std::size_t>(n));
   }
 
   void run_source(RowSource rows, std::int64_t m, float* y, bool add, const char* what) {
     if (m <= 0) throw InvalidArgumentError(fmt::format("PackedLinear::{}: m must be >= 1, got {}", what, m));
     if (rows.fill == nullptr || y == nullptr)
       throw InvalidArgumentError(fmt::format("PackedLinear::{}: null row source or output pointer", what));
-    if (this->rows) {  // no shared state: the staging buffer is the thread's own
-      this->rows->multiply_rows(rows.fill, rows.context, m, staging(m), y, add);
+    if (row_kernel) {  // no shared state: the staging buffer is the thread's own
+      row_kernel->multiply_rows(rows.fill, rows.context, m, staging(m), y, add);
       return;
     }
     float* filled = thread_buffer<FilledTag>(m * in);
@@ -238,15 +240,15 @@ struct PackedLinear::Impl {
     if (m <= 0) throw InvalidArgumentError(fmt::format("PackedLinear::{}: m must be >= 1, got {}", what, m));
     if (x == nullptr || y == nullptr)
       throw InvalidArgumentError(fmt::format("PackedLinear::{}: null input or output pointer", what));
-    if (rows) {  // no shared state: the staging buffer is the thread's own
-      if (rows->format() == row_gemm::Format::kF32) {
-        rows->multiply(x, m, y, add);
+    if (row_kernel) {  // no shared state: the staging buffer is the thread's own
+      if (row_kernel->format() == row_gemm::Format::kF32) {
+        row_kernel->multiply(x, m, y, add);
         return;
       }
-      const auto stride = rows->in_padded();
+      const auto stride = row_kernel->in_padded();
       auto* staged = static_cast<std::uint16_t*>(staging(m));
       row_gemm::round_rows(x, m, in, stride, staged);
-      rows->multiply(staged, m, y, add);
+      row_kernel->multiply(staged, m, y, add);
       return;
     }
     const std::lock_guard<std::mutex> lock(mutex);
@@ -283,7 +285,7 @@ PackedLinear::PackedLinear(const at::Tensor& weight, DType storage, Kernel kerne
   const auto format = storage == DType::kF32 ? row_gemm::Format::kF32 : row_gemm::Format::kBf16;
   if (kernel == Kernel::kAuto && row_gemm::available(format)) {
     const at::Tensor w = weight.detach().to(at::kCPU).contiguous();
-    impl->rows.emplace(w.data_ptr<float>(), impl->out, impl->in, format);
+    impl->row_kernel.emplace(w.data_ptr<float>(), impl->out, impl->in, format);
     impl_ = std::move(impl);
     return;
   }
@@ -359,7 +361,8 @@ at::Tensor PackedLinear::operator()(const at::Tensor& x) const {
 std::string PackedLinear::implementation(std::int64_t m) const {
   if (!impl_) throw InvalidArgumentError("PackedLinear: the object was moved from");
   if (m <= 0) throw InvalidArgumentError(fmt::format("PackedLinear::implementation: m must be >= 1, got {}", m));
-  if (impl_->rows) return impl_->rows->format() == row_gemm::Format::kF32 ? "specdec:avx512_f32" : "specdec:avx512_bf16";
+  if (impl_->row_kernel)
+    return impl_->row_kernel->format() == row_gemm::Format::kF32 ? "specdec:avx512_f32" : "specdec:avx512_bf16";
   const std::lock_guard<std::mutex> lock(impl_->mutex);
   try {
     return impl_->entry(std::min(m, kMaxRows), /*add=*/false).implementation;

@@ -55,8 +55,8 @@ Split split_of(const MethodConfig& c) {
 
 // The target side runs on a thread of its own too (a DraftWorker used as the
 // target's thread), pinned to the target's cores, so neither side ever
-// changes the caller's threading: each thread calls at::set_num_threads once,
-// first thing. OpenMP's thread count is per thread, but ATen resets a
+// changes the caller's threading: each thread sets its forward thread count
+// (threads.hpp) and calls at::set_num_threads once, first thing. OpenMP's thread count is per thread, but ATen resets a
 // thread's count to the process-wide one on its first parallel region unless
 // at::set_num_threads set it there. (With omp_set_num_threads instead, both
 // threads ran teams of two, and every method run after duo in the process
