@@ -201,13 +201,9 @@ class Team {
     auto& c = counters();
     c.jobs.fetch_add(1, std::memory_order_relaxed);
     const auto start = Clock::now();
-    if (solo_ && (start < solo_until_ || !cores_freed(start))) {
-      c.solo_jobs.fetch_add(1, std::memory_order_relaxed);
-      for (std::int64_t i = 0; i < n; ++i) item(context, i);
-      return;
-    }
-    if ((!window_open_ || start >= window_start_ + kWindow) && window_contended(start)) {
-      c.contended.fetch_add(1, std::memory_order_relaxed);
+    const bool alone = solo_ ? start < solo_until_ || !cores_freed(start)
+                             : (!window_open_ || start >= window_start_ + kWindow) && window_contended(start);
+    if (alone) {
       c.solo_jobs.fetch_add(1, std::memory_order_relaxed);
       for (std::int64_t i = 0; i < n; ++i) item(context, i);
       return;
@@ -344,6 +340,7 @@ class Team {
     window_open_ = true;
     window_start_ = now;
     if (!judge || lost <= kLostShare * wall_ns) return false;
+    counters().contended.fetch_add(1, std::memory_order_relaxed);
     back_off(now);
     return true;
   }
