@@ -82,8 +82,9 @@ def main():
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--json", help="write every run here")
     p.add_argument("--check", action="store_true",
-                   help="exit 1 if decoding collapses under load (below 0.2 of quiet with more than one thread) "
-                        "or does not recover (quiet again below 0.5 of quiet): a guard with a wide margin, for CI")
+                   help="exit 1 if decoding collapses under load (below 0.1 of quiet with more than one thread; "
+                        "the collapse of issue 26 was 0.003-0.02) or does not recover (quiet again below 0.5 of quiet): "
+                        "a guard with a wide margin, for CI")
     args = p.parse_args()
     methods = args.method or ["chain:k=4"]
     names = ["autoregressive"] + methods
@@ -156,7 +157,7 @@ def main():
         if row["threads"] == 1:
             continue
         for load in ["busy1", "busy2"]:
-            if row[f"{load}_over_quiet"] < 0.2:
+            if row[f"{load}_over_quiet"] < 0.1:
                 failures.append(f"{row['method']} threads={row['threads']}: {load} at {row[f'{load}_over_quiet']:.2f} "
                                 "of quiet (a collapse)")
         if row["quiet_again"] < 0.5 * row["quiet"]:
