@@ -39,6 +39,24 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// The end of a --check run: every greedy output that differs from
+// autoregressive decoding, and the exit status.
+int finish_check(const BenchCommand& b, const std::vector<std::string>& mismatches, std::size_t outputs) {
+  if (!b.check) return 0;
+  for (const auto& m : mismatches) std::printf("check: differs from autoregressive: %s\n", m.c_str());
+  std::printf("check %s: %zu of %zu greedy outputs differ from autoregressive decoding\n",
+              mismatches.empty() ? "passed" : "FAILED", mismatches.size(), outputs);
+  return mismatches.empty() ? 0 : 1;
+}
+
+// Where two token sequences first differ (the shorter one's length if one
+// is a prefix of the other).
+std::size_t first_mismatch(const std::vector<TokenId>& a, const std::vector<TokenId>& b) {
+  std::size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  return i;
+}
+
 struct Tally {
   Stats total;  // summed over prompts (acceptance merged)
   std::vector<double> speedups, ttft_ms, prefill_ms;
@@ -219,6 +237,8 @@ int run_batched_bench(const BenchCommand& b) {
   }
   const std::string workload = fmt::format("{}", fmt::join(set_names, "+"));
   nlohmann::json records = nlohmann::json::array();
+  std::vector<std::string> mismatches;  // --check: greedy outputs differing from autoregressive
+  std::size_t outputs = 0;
   std::printf("%-44s %5s %9s %9s %8s %6s %7s %8s %8s %9s\n", "method", "batch", "tok/s", "AR tok/s", "speedup",
               "tau", "occup.", "drafted", "verified", "worst-5");
   std::size_t done = 0;
@@ -237,8 +257,16 @@ int run_batched_bench(const BenchCommand& b) {
         const auto& r = run.results[i];
         t.add(r.stats);
         per_request.emplace_back(verified_per_round(r.stats), i);
-        if (m == 0) ar_tokens.push_back(r.tokens);
-        else if (b.sampling.is_greedy() && r.tokens != ar_tokens[i]) ++differ;
+        if (m == 0) {
+          ar_tokens.push_back(r.tokens);
+          continue;
+        }
+        ++outputs;
+        if (b.sampling.is_greedy() && r.tokens != ar_tokens[i]) {
+          ++differ;
+          mismatches.push_back(fmt::format("{} batch {} request {}: token {}", methods[m].name(), batch, i,
+                                           first_mismatch(r.tokens, ar_tokens[i])));
+        }
       }
       std::sort(per_request.begin(), per_request.end());
       Stats::Verified worst;
@@ -289,7 +317,7 @@ int run_batched_bench(const BenchCommand& b) {
   progress(total_runs, total_runs, "");
   std::fprintf(stderr, "\n");
   write_records(b.json, records);
-  return 0;
+  return finish_check(b, mismatches, outputs);
 }
 
 // Each method's prompts again, untimed, every round re-verified by the three
@@ -494,9 +522,17 @@ void add_bench_options(CLI::App& cmd, BenchCommand& b) {
   cmd.add_flag("--same-drafts", b.same_drafts,
                "then rerun each method untimed, re-verifying every round with token-level, block and traversal "
                "verification on the same drafts, and report each rule's tau");
+  cmd.add_flag("--check", b.check,
+               "with --temperature 0: exit with status 1 when any method's output differs from autoregressive "
+               "decoding's in the same precision, naming each");
 }
 
+
 int run_bench(const BenchCommand& b) {
+  if (b.check && !b.sampling.is_greedy())
+    throw InvalidArgumentError(fmt::format(
+        "bench: --check compares greedy outputs with autoregressive decoding; it needs --temperature 0 (got {})",
+        b.sampling.temperature));
   if (!b.batches.empty()) return run_batched_bench(b);
   // One variant per --dtype: its own models, autoregressive baseline and methods.
   // (Held by pointer: the decoders refer to their session's models.)
@@ -556,6 +592,8 @@ int run_bench(const BenchCommand& b) {
   // the precision comparison.
   std::vector<std::vector<std::vector<double>>> tps_of(variants.size());
   std::vector<DtypeDifference> differences;
+  std::vector<std::string> mismatches;  // --check: greedy outputs differing from autoregressive
+  std::size_t outputs = 0;
   for (const auto& [set_name, prompts] : sets) {
     std::vector<Tally> base(variants.size());
     std::vector<std::vector<Tally>> tallies(variants.size(), std::vector<Tally>(b.methods.size()));
@@ -581,7 +619,12 @@ int run_bench(const BenchCommand& b) {
           tallies[vi][m].add(r.stats);
           tallies[vi][m].speedups.push_back(r.stats.tokens_per_second() / ref.stats.tokens_per_second());
           tps_of[vi][m + 1].push_back(r.stats.tokens_per_second());
-          if (b.sampling.is_greedy() && r.tokens != ref.tokens) ++tallies[vi][m].differ;
+          if (b.sampling.is_greedy() && r.tokens != ref.tokens) {
+            ++tallies[vi][m].differ;
+            mismatches.push_back(fmt::format("{} {} prompt {} ({}): token {}", v.methods[m].name(), name_of(v),
+                                             p, set_name, first_mismatch(r.tokens, ref.tokens)));
+          }
+          ++outputs;
         }
       }
       if (b.sampling.is_greedy())
@@ -673,7 +716,7 @@ int run_bench(const BenchCommand& b) {
   }
   print_contention_note(torch_backend::contention_stats() - contention_at_start);
   write_records(b.json, records);
-  return 0;
+  return finish_check(b, mismatches, outputs);
 }
 
 }  // namespace specdec::cli

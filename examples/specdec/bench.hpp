@@ -39,6 +39,9 @@ struct BenchCommand {
   // every round re-verified by token-level, block and traversal verification
   // on the same drafts (SameDraftsComparison); the records get their tau.
   bool same_drafts = false;
+  // Greedy runs only: exit with status 1 when any method's output differs
+  // from autoregressive decoding's in the same precision, listing each.
+  bool check = false;
 };
 
 void add_bench_options(CLI::App& cmd, BenchCommand& b);

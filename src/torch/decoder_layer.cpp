@@ -1,6 +1,7 @@
 #include "decoder_layer.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -158,6 +159,14 @@ float* sized(std::vector<float>& v, std::int64_t n) {
 
 }  // namespace
 
+namespace {
+std::atomic<bool> g_sum_by_slot{false};  // set_attention_sum_by_slot_for_testing
+}  // namespace
+
+void set_attention_sum_by_slot_for_testing(bool on) {
+  g_sum_by_slot.store(on, std::memory_order_relaxed);
+}
+
 // Not in the anonymous namespace: GCC's target_clones needs external linkage.
 namespace detail {
 
@@ -187,7 +196,8 @@ void swiglu_row(const float* g, const float* u, std::int64_t f, float* out) {
 SPECDEC_CPU_CLONES
 void attend_group(int group, const float* const* q, const std::int64_t* keys,
                   const std::uint8_t* const* hidden, std::int64_t hidden_from, const float* kt,
-                  const float* v, std::int64_t hd, float scale, float* scores, float* const* out) {
+                  const float* v, std::int64_t hd, float scale, bool sum_by_slot, float* scores,
+                  float* const* out) {
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
   std::int64_t span = 0;  // the longest query's keys, in whole blocks (the cache has whole blocks)
   for (int i = 0; i < group; ++i) span = std::max(span, keys[i]);
@@ -223,14 +233,35 @@ void attend_group(int group, const float* const* q, const std::int64_t* keys,
     }
     float max = kMinusInf;
     for (std::int64_t l = 0; l < kLanes; ++l) max = std::max(max, top[l]);
-    // exp, and a sum over 16 fixed lanes (block by block, then the lanes in
-    // order): masked keys add exact zeros wherever they are.
+    // exp, and the sum of the keys the query sees, by rank: the r-th seen
+    // key goes to lane r % 16 of block r / 16, blocks are added in order,
+    // then the lanes. A tree node's ancestors sit at scattered slots, and a
+    // one-token step holds them at consecutive ones; ranking makes both the
+    // same sum (issue 27: summing by slot split them into other blocks).
+    // Committed keys are all seen, so their rank is their slot.
+    const std::int64_t by_slot = hidden[i] == nullptr || sum_by_slot ? span : hidden_from / kLanes * kLanes;
     Vec lanes = {};
-    for (std::int64_t t = 0; t < span; t += kLanes) {
+    for (std::int64_t t = 0; t < by_slot; t += kLanes) {
       Vec e;
       for (std::int64_t l = 0; l < kLanes; ++l) e[l] = exp_nonpositive(s[t + l] - max);
       store(s + t, e);
       lanes += e;
+    }
+    if (by_slot < span) {  // the rest: seen keys packed by rank, masked ones skipped
+      Vec packed = {};
+      std::int64_t r = 0;
+      for (std::int64_t t = by_slot; t < span; ++t) {
+        const float e = exp_nonpositive(s[t] - max);
+        s[t] = e;
+        if (t >= keys[i] || (t >= hidden_from && hidden[i][t - hidden_from] != 0)) continue;
+        packed[r++] = e;
+        if (r == kLanes) {
+          lanes += packed;
+          packed = Vec{};
+          r = 0;
+        }
+      }
+      if (r > 0) lanes += packed;
     }
     float sum = 0.0f;
     for (std::int64_t l = 0; l < kLanes; ++l) sum += lanes[l];
@@ -312,6 +343,7 @@ void attention(const DecoderShape& s, const float* qkv, std::span<const std::int
                float* out) {
   const auto h = s.heads, hd = s.head_dim, rep = s.heads / s.kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const bool sum_by_slot = g_sum_by_slot.load(std::memory_order_relaxed);
   std::int64_t work = 0, longest = 0;
   for (const auto& sp : spans) {
     work += sp.rows * h * (sp.prefix + sp.rows) * hd;
@@ -345,7 +377,7 @@ void attention(const DecoderShape& s, const float* qkv, std::span<const std::int
       hidden[i] = sp.blocked != nullptr ? sp.blocked + row * cols : nullptr;
     }
     detail::attend_group(static_cast<int>(count), qs, keys, hidden, sp.masked_from,
-                         sp.k + kv * sp.capacity * hd, sp.v + kv * sp.capacity * hd, hd, scale,
+                         sp.k + kv * sp.capacity * hd, sp.v + kv * sp.capacity * hd, hd, scale, sum_by_slot,
                          score_buffer(stride_needed), outs);
   };
   const auto unit = [&](std::int64_t u) {

@@ -80,6 +80,12 @@ void decoder_layer_forward(const DecoderLayerWeights& layer, const DecoderShape&
                            std::int64_t n, std::span<const std::int64_t> positions, const float* cos_table,
                            const float* sin_table, std::span<const AttentionSpan> spans);
 
+// Tests only: sum each query's softmax denominator by cache slot, the order
+// before issue 27, which a tree's scattered ancestors change (a tree row then
+// differs from its one-token step in the last bits). The batch-invariance
+// property test turns it on to show that it catches such a path.
+void set_attention_sum_by_slot_for_testing(bool on);
+
 // y = x * rsqrt(mean(x^2) + eps) * w over n rows of d (y may be x).
 void rms_norm(const float* x, std::int64_t n, std::int64_t d, const float* w, float eps, float* y);
 

@@ -31,7 +31,7 @@ class AutoregressiveDecoder {
     stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
     TokenSink sink(options, out, on_token);
     sink.limit_context(verifier_.max_context(), stats.prompt_tokens, "AutoregressiveDecoder");
-    RandomStream rng(options.seed, /*stream=*/2);  // the stream the rules draw bonus tokens from
+    RandomStream rng(options.seed, options.rule_stream());  // the stream the rules draw bonus tokens from
     const auto start = Clock::now();
     verifier_.begin(seq_, prompt);
     stats.prefill_seconds = seconds_between(start, Clock::now());

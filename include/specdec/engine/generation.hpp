@@ -33,6 +33,17 @@ struct GenerationOptions {
   std::function<std::string(std::span<const TokenId>)> detokenize;
   // Seeds the decoder's random streams (draft sampling, acceptance).
   std::uint64_t seed = 0;
+  // The host's id for this request, below 2^62. With the seed it keys the
+  // request's random streams, so a request samples the same tokens alone or
+  // in any batch, in any slot and under any sequence id. Requests that share
+  // a seed need different ids to sample independently.
+  std::uint64_t request_id = 0;
+  static constexpr std::uint64_t kRequestIdLimit = std::uint64_t{1} << 62;
+
+  // The Philox streams (core/rng.hpp) the request draws its drafts and its
+  // acceptance tests from; request 0's are streams 1 and 2.
+  std::uint64_t draft_stream() const { return request_id << 2 | 1; }
+  std::uint64_t rule_stream() const { return request_id << 2 | 2; }
 
   void validate() const {
     if (max_new_tokens < 0)
@@ -41,6 +52,8 @@ struct GenerationOptions {
       if (s.empty()) throw InvalidArgumentError("GenerationOptions.stop_strings holds an empty string");
     if (!stop_strings.empty() && !detokenize)
       throw InvalidArgumentError("GenerationOptions: stop_strings need a detokenize function");
+    if (request_id >= kRequestIdLimit)
+      throw InvalidArgumentError(fmt::format("GenerationOptions.request_id must be below 2^62, got {}", request_id));
   }
 };
 

@@ -98,21 +98,14 @@ class SpeculativeEngine {
           options_(std::move(options)),
           on_token_(std::move(on_token)),
           sink_(options_, out_, on_token_),
-          draft_rng_(options_.seed, draft_stream(seq)),
-          rule_rng_(options_.seed, /*stream=*/2) {
+          draft_rng_(options_.seed, options_.draft_stream()),
+          rule_rng_(options_.seed, options_.rule_stream()) {
       options_.validate();
     }
     Request(const Request&) = delete;
     Request& operator=(const Request&) = delete;
 
     std::int32_t seq() const { return seq_; }
-    // The random stream a request drafts from: keyed by its sequence id, so
-    // requests of one batch that share a seed still draft independently (a
-    // selector that allocates across the batch, SV's, relies on that);
-    // sequence 0 drafts from stream 1. The rule draws from stream 2.
-    static std::uint64_t draft_stream(std::int32_t seq) {
-      return 1 + (std::uint64_t{static_cast<std::uint32_t>(seq)} << 32);
-    }
     D& drafter() { return *drafter_; }
     P& policy() { return *policy_; }
     // True once begun, until the engine finished it (done) or it was aborted.

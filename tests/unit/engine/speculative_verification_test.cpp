@@ -232,32 +232,48 @@ TEST_CASE("The goodput selector refuses trees, and sampled drafts without a simi
   CHECK_THROWS_AS(Selector(companion, joint_table(), {}, {}), sd::InvalidArgumentError);
 }
 
-TEST_CASE("Requests that share a seed draft from streams of their own", "[engine][sv]") {
+TEST_CASE("Requests that share a seed but not a request id draft independently", "[engine][sv]") {
   // SV's batch allocation compares requests' drafts; with one stream for two
   // requests their sampled tokens would move together.
   using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, sd::RecursiveRejectionSampling,
                                        sd::FixedLength>;
-  CHECK(Engine::Request::draft_stream(0) == 1);
-  CHECK(Engine::Request::draft_stream(1) != Engine::Request::draft_stream(0));
+  sd::GenerationOptions o;
+  CHECK(o.draft_stream() == 1);  // request 0: the streams single requests always drew from
+  CHECK(o.rule_stream() == 2);
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 1.0f, 0.8f);
   const sd::SamplingParams s{1.0f};
   Verifier verifier(target, s);
   Engine engine(sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, verifier, sd::RecursiveRejectionSampling{});
   sd::FixedLength policy = sd::FixedLength::chain(6);
-  Drafter d0(draft, 0, s), d1(draft, 1, s);
-  sd::GenerationOptions o;
-  o.max_new_tokens = 30;
-  o.seed = 7;  // the same for both
-  Engine::Request r0(0, d0, policy, o), r1(1, d1, policy, o);
   const std::vector<sd::TokenId> prompt{3, 4, 5};
-  engine.begin(r0, prompt);
-  engine.begin(r1, prompt);
-  Engine::Request* both[] = {&r0, &r1};
-  engine.step(std::span<Engine::Request* const>(both));
-  std::vector<sd::TokenId> a, b;
-  for (std::int32_t i = 0; i < r0.last_tree().size(); ++i) a.push_back(r0.last_tree().token(i));
-  for (std::int32_t i = 0; i < r1.last_tree().size(); ++i) b.push_back(r1.last_tree().token(i));
+  // The first round's drafts of request `id` (seed 7) in sequence `seq`.
+  const auto drafts = [&](std::int32_t seq, std::uint64_t id, std::int32_t other_seq, std::uint64_t other_id) {
+    Drafter d0(draft, seq, s), d1(draft, other_seq, s);
+    o.max_new_tokens = 30;
+    o.seed = 7;  // the same for both
+    o.request_id = id;
+    sd::GenerationOptions other = o;
+    other.request_id = other_id;
+    Engine::Request r0(seq, d0, policy, o), r1(other_seq, d1, policy, other);
+    engine.begin(r0, prompt);
+    engine.begin(r1, prompt);
+    Engine::Request* both[] = {&r0, &r1};
+    engine.step(std::span<Engine::Request* const>(both));
+    std::vector<sd::TokenId> a, b;
+    for (std::int32_t i = 0; i < r0.last_tree().size(); ++i) a.push_back(r0.last_tree().token(i));
+    for (std::int32_t i = 0; i < r1.last_tree().size(); ++i) b.push_back(r1.last_tree().token(i));
+    engine.abort(r0);
+    engine.abort(r1);
+    return std::pair(a, b);
+  };
+  const auto [a, b] = drafts(0, 0, 1, 1);
   CHECK(a != b);  // same prompt, same seed, different drafts
-  engine.abort(r0);
-  engine.abort(r1);
+  // The streams follow the request, not its sequence: the same two requests
+  // in swapped sequences draft the same tokens.
+  const auto [b2, a2] = drafts(0, 1, 1, 0);
+  CHECK(a2 == a);
+  CHECK(b2 == b);
+  sd::GenerationOptions too_big;
+  too_big.request_id = sd::GenerationOptions::kRequestIdLimit;
+  CHECK_THROWS_AS(too_big.validate(), sd::InvalidArgumentError);
 }
