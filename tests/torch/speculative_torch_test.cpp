@@ -67,16 +67,17 @@ std::filesystem::path write_random_heads(const tb::LlamaModel& target, const cha
 
 // sv's companion (smaller than the draft) in <heads>/companion and a greedy
 // profile in <heads>/sv that cuts drafts.
-void write_sv_files(const std::filesystem::path& heads, const sd::io::LlamaConfig& companion) {
+void write_sv_files(const std::filesystem::path& heads, const sd::io::LlamaConfig& companion,
+                    float temperature = 0.0f) {
   tb::LlamaModel::random(companion, 5).save(heads / "companion", sd::DType::kF32);
   sd::io::SvProfile profile;
   profile.drafts = "top1";
-  profile.temperature = 0.0f;
+  profile.temperature = temperature;
   profile.draft_lengths = {3};
   profile.joint = sd::AcceptanceTable({0.5f}, {0.5f}, {0.1f, 0.6f, 0.3f, 0.95f}, {1, 1, 1, 1});
   profile.similarity = sd::AcceptanceTable({0.5f}, {}, {0.2f, 0.8f}, {1, 1});
   std::filesystem::create_directories(heads / "sv");
-  sd::io::write_sv_profile(heads / "sv" / sd::io::sv_profile_name(sd::SamplingParams{0.0f}, "top1"), profile);
+  sd::io::write_sv_profile(heads / "sv" / sd::io::sv_profile_name(sd::SamplingParams{temperature}, "top1"), profile);
 }
 
 }  // namespace
@@ -163,6 +164,59 @@ TEST_CASE("Every method's continuous batching equals greedy decoding, request by
     CHECK(run.mean_batch > 1.0);
     for (std::size_t i = 0; i < prompts.size(); ++i)
       CHECK(run.results[i].tokens == greedy(target, prompts[i], options[i].max_new_tokens));
+  }
+  }
+}
+
+TEST_CASE("A sampled request draws the same tokens alone and in batches of 4 to 64 in any slot",
+          "[torch][engine]") {
+  // Its random streams follow its seed and request id (GenerationOptions),
+  // not its slot or sequence id, and every row it is scored on is
+  // bit-identical whatever the forward holds around it (issue 27).
+  for (const auto dtype : inference_dtypes()) {
+  INFO(sd::dtype_name(dtype));
+  auto target = tb::LlamaModel::random(st::tiny_decoding_config(2, 32), 3);
+  auto draft = tb::LlamaModel::random(st::tiny_decoding_config(1, 16), 4);
+  target.set_inference_dtype(dtype);
+  draft.set_inference_dtype(dtype);
+  const auto heads = write_random_heads(target, "specdec_sampled_batch_heads", sd::DType::kF32);
+  write_sv_files(heads, st::tiny_decoding_config(1, 8), 1.0f);
+  const std::vector<sd::TokenId> prompt{7, 3, 9, 3, 7, 3, 9};
+  sd::GenerationOptions mine;
+  mine.max_new_tokens = 16;
+  mine.seed = 5;
+  mine.request_id = 3;
+  for (const char* spec : {"autoregressive", "chain:k=3", "tree", "dynamic:top_k=3:depth=3:total=8",
+                           "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram:k=3", "lyanna", "eagle",
+                           "duo:gamma=3:pin=0", "sv:k=3:all=1", "sv:k=3:lat_batch=4:lat_reps=1"}) {
+    auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{1.0f}, heads);
+    INFO(spec);
+    const auto alone = method.generate(prompt, mine).tokens;
+    REQUIRE(alone.size() == 16);
+    for (const std::size_t batch : {4, 16, 64}) {
+      INFO("batch " << batch);
+      // Other requests around it: other prompts, lengths, seeds and ids; two
+      // share its seed (and differ by id). Its place, and so its slot and
+      // sequence id, changes with the batch.
+      std::vector<std::vector<sd::TokenId>> prompts;
+      std::vector<sd::GenerationOptions> options;
+      const std::size_t place = batch / 2 + 1;
+      for (std::size_t i = 0; i < batch + 4; ++i) {
+        if (i == place) {
+          prompts.push_back(prompt);
+          options.push_back(mine);
+          continue;
+        }
+        prompts.push_back({static_cast<sd::TokenId>(1 + i % 29), 3, static_cast<sd::TokenId>(2 + i % 17)});
+        sd::GenerationOptions o;
+        o.max_new_tokens = 4 + static_cast<std::int64_t>(i % 13);
+        o.seed = i % 3 == 0 ? mine.seed : 100 + i;
+        o.request_id = 10 + i;
+        options.push_back(o);
+      }
+      const auto run = method.generate_batch(prompts, options, batch);
+      CHECK(run.results[place].tokens == alone);
+    }
   }
   }
 }
