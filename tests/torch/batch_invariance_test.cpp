@@ -89,8 +89,9 @@ struct Part {
 sd::DraftTree random_tree(std::mt19937& rng, sd::TokenId root, std::int64_t rows, bool causal) {
   sd::DraftTree tree(root);
   for (std::int64_t i = 1; i < rows; ++i) {
-    const auto parent = causal ? static_cast<std::int32_t>(i - 2)
-                               : static_cast<std::int32_t>(std::uniform_int_distribution<std::int64_t>(-1, i - 2)(rng));
+    const auto parent =
+        causal ? static_cast<std::int32_t>(i - 2)
+               : static_cast<std::int32_t>(std::uniform_int_distribution<std::int64_t>(-1, i - 2)(rng));
     tree.add_node(parent, static_cast<sd::TokenId>(rng() % kVocab), 0.5f);
   }
   return tree;
@@ -100,7 +101,8 @@ sd::DraftTree random_tree(std::mt19937& rng, sd::TokenId root, std::int64_t rows
 // reference sequence, which holds the text committed one token at a time,
 // each row is one forward of one token after its ancestors (depth first).
 Rows alone(tb::LlamaModel& m, std::int32_t ref, std::int64_t committed, const sd::DraftTree& tree) {
-  Rows out{at::empty({tree.size() + 1, m.vocab_size()}), at::empty({tree.size() + 1, m.config().hidden_size})};
+  Rows out{at::empty({tree.size() + 1, m.vocab_size()}),
+           at::empty({tree.size() + 1, m.config().hidden_size})};
   const auto step = [&](std::int64_t row, sd::TokenId token, std::int64_t depth) {
     m.rollback(ref, committed + depth);
     const std::vector<sd::TokenId> t{token};
@@ -189,7 +191,8 @@ std::int64_t differing_rows(tb::LlamaModel& m, int scenarios, std::uint32_t seed
       if (!p.causal && rows > 1 && rng() % 3 == 0) {
         p.staged = 1 + static_cast<std::int64_t>(rng() % static_cast<std::uint32_t>(rows - 1));
         sd::DraftTree head(p.tree.root_token());
-        for (std::int32_t n = 0; n + 1 < p.staged; ++n) head.add_node(p.tree.parent(n), p.tree.token(n), 0.5f);
+        for (std::int32_t n = 0; n + 1 < p.staged; ++n)
+          head.add_node(p.tree.parent(n), p.tree.token(n), 0.5f);
         p.staged_mask = head.ancestor_mask(true);
         const sd::SequenceInput first{p.seq, std::span(p.tokens).first(static_cast<std::size_t>(p.staged)),
                                       std::span(p.positions).first(static_cast<std::size_t>(p.staged)),
