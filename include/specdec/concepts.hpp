@@ -14,10 +14,14 @@
 #include "specdec/core/target_features.hpp"
 #include "specdec/core/types.hpp"
 #include "specdec/core/verify_result.hpp"
-#include "specdec/draft/token_info_table.hpp"
-#include "specdec/engine/stats.hpp"
 
 namespace specdec {
+
+// Named by the concepts below, defined by the components that carry them
+// (draft/token_info_table.hpp, engine/stats.hpp): the core does not depend
+// on them.
+class TokenInfoTable;
+struct Stats;
 
 // Walks a drafted tree with target (and draft) distributions and returns the
 // accepted path and bonus token. kLossless says whether the output keeps the

@@ -57,6 +57,7 @@
 #include "specdec/engine/timed_model.hpp"
 #include "specdec/policy/budget_checks.hpp"
 #include "specdec/policy/confidence_stop.hpp"
+#include "specdec/policy/cost_aware_tree.hpp"
 #include "specdec/policy/fixed_length.hpp"
 #include "specdec/policy/follow_verified.hpp"
 #include "specdec/policy/hardware_budget.hpp"

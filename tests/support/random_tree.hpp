@@ -46,14 +46,26 @@ inline RandomTree random_tree(std::mt19937& gen, std::int64_t vocab, int max_nod
   const int n = std::uniform_int_distribution<int>(1, max_nodes)(gen);
   // Nodes pick a parent, a token and (first child) their slot's mode; rows
   // follow, with every sampled child given positive draft probability.
+  // Children drawn without replacement are distinct tokens (the rules refuse
+  // repeats), so such a slot takes an unused token, and no more children
+  // than the vocabulary.
   for (int i = 0; i < n; ++i) {
-    const std::int32_t parent = std::uniform_int_distribution<std::int32_t>(-1, i - 1)(gen);
+    std::int32_t parent = 0;
+    std::vector<TokenId> unused;
+    do {
+      parent = std::uniform_int_distribution<std::int32_t>(-1, i - 1)(gen);
+      unused.clear();
+      for (TokenId x = 0; x < static_cast<TokenId>(vocab); ++x)
+        if (t.tree.children_mode(parent) != ChildMode::kSampledWithoutReplacement ||
+            t.tree.find_child(parent, x) < 0)
+          unused.push_back(x);
+    } while (unused.empty());
     if (t.tree.num_children(parent) == 0) {
       const auto mode = static_cast<ChildMode>(std::uniform_int_distribution<int>(1, 3)(gen));
       t.tree.set_children_source(parent, mode == ChildMode::kDeterministic ? -1 : parent + 1, mode);
     }
     t.parents.push_back(parent);
-    const auto tok = std::uniform_int_distribution<TokenId>(0, static_cast<TokenId>(vocab - 1))(gen);
+    const auto tok = unused[std::uniform_int_distribution<std::size_t>(0, unused.size() - 1)(gen)];
     t.tokens.push_back(tok);
     t.tree.add_node(parent, tok, 0.5f);
   }

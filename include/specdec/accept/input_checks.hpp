@@ -66,6 +66,19 @@ inline void check_drafted_token(std::string_view rule, const float* q, TokenId t
         q[token]));
 }
 
+// Children drawn without replacement are distinct tokens: a repeated one
+// would be tested against a draft law that no longer holds it, and the
+// first token's law would come out wrong. Refused, naming both children.
+inline void check_distinct_children(std::string_view rule, const DraftTree& tree, std::int32_t slot) {
+  if (tree.children_mode(slot) != ChildMode::kSampledWithoutReplacement) return;
+  for (auto c = tree.first_child(slot); c >= 0; c = tree.next_sibling(c))
+    for (auto e = tree.first_child(slot); e != c; e = tree.next_sibling(e))
+      if (tree.token(e) == tree.token(c))
+        throw InvalidTreeError(fmt::format(
+            "{}: children {} and {} of slot {} are both token {}, but they were drawn without replacement", rule,
+            e, c, slot, tree.token(c)));
+}
+
 // What the chain rules' row functions read: the drafted tokens x_1..x_gamma
 // and, per token, the draft row it was sampled from (null: chosen
 // deterministically, q = one-hot). Draft rows are shape-checked here; their

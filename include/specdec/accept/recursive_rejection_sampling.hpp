@@ -99,6 +99,7 @@ class RecursiveRejectionSampling {
                               const ProbRows& draft, RandomStream& rng, VerifyResult& out) {
     const auto q_row = detail::sampled_children_row(kName, tree, slot, draft, p.size());
     const bool without_replacement = tree.children_mode(slot) == ChildMode::kSampledWithoutReplacement;
+    detail::check_distinct_children(kName, tree, slot);
     residual_.assign(p.begin(), p.end());
     // The builders draw children against the row's exact double sum
     // (row_math::sample_row), so the law a child was drawn from is q / sum(q):

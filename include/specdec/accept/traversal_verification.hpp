@@ -62,6 +62,7 @@ class TraversalVerification {
       rows_[static_cast<std::size_t>(slot + 1)] = q;
       for (auto c = tree.first_child(slot); c >= 0; c = tree.next_sibling(c))
         detail::check_drafted_token(kName, q, tree.token(c), c);
+      detail::check_distinct_children(kName, tree, slot);
     }
     // Scratch only grows: resizing down and up again would re-zero it every round.
     const auto levels = static_cast<std::size_t>(tree.max_depth()) + 1;

@@ -26,6 +26,7 @@
 
 #include "specdec/concepts.hpp"
 #include "specdec/core/error.hpp"
+#include "specdec/engine/stats.hpp"
 
 namespace specdec {
 

@@ -22,6 +22,7 @@
 #include "specdec/concepts.hpp"
 #include "specdec/core/draft_tree_ops.hpp"
 #include "specdec/core/error.hpp"
+#include "specdec/engine/stats.hpp"
 #include "specdec/tree/token_info_tree.hpp"
 
 namespace specdec {

@@ -63,8 +63,12 @@ class ProbMatrix {
     vocab_ = vocab;
     data_.assign(static_cast<std::size_t>(num_rows * vocab), 0.0f);
   }
-  // Appends a zeroed row and returns it for the caller to fill.
+  // Appends a zeroed row and returns it for the caller to fill. A matrix
+  // without a vocabulary (default-constructed, or resized to vocab 0) has no
+  // row to give: ShapeError, not a 0-wide row.
   std::span<float> append_row() {
+    if (vocab_ == 0)
+      throw ShapeError("ProbMatrix::append_row: the matrix has no vocabulary (resize(0, vocab) first)");
     data_.resize(data_.size() + static_cast<std::size_t>(vocab_), 0.0f);
     ++num_rows_;
     return row(num_rows_ - 1);
@@ -87,6 +91,8 @@ class ProbMatrix {
   std::int64_t num_rows() const { return num_rows_; }
   std::int64_t vocab() const { return vocab_; }
   std::span<float> row(std::int64_t r) {
+    if (r < 0 || r >= num_rows_)
+      throw ShapeError(fmt::format("ProbMatrix: row {} requested from a matrix of {} rows", r, num_rows_));
     return {data_.data() + r * vocab_, static_cast<std::size_t>(vocab_)};
   }
   std::span<const float> row(std::int64_t r) const { return view().row(r); }

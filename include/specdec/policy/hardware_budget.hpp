@@ -21,7 +21,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <numeric>
 #include <vector>
 
@@ -30,7 +32,6 @@
 #include "specdec/concepts.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/logit_rows.hpp"
-#include "specdec/engine/draft_worker.hpp"
 
 namespace specdec {
 
@@ -121,8 +122,8 @@ double median_forward_seconds(M& model, std::int32_t seq, std::int64_t context, 
   return times[times.size() / 2];
 }
 
-template <Model T, Model D>
-CostCoefficient time_both(T& target, D& draft, DraftWorker* worker, std::int32_t target_tokens,
+template <Model T, Model D, class W>
+CostCoefficient time_both(T& target, D& draft, W* worker, std::int32_t target_tokens,
                           const CostMeasureOptions& o) {
   CostCoefficient out;
   out.target_tokens = target_tokens;
@@ -151,12 +152,30 @@ CostCoefficient time_both(T& target, D& draft, DraftWorker* worker, std::int32_t
 
 }  // namespace detail
 
+// What runs the draft's timed forwards beside the target: the engine's
+// DraftWorker (engine/draft_worker.hpp), or a host's own thread: submit a
+// task, then wait for it (rethrowing what it threw).
+template <class W>
+concept TaskRunner = requires(W& w, std::function<void()> task) {
+  w.submit(std::move(task));
+  w.wait();
+};
+
 // The cost coefficient of `target` (run on this thread) and `draft` (run on
-// `worker`, or after the target on this thread when worker is nullptr).
-template <Model T, Model D>
-CostCoefficient measure_cost_coefficient(T& target, D& draft, DraftWorker* worker, const CostMeasureOptions& o = {}) {
+// `worker`, or after the target on this thread when worker is null).
+template <Model T, Model D, TaskRunner W>
+CostCoefficient measure_cost_coefficient(T& target, D& draft, W* worker, const CostMeasureOptions& o = {}) {
   o.validate();
   return detail::time_both(target, draft, worker, o.target_tokens, o);
+}
+template <Model T, Model D>
+CostCoefficient measure_cost_coefficient(T& target, D& draft, std::nullptr_t, const CostMeasureOptions& o = {}) {
+  o.validate();
+  struct None {
+    void submit(std::function<void()>) {}
+    void wait() {}
+  };
+  return detail::time_both(target, draft, static_cast<None*>(nullptr), o.target_tokens, o);
 }
 
 // A fixed budget of gamma drafted tokens a round, from the cost coefficient

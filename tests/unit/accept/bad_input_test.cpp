@@ -6,6 +6,7 @@
 #include "specdec/accept/greedy.hpp"
 #include "specdec/accept/recursive_rejection_sampling.hpp"
 #include "specdec/accept/speculative_sampling.hpp"
+#include "specdec/accept/traversal_verification.hpp"
 #include "specdec/accept/typical_acceptance.hpp"
 #include "specdec/core/acceptance_stats.hpp"
 #include "support/catch.hpp"
@@ -129,5 +130,24 @@ TEST_CASE("Rules reject trees they cannot verify", "[unit][accept][errors]") {
     REQUIRE_THROWS_WITH(verify(sd::RecursiveRejectionSampling{}, tree, target, draft),
                         Contains("cannot have been sampled"));
     REQUIRE_THROWS_WITH(verify(sd::SpeculativeSampling{}, tree, target, draft), Contains("cannot have been sampled"));
+  }
+  SECTION("a token twice among children drawn without replacement") {
+    const auto draft = matrix({{0.2f, 0.3f, 0.5f}});
+    for (const auto mode : {sd::ChildMode::kSampledWithoutReplacement, sd::ChildMode::kSampledWithReplacement}) {
+      sd::DraftTree tree(0);
+      tree.set_children_source(sd::DraftTree::kRoot, 0, mode);
+      tree.add_node(sd::DraftTree::kRoot, 2, 0.5f);
+      tree.add_node(sd::DraftTree::kRoot, 1, 0.3f);
+      tree.add_node(sd::DraftTree::kRoot, 2, 0.5f);
+      const auto target = matrix({{0.3f, 0.3f, 0.4f}, {0.2f, 0.3f, 0.5f}, {0.2f, 0.3f, 0.5f}, {0.2f, 0.3f, 0.5f}});
+      if (mode == sd::ChildMode::kSampledWithoutReplacement) {
+        REQUIRE_THROWS_WITH(verify(sd::RecursiveRejectionSampling{}, tree, target, draft),
+                            Contains("children 0 and 2 of slot -1 are both token 2"));
+        REQUIRE_THROWS_AS(verify(sd::TraversalVerification{}, tree, target, draft), sd::InvalidTreeError);
+      } else {  // i.i.d. draws repeat tokens: verified as they are
+        REQUIRE_NOTHROW(verify(sd::RecursiveRejectionSampling{}, tree, target, draft));
+        REQUIRE_NOTHROW(verify(sd::TraversalVerification{}, tree, target, draft));
+      }
+    }
   }
 }
