@@ -4,10 +4,9 @@
 // SpeculativeEngine::step for several concurrent requests.
 //
 //   host_engine [--models DIR] [--method chain|dynamic|ngram|lyanna|duo] [--max-batch N]
-//               [--max-new-tokens N] PROMPT...
+//               [--max-new-tokens N] [--] [PROMPT...]
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,25 +14,57 @@
 #include "generate.hpp"
 #include "specdec/tokenizer/tokenizer.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: host_engine [--models DIR] [--method chain|dynamic|ngram|lyanna|duo] [--max-batch N]\n"
+    "                   [--max-new-tokens N] [--] [PROMPT...]\n"
+    "Decodes the prompts (or three built-in ones) as concurrent requests with the chosen method, on the\n"
+    "engine's own Llama model, KV cache and scheduler (docs/integration.md).\n";
+
+// A command line host_engine cannot run: main prints it with the usage.
+struct UsageError {
+  std::string message;
+};
+[[noreturn]] void usage_error(const std::string& message) { throw UsageError{message}; }
+
+// A whole positive number, or a usage error naming the option.
+std::int64_t positive(const std::string& option, const std::string& text) {
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || v < 1) usage_error(option + " needs a whole number >= 1, got '" + text + "'");
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
   std::string models = "models", method = "chain";
   std::size_t max_batch = 3;
   std::int64_t max_new_tokens = 48;
   std::vector<std::string> texts;
+  bool options_done = false;  // after "--", everything is a prompt
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "host_engine: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
+      if (i + 1 >= argc) usage_error(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--models") models = value();
+    if (options_done || a.empty() || a[0] != '-') texts.push_back(a);
+    else if (a == "--") options_done = true;
+    else if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--models") models = value();
     else if (a == "--method") method = value();
-    else if (a == "--max-batch") max_batch = std::stoul(value());
-    else if (a == "--max-new-tokens") max_new_tokens = std::stoll(value());
-    else texts.push_back(a);
+    else if (a == "--max-batch") max_batch = static_cast<std::size_t>(positive(a, value()));
+    else if (a == "--max-new-tokens") max_new_tokens = positive(a, value());
+    else usage_error("unknown option " + a);
   }
   if (texts.empty()) texts = {"And God said unto Moses", "In the beginning", "The quick brown fox"};
   try {
@@ -61,4 +92,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   return 0;
+} catch (const UsageError& e) {
+  std::fprintf(stderr, "host_engine: %s\n%s", e.message.c_str(), kUsage);
+  return 2;
 }
