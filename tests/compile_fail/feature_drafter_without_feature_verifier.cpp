@@ -22,6 +22,7 @@ struct FeatureReadingDrafter {
 };
 
 struct VerifierWithoutFeatures {
+  std::int64_t max_context() const { return 64; }
   void begin(std::int32_t, std::span<const sd::TokenId>) {}
   void score(std::span<const sd::ScoreItem>, std::span<sd::ProbRows>) {}
   void commit(std::int32_t, const sd::DraftTree&, const sd::VerifyResult&) {}

@@ -82,6 +82,10 @@ class SpeculativeEngine {
   static_assert(!TrackingSelector<S> || std::same_as<C, NoCarryOver>,
                 "SpeculativeEngine: the Selector follows each request's context (SV's companion scores every "
                 "drafted tree) but the carry-over verifies carried trees it never sees; use NoCarryOver with it");
+  static_assert(requires(const V& v) { { v.max_context() } -> std::convertible_to<std::int64_t>; },
+                "SpeculativeEngine: the Verifier has no max_context(): say how many tokens (prompt + generated) a "
+                "sequence of its model holds (kUnboundedContext for no limit), so generation stops at a full "
+                "context instead of running past it");
   static_assert(!FeatureDrafter<D> || FeatureVerifier<V>,
                 "SpeculativeEngine: the Drafter reads the target's hidden states (target_features()) but the "
                 "Verifier cannot write them (it has no begin(seq, prompt, TargetFeatures*))");
