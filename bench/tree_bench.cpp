@@ -152,15 +152,15 @@ BENCHMARK(BM_DraftTree_TrieUnion)
     ->ArgNames({"nodes"})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Warp, temperature, SamplingParams{.temperature = 0.8f})
-    ->ArgsProduct({{kVocabLlama2, kVocabLlama3}})
+    ->ArgsProduct({{8192, kVocabLlama2, kVocabLlama3}})
     ->ArgNames({"vocab"})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Warp, top_k50, SamplingParams{.temperature = 0.8f, .top_k = 50})
-    ->ArgsProduct({{kVocabLlama2, kVocabLlama3}})
+    ->ArgsProduct({{8192, kVocabLlama2, kVocabLlama3}})
     ->ArgNames({"vocab"})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Warp, top_p0.9, SamplingParams{.temperature = 0.8f, .top_p = 0.9f})
-    ->ArgsProduct({{kVocabLlama2, kVocabLlama3}})
+    ->ArgsProduct({{8192, kVocabLlama2, kVocabLlama3}})
     ->ArgNames({"vocab"})
     ->Unit(benchmark::kMicrosecond);
 

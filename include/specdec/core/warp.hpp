@@ -88,20 +88,18 @@ class Warper {
 
     // top-k: the k-th largest logit is the admission threshold.
     float threshold = -std::numeric_limits<float>::infinity();
-    if (params.top_k > 0 && static_cast<std::size_t>(params.top_k) < vocab) {
-      values_.assign(logits.begin(), logits.end());
-      const auto kth = values_.begin() + (params.top_k - 1);
-      std::nth_element(values_.begin(), kth, values_.end(), std::greater<float>());
-      threshold = *kth;
-    }
+    if (params.top_k > 0 && static_cast<std::size_t>(params.top_k) < vocab)
+      threshold = kth_largest(logits, static_cast<std::size_t>(params.top_k));
 
     // Softmax at temperature T over the survivors: max subtracted, exponent
     // by exp_nonpositive (vectorizes), sum in double over four lanes.
     const float inv_t = 1.0f / params.temperature;
-    for (std::size_t i = 0; i < vocab; ++i) probs[i] = exp_nonpositive((logits[i] - max_logit) * inv_t);
-    if (threshold > -std::numeric_limits<float>::infinity())  // top-k: drop what is below the k-th logit
+    if (threshold > -std::numeric_limits<float>::infinity()) {  // top-k: nothing below the k-th logit
       for (std::size_t i = 0; i < vocab; ++i)
-        if (logits[i] < threshold) probs[i] = 0.0f;
+        probs[i] = logits[i] < threshold ? 0.0f : exp_nonpositive((logits[i] - max_logit) * inv_t);
+    } else {
+      for (std::size_t i = 0; i < vocab; ++i) probs[i] = exp_nonpositive((logits[i] - max_logit) * inv_t);
+    }
     double lane[4] = {0.0, 0.0, 0.0, 0.0};
     std::size_t i = 0;
     for (; i + 4 <= vocab; i += 4)
@@ -156,39 +154,137 @@ class Warper {
     for (float& p : probs) p *= inv;
   }
 
-  // Nucleus: sort candidates by (probability desc, id asc) only as far as
-  // needed — the nucleus is usually small, so grow a partial sort by doubling.
+  // Radix buckets of a float: its top 11 bits, as an unsigned key that
+  // orders like the float (sign flipped; negatives reversed).
+  static constexpr int kBucketShift = 21;
+  static constexpr std::size_t kBuckets = std::size_t{1} << (32 - kBucketShift);
+  static std::uint32_t ordered_key(float v) {
+    const auto bits = std::bit_cast<std::uint32_t>(v);
+    return bits ^ ((bits >> 31) != 0 ? 0xffffffffu : 0x80000000u);
+  }
+
+  // The k-th largest of `values` (1 <= k < size), without sorting them all:
+  // a histogram of the top 11 bits finds the bucket holding it, and only
+  // that bucket's values are selected among. Exactly std::nth_element's
+  // value.
+  float kth_largest(std::span<const float> values, std::size_t k) {
+    // Four interleaved histograms, so that runs of one bucket do not wait
+    // on each other's increments; then summed.
+    counts_.assign(4 * kBuckets, 0);
+    const std::size_t n = values.size();
+    std::size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+      for (std::size_t j = 0; j < 4; ++j) ++counts_[j * kBuckets + (ordered_key(values[i + j]) >> kBucketShift)];
+    for (; i < n; ++i) ++counts_[ordered_key(values[i]) >> kBucketShift];
+    for (std::size_t b = 0; b < kBuckets; ++b)
+      counts_[b] += counts_[kBuckets + b] + counts_[2 * kBuckets + b] + counts_[3 * kBuckets + b];
+    std::size_t above = 0, bucket = kBuckets;
+    while (bucket > 0 && above + counts_[bucket - 1] < k) above += counts_[--bucket];
+    --bucket;  // the bucket holding the k-th largest
+    values_.clear();
+    for (const float v : values)
+      if ((ordered_key(v) >> kBucketShift) == bucket) values_.push_back(v);
+    const auto kth = values_.begin() + static_cast<std::ptrdiff_t>(k - above - 1);
+    std::nth_element(values_.begin(), kth, values_.end(), std::greater<float>());
+    return *kth;
+  }
+
+  // Nucleus: admit tokens by (probability desc, id asc) until the mass,
+  // summed in that order in double, reaches top_p; then keep every token at
+  // least as probable as the last one admitted.
+  //
+  // Without sorting the vocabulary: a histogram of the probabilities' top
+  // bits gives each bucket's mass, and the scan from the top finds the
+  // bucket where the mass reaches top_p. Floats of at least 2^-29 are
+  // multiples of 2^-52, so any sum of them up to 1 is exact in double, in
+  // any order: when that bucket lies above 2^-29, the mass above it is
+  // exact, and only its own tokens are sorted. The result is bit for bit the
+  // sum over the whole sorted vocabulary. Otherwise (a nucleus reaching below
+  // 2^-29) every positive token is sorted.
   void apply_top_p(std::span<float> probs, float top_p) {
-    order_.clear();
-    for (std::size_t i = 0; i < probs.size(); ++i)
-      if (probs[i] > 0.0f) order_.push_back(static_cast<TokenId>(i));
+    constexpr std::size_t kLanes = 4;  // interleaved histograms: runs of one bucket do not wait on each other
+    constexpr std::size_t kHalf = kBuckets / 2;  // p >= 0: the sign bit is 0, its bucket is bits >> kBucketShift
+    bucket_mass_.assign(kLanes * kHalf, 0.0);
+    counts_.assign(kLanes * kHalf, 0);
+    const auto bucket_of = [](float p) { return std::bit_cast<std::uint32_t>(p) >> kBucketShift; };
+    const std::size_t n = probs.size();
+    std::size_t i = 0, zeros = 0;
+    for (; i + kLanes <= n; i += kLanes)
+      for (std::size_t j = 0; j < kLanes; ++j) {
+        const float p = probs[i + j];
+        bucket_mass_[j * kHalf + bucket_of(p)] += p;
+        ++counts_[j * kHalf + bucket_of(p)];
+        zeros += std::bit_cast<std::uint32_t>(p) == 0;
+      }
+    for (; i < n; ++i) {
+      bucket_mass_[bucket_of(probs[i])] += probs[i];
+      ++counts_[bucket_of(probs[i])];
+      zeros += std::bit_cast<std::uint32_t>(probs[i]) == 0;
+    }
+    for (std::size_t b = 0; b < kHalf; ++b) {
+      bucket_mass_[b] += bucket_mass_[kHalf + b] + bucket_mass_[2 * kHalf + b] + bucket_mass_[3 * kHalf + b];
+      counts_[b] += counts_[kHalf + b] + counts_[2 * kHalf + b] + counts_[3 * kHalf + b];
+    }
+    constexpr float kExactFloor = 0x1p-29f;
+    const std::size_t floor_bucket = bucket_of(kExactFloor);  // its lowest float is 2^-29 exactly
+    std::size_t boundary = kHalf;
+    double above = 0.0;  // the mass of the buckets above `boundary`
+    while (boundary > floor_bucket && above + bucket_mass_[boundary - 1] < top_p) above += bucket_mass_[--boundary];
     const auto by_prob = [&](TokenId a, TokenId b) {
       return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
     };
-    std::size_t sorted = 0;
-    double mass = 0.0;
-    std::size_t cut = 0;  // number of admitted tokens, once the mass reaches top_p
-    for (std::size_t want = 64; cut == 0 && sorted < order_.size(); want *= 2) {
-      const std::size_t upto = std::min(want, order_.size());
-      std::partial_sort(order_.begin() + static_cast<std::ptrdiff_t>(sorted),
-                        order_.begin() + static_cast<std::ptrdiff_t>(upto), order_.end(), by_prob);
-      for (; sorted < upto && cut == 0; ++sorted) {
-        mass += probs[order_[sorted]];
-        if (mass >= top_p) cut = sorted + 1;
+    std::size_t positive = n - zeros, cut = 0;  // cut: admitted tokens, once the mass reaches top_p
+    float last = 0.0f;
+    order_.clear();
+    if (boundary > floor_bucket) {  // the mass reaches top_p in bucket boundary - 1, exactly summed
+      const std::size_t b = boundary - 1;
+      std::size_t higher = 0;
+      for (std::size_t h = boundary; h < kHalf; ++h) higher += counts_[h];
+      for (std::size_t t = 0; t < n; ++t)
+        if (bucket_of(probs[t]) == b) order_.push_back(static_cast<TokenId>(t));
+      std::sort(order_.begin(), order_.end(), by_prob);
+      double mass = above;
+      for (std::size_t k = 0; k < order_.size() && cut == 0; ++k) {
+        mass += probs[order_[k]];
+        if (mass >= top_p) cut = higher + k + 1, last = probs[order_[k]];
       }
     }
-    if (cut == 0 || cut == order_.size()) return;  // everything is admitted
-    const float last = probs[order_[cut - 1]];
-    double kept = 0.0;
+    if (cut == 0) {  // below 2^-29: every positive token, sorted
+      order_.clear();
+      for (std::size_t t = 0; t < n; ++t)
+        if (probs[t] > 0.0f) order_.push_back(static_cast<TokenId>(t));
+      std::sort(order_.begin(), order_.end(), by_prob);
+      double mass = 0.0;
+      for (std::size_t k = 0; k < order_.size() && cut == 0; ++k) {
+        mass += probs[order_[k]];
+        if (mass >= top_p) cut = k + 1, last = probs[order_[k]];
+      }
+    }
+    if (cut == 0 || cut == positive) return;  // everything is admitted
+    // Below the last admitted token: 0 (ties with it stay). Compared as bits
+    // (p >= 0 orders like its bits), so the loop vectorizes.
+    const auto last_bits = std::bit_cast<std::uint32_t>(last);
     for (float& p : probs) {
-      if (p < last) p = 0.0f;  // ties with the last admitted token stay
-      kept += p;
+      const auto bits = std::bit_cast<std::uint32_t>(p);
+      p = std::bit_cast<float>(bits < last_bits ? 0u : bits);
+    }
+    double kept = 0.0;
+    if (last >= kExactFloor) {  // exact in any order: four lanes, not one chain of adds
+      double lane[kLanes] = {};
+      for (i = 0; i + kLanes <= n; i += kLanes)
+        for (std::size_t j = 0; j < kLanes; ++j) lane[j] += probs[i + j];
+      for (; i < n; ++i) lane[0] += probs[i];
+      kept = (lane[0] + lane[1]) + (lane[2] + lane[3]);
+    } else {
+      for (const float p : probs) kept += p;
     }
     normalize(probs, kept);
   }
 
   std::vector<float> values_;
   std::vector<TokenId> order_;
+  std::vector<std::uint32_t> counts_;
+  std::vector<double> bucket_mass_;
 };
 
 // One-shot convenience; prefer a long-lived Warper in loops.

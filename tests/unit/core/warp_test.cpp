@@ -1,4 +1,8 @@
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -135,4 +139,99 @@ TEST_CASE("exp_nonpositive is within 2 ulp of exp and exact at the edges", "[uni
   CHECK(specdec::exp_nonpositive(-std::numeric_limits<float>::infinity()) == 0.0f);
   CHECK(specdec::exp_nonpositive(-90.0f) == 0.0f);
   CHECK(specdec::exp_nonpositive(-87.0f) > 0.0f);
+}
+
+namespace {
+
+// The warp as it was before top-k and top-p stopped sorting the vocabulary:
+// top-k by std::nth_element over every logit, top-p by a partial sort of
+// every positive token grown by doubling. The reference the bucketed
+// selection must match bit for bit.
+std::vector<float> sorting_warp(const std::vector<float>& logits, const SamplingParams& params) {
+  const std::size_t vocab = logits.size();
+  std::vector<float> probs(vocab);
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  float threshold = -std::numeric_limits<float>::infinity();
+  if (params.top_k > 0 && static_cast<std::size_t>(params.top_k) < vocab) {
+    std::vector<float> values(logits);
+    const auto kth = values.begin() + (params.top_k - 1);
+    std::nth_element(values.begin(), kth, values.end(), std::greater<float>());
+    threshold = *kth;
+  }
+  const float inv_t = 1.0f / params.temperature;
+  for (std::size_t i = 0; i < vocab; ++i) probs[i] = specdec::exp_nonpositive((logits[i] - max_logit) * inv_t);
+  if (threshold > -std::numeric_limits<float>::infinity())
+    for (std::size_t i = 0; i < vocab; ++i)
+      if (logits[i] < threshold) probs[i] = 0.0f;
+  double lane[4] = {0.0, 0.0, 0.0, 0.0};
+  std::size_t i = 0;
+  for (; i + 4 <= vocab; i += 4)
+    for (std::size_t j = 0; j < 4; ++j) lane[j] += probs[i + j];
+  for (; i < vocab; ++i) lane[0] += probs[i];
+  const auto normalize = [&](double total) {
+    const float inv = static_cast<float>(1.0 / total);
+    for (float& p : probs) p *= inv;
+  };
+  normalize((lane[0] + lane[1]) + (lane[2] + lane[3]));
+  if (params.top_p >= 1.0f) return probs;
+  std::vector<specdec::TokenId> order;
+  for (std::size_t t = 0; t < vocab; ++t)
+    if (probs[t] > 0.0f) order.push_back(static_cast<specdec::TokenId>(t));
+  const auto by_prob = [&](specdec::TokenId a, specdec::TokenId b) {
+    return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
+  };
+  std::size_t sorted = 0, cut = 0;
+  double mass = 0.0;
+  for (std::size_t want = 64; cut == 0 && sorted < order.size(); want *= 2) {
+    const std::size_t upto = std::min(want, order.size());
+    std::partial_sort(order.begin() + static_cast<std::ptrdiff_t>(sorted),
+                      order.begin() + static_cast<std::ptrdiff_t>(upto), order.end(), by_prob);
+    for (; sorted < upto && cut == 0; ++sorted) {
+      mass += probs[order[sorted]];
+      if (mass >= params.top_p) cut = sorted + 1;
+    }
+  }
+  if (cut == 0 || cut == order.size()) return probs;
+  const float last = probs[order[cut - 1]];
+  double kept = 0.0;
+  for (float& p : probs) {
+    if (p < last) p = 0.0f;
+    kept += p;
+  }
+  normalize(kept);
+  return probs;
+}
+
+}  // namespace
+
+TEST_CASE("top-k and top-p select exactly what sorting the whole vocabulary selects", "[unit][warp]") {
+  // Random rows of many shapes: peaked and flat, integer logits (ties
+  // everywhere, also at the boundaries), masked tokens, tiny and large
+  // vocabularies, every kind of setting.
+  std::mt19937 gen(23);
+  specdec::Warper warp;
+  int cut_by_top_p = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const std::size_t vocab = std::vector<std::size_t>{2, 5, 64, 1000, 8192, 32000}[static_cast<std::size_t>(trial % 6)];
+    std::vector<float> logits(vocab);
+    const int shape = static_cast<int>(gen() % 4);
+    std::normal_distribution<float> normal(0.0f, shape == 0 ? 0.3f : shape == 1 ? 3.0f : 8.0f);
+    for (auto& l : logits) l = shape == 3 ? static_cast<float>(gen() % 7) : normal(gen);
+    if (gen() % 3 == 0)
+      for (std::size_t m = 0; m < vocab / 4; ++m) logits[gen() % vocab] = -std::numeric_limits<float>::infinity();
+    if (std::all_of(logits.begin(), logits.end(), [](float l) { return std::isinf(l); })) logits[0] = 0.0f;
+    SamplingParams p;
+    p.temperature = std::vector<float>{0.3f, 0.8f, 1.0f, 2.5f}[gen() % 4];
+    p.top_k = gen() % 2 == 0 ? 0 : static_cast<std::int32_t>(1 + gen() % (vocab + 2));
+    p.top_p = gen() % 4 == 0 ? 1.0f : std::vector<float>{0.05f, 0.5f, 0.9f, 0.95f, 0.999f}[gen() % 5];
+    std::vector<float> got(vocab);
+    warp(logits, p, got);
+    const auto want = sorting_warp(logits, p);
+    INFO("trial " << trial << ", vocab " << vocab << ", T " << p.temperature << ", top_k " << p.top_k << ", top_p "
+                  << p.top_p);
+    REQUIRE(std::memcmp(got.data(), want.data(), vocab * sizeof(float)) == 0);
+    cut_by_top_p += p.top_p < 1.0f && p.top_k == 0 && std::count(got.begin(), got.end(), 0.0f) >
+                                          std::count_if(logits.begin(), logits.end(), [](float l) { return std::isinf(l); });
+  }
+  CHECK(cut_by_top_p > 300);  // the nucleus alone really cut tokens, often
 }
