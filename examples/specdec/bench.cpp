@@ -87,6 +87,8 @@ struct Tally {
     total.verify_seconds += s.verify_seconds;
     total.accept_seconds += s.accept_seconds;
     total.target_model_seconds += s.target_model_seconds;
+    total.step_host_seconds += s.step_host_seconds;
+    total.shared_steps += s.shared_steps;
     total.draft_model_seconds += s.draft_model_seconds;
     total.target_forwards += s.target_forwards;
     total.draft_forwards += s.draft_forwards;
@@ -307,6 +309,7 @@ int run_batched_bench(const BenchCommand& b) {
                             return v;
                           }())},
                          {"target_forward_ms", 1e3 * st.target_forward_seconds()},
+                         {"overhead_per_round_us", 1e6 * st.overhead_per_round_seconds()},
                          {"draft_seconds", st.draft_seconds},
                          {"verify_seconds", st.verify_seconds},
                          {"stop_reasons", t.stop_reasons},

@@ -266,6 +266,14 @@ class SpeculativeEngine {
         throw InvalidArgumentError(fmt::format("SpeculativeEngine::step: request {} is {}", r->seq_,
                                                r->begun_ ? "done" : "not begun"));
     const auto step0 = DecodeClock::now();
+    // The step's model clocks (the target's, and each distinct drafter's),
+    // for each request's share of the step's host time (Stats::step_host_seconds).
+    const auto step_target0 = detail::reading(target_clock_);
+    step_clocks_.clear();
+    for (Request* r : batch)
+      if (r->draft_clock_ != nullptr &&
+          std::none_of(step_clocks_.begin(), step_clocks_.end(), [&](const auto& c) { return c.first == r->draft_clock_; }))
+        step_clocks_.emplace_back(r->draft_clock_, *r->draft_clock_);
     // budget, draft (with what the last round carried over)
     lagged_.clear();
     build_items_.clear();
@@ -405,6 +413,19 @@ class SpeculativeEngine {
       stats.draft_seconds += seconds_between(t5, DecodeClock::now());
       if (done) finish(r);
     }
+    // Host time of the step: its wall time less the model calls on this
+    // thread and the wait for the worker (whose draft forwards overlap),
+    // shared among the requests it advanced.
+    double model_seconds = detail::since(target_clock_, step_target0).seconds + wait_seconds;
+    for (const auto& [clock, mark] : step_clocks_) model_seconds += detail::since(clock, mark).seconds;
+    if (concurrent)
+      for (const Request* r : lagged_) model_seconds -= r->draft_model_.seconds;  // counted on the worker
+    const double host_share =
+        std::max(0.0, seconds_between(step0, DecodeClock::now()) - model_seconds) / static_cast<double>(batch.size());
+    for (Request* r : batch) {
+      r->out_.stats.step_host_seconds += host_share;
+      r->out_.stats.shared_steps += batch.size() > 1;
+    }
     if constexpr (requires(S& s, const StepTiming& t) { s.observe_step(t); }) {
       std::int64_t scored = 0;
       for (const auto& item : items_) scored += item.tree->size() + 1;
@@ -517,6 +538,7 @@ class SpeculativeEngine {
   std::vector<Request*> lagged_;
   std::vector<BuildItem<D>> build_items_;  // requests drafted in one batched build
   std::vector<Request*> build_requests_;   // ... and whose they are
+  std::vector<std::pair<const ModelClock*, ModelClock>> step_clocks_;  // a step's drafter clocks at its start
   std::vector<Selection> selections_;
   std::vector<ScoreItem> items_;
   std::vector<ProbRows> target_rows_;

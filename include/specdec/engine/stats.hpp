@@ -48,6 +48,11 @@ struct Stats {
   // rounds' time is the library's own overhead.
   double target_model_seconds = 0.0;
   double draft_model_seconds = 0.0;
+  // Host time of the engine's steps (wall time less model calls and the
+  // wait for a concurrent drafter), each step's divided among the requests
+  // it advanced, and how many of this request's steps advanced others too.
+  double step_host_seconds = 0.0;
+  std::int64_t shared_steps = 0;
   std::int64_t target_forwards = 0;
   std::int64_t draft_forwards = 0;
   // Feature-level draft heads (EAGLE, Lyanna): time in the head's transformer
@@ -134,8 +139,11 @@ struct Stats {
   double tokens_per_second() const { return total_seconds > 0 ? double(new_tokens) / total_seconds : 0.0; }
   // Everything in the rounds that is not a model call (on the calling
   // thread: draft-model time on a worker overlaps it, and the wait for the
-  // worker is not the library's).
+  // worker is not the library's). A request decoded in a batch is charged
+  // its share of each step, not the whole step (its wall time holds the
+  // other requests' drafting and acceptance too).
   double overhead_seconds() const {
+    if (shared_steps > 0) return step_host_seconds;
     return decode_seconds() - target_model_seconds - (draft_model_seconds - lag.worker_model_seconds) -
            lag.target_wait_seconds;
   }

@@ -11,6 +11,7 @@
 #include "specdec/accept/greedy.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/engine/autoregressive_decoder.hpp"
+#include "specdec/engine/continuous_batch.hpp"
 #include "specdec/engine/speculative_engine.hpp"
 #include "specdec/policy/fixed_length.hpp"
 #include "specdec/policy/heuristic_length.hpp"
@@ -228,4 +229,42 @@ TEST_CASE("A batched request that fills the context ends there, and the others g
     CHECK(r.result().tokens == greedy_reference(prompt_of(r.seq()), n));
     CHECK(r.result().stop_reason == (n == room ? sd::StopReason::kContextLimit : sd::StopReason::kMaxNewTokens));
   }
+}
+
+TEST_CASE("A batched request is charged its share of each step's host time, not the whole step",
+          "[unit][engine]") {
+  // Overhead is what is not a model call. A request's wall time in a batch
+  // holds every other request's drafting and acceptance, so wall time less
+  // model time charged each request the whole step.
+  using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, sd::GreedyAcceptance, sd::FixedLength>;
+  using EngineSlot = Slot<Engine, sd::FixedLength>;
+  HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, 0.7f);
+  Verifier verifier(target, sd::SamplingParams{0.0f});
+  Engine engine(sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{});
+  std::vector<std::vector<sd::TokenId>> prompts;
+  for (std::int32_t s = 0; s < 8; ++s) prompts.push_back(prompt_of(s));
+  const auto run = sd::run_continuous_batch(engine, prompts, 8, [&](std::size_t i) {
+    sd::GenerationOptions o;
+    o.max_new_tokens = 40;
+    return std::make_unique<EngineSlot>(draft, static_cast<std::int32_t>(i), sd::FixedLength::chain(4), o,
+                                        sd::TokenCallback{});
+  });
+  double charged = 0.0, walls = 0.0;
+  for (const auto& r : run.results) {
+    CHECK(r.stats.shared_steps > 0);
+    CHECK(r.stats.overhead_seconds() > 0.0);
+    CHECK(r.stats.overhead_seconds() == r.stats.step_host_seconds);
+    charged += r.stats.overhead_seconds();
+    walls += r.stats.decode_seconds();
+  }
+  CHECK(charged <= run.seconds);     // the shares add up to at most the run
+  CHECK(walls > 4.0 * run.seconds);  // what charging the whole step would have claimed
+  // Alone, a request is charged its rounds' wall time less model time, as before.
+  EngineSlot alone(draft, 0, sd::FixedLength::chain(4), sd::GenerationOptions{}, {});
+  engine.begin(alone.request, prompts[0]);
+  while (!alone.request.done()) engine.step(alone.request);
+  const auto& st = alone.request.result().stats;
+  CHECK(st.shared_steps == 0);
+  CHECK(st.overhead_seconds() == st.decode_seconds() - st.target_model_seconds - st.draft_model_seconds);
+  CHECK(st.step_host_seconds <= st.decode_seconds());
 }
