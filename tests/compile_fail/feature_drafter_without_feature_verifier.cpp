@@ -7,19 +7,10 @@
 #include "specdec/engine/speculative_engine.hpp"
 #include "specdec/policy/fixed_length.hpp"
 #include "specdec/tree/chain_builder.hpp"
+#include "support/feature_reading_drafter.hpp"
 
 namespace sd = specdec;
-
-struct FeatureReadingDrafter {
-  static constexpr bool kProvidesProbs = true;
-  std::int64_t vocab_size() const { return 8; }
-  void begin(std::span<const sd::TokenId>) {}
-  void propose(const sd::DraftRequest&, sd::ProbMatrix&) {}
-  void commit(std::span<const sd::TokenId>) {}
-  void end() {}
-  sd::TargetFeatures& target_features() { return features; }
-  sd::TargetFeatures features;
-};
+using sd::testing::FeatureReadingDrafter;
 
 struct VerifierWithoutFeatures {
   std::int64_t max_context() const { return 64; }
