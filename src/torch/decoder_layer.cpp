@@ -237,7 +237,7 @@ void attend_group(int group, const float* const* q, const std::int64_t* keys,
     // key goes to lane r % 16 of block r / 16, blocks are added in order,
     // then the lanes. A tree node's ancestors sit at scattered slots, and a
     // one-token step holds them at consecutive ones; ranking makes both the
-    // same sum (issue 27: summing by slot split them into other blocks).
+    // same sum (summed by slot, the gaps moved them into other blocks).
     // Committed keys are all seen, so their rank is their slot.
     const std::int64_t by_slot = hidden[i] == nullptr || sum_by_slot ? span : hidden_from / kLanes * kLanes;
     Vec lanes = {};

@@ -81,7 +81,7 @@ void decoder_layer_forward(const DecoderLayerWeights& layer, const DecoderShape&
                            const float* sin_table, std::span<const AttentionSpan> spans);
 
 // Tests only: sum each query's softmax denominator by cache slot, the order
-// before issue 27, which a tree's scattered ancestors change (a tree row then
+// specdec once used, which a tree's scattered ancestors change (a tree row then
 // differs from its one-token step in the last bits). The batch-invariance
 // property test turns it on to show that it catches such a path.
 void set_attention_sum_by_slot_for_testing(bool on);

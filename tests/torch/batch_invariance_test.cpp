@@ -1,4 +1,4 @@
-// Batch invariance (issue 27): every row of a forward, in f32 and bf16, has
+// Batch invariance: every row of a forward, in f32 and bf16, has
 // the logits and hidden state bit for bit of the same token decoded alone,
 // one token per forward, whatever the forward holds around it: how many
 // rows, a causal chain or a tree under its mask, the row's place among the

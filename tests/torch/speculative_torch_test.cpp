@@ -172,7 +172,7 @@ TEST_CASE("A sampled request draws the same tokens alone and in batches of 4 to 
           "[torch][engine]") {
   // Its random streams follow its seed and request id (GenerationOptions),
   // not its slot or sequence id, and every row it is scored on is
-  // bit-identical whatever the forward holds around it (issue 27).
+  // bit-identical whatever the forward holds around it.
   for (const auto dtype : inference_dtypes()) {
   INFO(sd::dtype_name(dtype));
   auto target = tb::LlamaModel::random(st::tiny_decoding_config(2, 32), 3);
