@@ -1,6 +1,8 @@
-// The five component concepts and the Model concept (docs/design.md §2). Each
-// states the small surface a decoder needs; implementations are plain classes
-// and composing templates check them with a readable static_assert.
+// The component concepts (drafter, tree builder, verifier, acceptance rule,
+// length policy, selector, carry-over) and the Model concept (docs/design.md
+// §2). Each states the small surface a decoder needs; implementations are
+// plain classes and composing templates check them with a readable
+// static_assert.
 #pragma once
 
 #include <concepts>

@@ -8,9 +8,9 @@
 // decode step is a read of every weight, and at that size ATen's per-call
 // dispatch, temporaries and OpenBLAS attention matmuls cost as much as the
 // weights (docs/RESULTS.md, "Half precision"). Attention is threaded over
-// (token, head) pairs with OpenMP on the team oneDNN uses; the element-wise
-// loops are compiled for AVX-512, AVX2 and baseline x86-64 and picked at load
-// time. Each query's arithmetic is the same whatever the other rows of the
+// (sequence, kv head) units on specdec's thread team (thread_team.hpp); the
+// element-wise loops are compiled for AVX-512, AVX2 and baseline x86-64 and
+// picked at load time. Each query's arithmetic is the same whatever the other rows of the
 // call are, so a token verified among n others gets exactly the logits it
 // gets decoded alone (greedy speculative = greedy autoregressive).
 //

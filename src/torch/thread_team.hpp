@@ -6,10 +6,11 @@
 // its slowest thread. When other work takes a core, the OS deschedules one of
 // the team for a whole time slice (milliseconds) while the other spins at
 // the barrier; a forward has ~31 regions, and a 0.5 ms step became 50-300x
-// slower (docs/RESULTS.md, "When other work takes the cores"). Here items are
-// claimed one at a time from a shared counter, so the threads that run take
-// the work of those that do not, and the caller waits only for items a
-// helper has started.
+// slower (docs/RESULTS.md, "When other work takes the cores"). Here each
+// thread owns a range of the items, claims from its front and steals from
+// the back of the others' ranges, so the threads that run take the work of
+// those that do not, and the caller waits only for items a helper has
+// started.
 //
 // Each item must write outputs of its own (no two items the same bytes):
 // which thread runs an item never changes what it computes.
