@@ -10,9 +10,10 @@
 // weights (docs/RESULTS.md, "Half precision"). Attention is threaded over
 // (sequence, kv head) units on specdec's thread team (thread_team.hpp); the
 // element-wise loops are compiled for AVX-512, AVX2 and baseline x86-64 and
-// picked at load time. Each query's arithmetic is the same whatever the other rows of the
-// call are, so a token verified among n others gets exactly the logits it
-// gets decoded alone (greedy speculative = greedy autoregressive).
+// picked at load time. Each query's arithmetic is the same whatever the
+// other rows of the call are, so a token verified among n others gets
+// exactly the logits it gets decoded alone (greedy speculative = greedy
+// autoregressive).
 //
 // Internal to src/torch.
 #pragma once
