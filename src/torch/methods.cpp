@@ -164,14 +164,15 @@ MethodParam rule_param() {
 MethodParam draw_param() {
   return {"draw", ParamType::kText, "topk",
           "children per node: topk (the draft's best, deterministic) | sample (drawn without replacement, Sequoia "
-          "arXiv 2402.12374 §3.2)"};
+          "arXiv 2402.12374 §3.2) | iid (drawn independently, with replacement: SpecInfer arXiv 2305.09781 §4.3)"};
 }
 
 ChildMode child_draw(const MethodConfig& c) {
   const auto& draw = c.text("draw");
   if (draw == "topk") return ChildMode::kDeterministic;
   if (draw == "sample") return ChildMode::kSampledWithoutReplacement;
-  throw InvalidArgumentError(fmt::format("method {}: unknown draw '{}' (topk, sample)", c.name, draw));
+  if (draw == "iid") return ChildMode::kSampledWithReplacement;
+  throw InvalidArgumentError(fmt::format("method {}: unknown draw '{}' (topk, sample, iid)", c.name, draw));
 }
 
 RuleKind rule_kind(const MethodConfig& c, const SamplingParams& sampling, RuleFit fit) {

@@ -259,6 +259,9 @@ sd::testing::ChiSquareResult method_fit(const std::string& method, const sd::Sam
     if (method == "static tree, sampled without replacement")
       return draft_model_fit(sd::StaticTreeBuilder(small_tree(), sd::ChildMode::kSampledWithoutReplacement), rule,
                              tree_budget, sampling);
+    if (method == "static tree, i.i.d.")
+      return draft_model_fit(sd::StaticTreeBuilder(small_tree(), sd::ChildMode::kSampledWithReplacement), rule,
+                             tree_budget, sampling);
     if (method == "static tree, top-k") return draft_model_fit(sd::StaticTreeBuilder(small_tree()), rule, tree_budget, sampling);
     if (method == "dynamic tree") return draft_model_fit(sd::DynamicTreeBuilder{2, 3, 6}, rule, tree_budget, sampling);
     if (method == "sequoia") {
@@ -307,7 +310,7 @@ sd::testing::ChiSquareResult method_fit(const std::string& method, const sd::Sam
 TEST_CASE("Every lossless method keeps the target's joint law of three tokens", "[statistical][engine]") {
   const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
   const std::string method = GENERATE("chain, speculative sampling", "chain", "static tree, sampled without replacement",
-                                      "static tree, top-k", "dynamic tree", "sequoia", "n-gram", "eagle head",
+                                      "static tree, i.i.d.", "static tree, top-k", "dynamic tree", "sequoia", "n-gram", "eagle head",
                                       "lyanna, fusion", "lyanna, separate re-sampled forward", "lyanna, no re-sampling");
   INFO(method << ", " << st::describe(sampling));
   const auto fit = method == "chain, speculative sampling"
@@ -321,7 +324,8 @@ TEST_CASE("Block and traversal verification keep the three-token law in every me
   const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
   const std::string method =
       GENERATE("chain, block", "chain, traversal", "greedy-drafted chain, block", "n-gram, block",
-               "static tree, sampled without replacement, traversal", "static tree, top-k, traversal",
+               "static tree, sampled without replacement, traversal", "static tree, i.i.d., traversal",
+               "static tree, top-k, traversal",
                "dynamic tree, traversal", "sequoia, traversal", "eagle head, traversal", "lyanna, fusion, traversal",
                "duo, traversal", "sv at batch 4, block");
   INFO(method << ", " << st::describe(sampling));

@@ -119,7 +119,8 @@ TEST_CASE("Every method decodes greedily exactly like autoregressive decoding", 
                            "chain:k=3:rule=rrs", "chain:k=3:rule=speculative", "chain:k=3:rule=typical",
                            "tree:rule=rrs", "dynamic:top_k=3:depth=3:total=8:rule=typical", "ngram:k=3:rule=rrs",
                            "chain:k=4:rule=block", "chain:k=4:rule=traversal", "ngram:k=3:rule=block",
-                           "tree:rule=traversal", "tree:draw=sample:rule=traversal",
+                           "tree:rule=traversal", "tree:draw=sample:rule=traversal", "tree:draw=iid",
+                           "tree:draw=iid:rule=traversal",
                            "dynamic:top_k=3:depth=3:total=8:rule=traversal",
                            "sequoia:p=0.5,0.2,0.1:total=8:depth=3:draw=sample:rule=traversal",
                            // budgets from the measured forward cost (policy/cost_aware_tree.hpp)
@@ -336,8 +337,8 @@ TEST_CASE("Method specs with unknown names, keys or values are typed errors", "[
   CHECK_THROWS_AS(tb::make_method(tb::parse_method("chain:rule=maybe"), target, &target, {}), sd::InvalidArgumentError);
   CHECK_THROWS_WITH(tb::make_method(tb::parse_method("dynamic:rule=block"), target, &target, {}),
                     Catch::Contains("rule=block") && Catch::Contains("rule=traversal"));
-  CHECK_THROWS_WITH(tb::make_method(tb::parse_method("tree:draw=iid"), target, &target, {}),
-                    Catch::Contains("unknown draw 'iid'"));
+  CHECK_THROWS_WITH(tb::make_method(tb::parse_method("tree:draw=uniform"), target, &target, {}),
+                    Catch::Contains("unknown draw 'uniform'"));
 }
 
 TEST_CASE("The registry lists every method, specs round-trip, and lossy rules say so", "[torch][engine]") {

@@ -118,4 +118,19 @@ inline void sample_without_replacement(std::span<const float> row, std::int32_t 
   }
 }
 
+// m tokens drawn i.i.d. from `row` (with replacement: a token may come
+// twice), draw k the inverse-CDF lookup of uniform u[k] (row_math::sample_row).
+// SpecInfer's multi-step speculative sampling verifies such siblings
+// (arXiv 2305.09781, §4.3). Stops early only on a row without mass.
+inline void sample_with_replacement(std::span<const float> row, std::int32_t m, PhiloxUniforms u,
+                                    std::vector<TokenId>& out) {
+  out.clear();
+  const auto n = static_cast<std::int64_t>(row.size());
+  for (std::int32_t k = 0; k < m; ++k) {
+    const TokenId x = row_math::sample_row(row.data(), n, u[static_cast<std::uint64_t>(k)]);
+    if (x == kNoToken) return;
+    out.push_back(x);
+  }
+}
+
 }  // namespace specdec::detail

@@ -5,10 +5,13 @@
 // A shape node is (parent, rank): "the rank-th child of the parent", where the
 // k-th child is the k-th best token of the parent's draft row
 // (kDeterministic, verified by the target-only rule, mode (c) of
-// docs/methods.md) or the k-th draw without replacement from it
+// docs/methods.md), the k-th draw without replacement from it
 // (kSampledWithoutReplacement, verified by Sequoia's rule, arXiv 2402.12374,
-// §3.2, Algorithm 2). Either way the rule stays lossless: which children a
-// slot gets depends on the draft side only.
+// §3.2, Algorithm 2), or the k-th of independent draws from it
+// (kSampledWithReplacement: an i.i.d. tree, verified by SpecInfer's
+// multi-step speculative sampling, arXiv 2305.09781, §4.3; siblings may
+// repeat a token). Either way the rule stays lossless: which children a slot
+// gets depends on the draft side only.
 #pragma once
 
 #include <algorithm>
@@ -198,17 +201,18 @@ class StaticTreeShape {
 // than the shape asks for gives only those (the missing ranks' subtrees are
 // not drafted). Every slot that gets children records its row and mode.
 //
-// Uniforms: kSampledWithoutReplacement takes exactly m uniforms from `rng`
-// per expanded slot wanting m children, whatever the row holds; kDeterministic
+// Uniforms: the sampled modes take exactly m uniforms from `rng` per
+// expanded slot wanting m children, whatever the row holds; kDeterministic
 // takes none.
 class StaticTreeBuilder {
  public:
   explicit StaticTreeBuilder(StaticTreeShape shape, ChildMode mode = ChildMode::kDeterministic)
       : shape_(std::move(shape)), mode_(mode) {
-    if (mode != ChildMode::kDeterministic && mode != ChildMode::kSampledWithoutReplacement)
+    if (mode != ChildMode::kDeterministic && mode != ChildMode::kSampledWithoutReplacement &&
+        mode != ChildMode::kSampledWithReplacement)
       throw InvalidArgumentError(
-          fmt::format("StaticTreeBuilder: child mode {} is not supported; use kDeterministic (top-k) or "
-                      "kSampledWithoutReplacement (distinct draws)",
+          fmt::format("StaticTreeBuilder: child mode {} is not supported; use kDeterministic (top-k), "
+                      "kSampledWithoutReplacement (distinct draws) or kSampledWithReplacement (i.i.d. draws)",
                       static_cast<int>(mode)));
   }
 
@@ -265,14 +269,15 @@ class StaticTreeBuilder {
         const auto r = first_row + static_cast<std::int64_t>(f);
         const auto row = rows.view().row(r);
         // Draw the uniforms before looking at the row: consumption is fixed.
-        const PhiloxUniforms u = mode_ == ChildMode::kSampledWithoutReplacement
-                                     ? rng.take(static_cast<std::uint64_t>(wanted))
-                                     : PhiloxUniforms{};
+        const PhiloxUniforms u = mode_ != ChildMode::kDeterministic ? rng.take(static_cast<std::uint64_t>(wanted))
+                                                                    : PhiloxUniforms{};
         if (!detail::has_proposal(kWho, row, r)) continue;
         if (mode_ == ChildMode::kDeterministic)
           detail::top_tokens(row, wanted, tokens_);
-        else
+        else if (mode_ == ChildMode::kSampledWithoutReplacement)
           detail::sample_without_replacement(row, wanted, u, scratch_, tokens_);
+        else
+          detail::sample_with_replacement(row, wanted, u, tokens_);
         if (tokens_.empty()) continue;
         tree.set_children_source(slot, static_cast<std::int32_t>(r), mode_);
         // Child k of the slot is shape child k (rank k); ranks the row could not

@@ -266,5 +266,5 @@ TEST_CASE("A batched request is charged its share of each step's host time, not 
   const auto& st = alone.request.result().stats;
   CHECK(st.shared_steps == 0);
   CHECK(st.overhead_seconds() == st.decode_seconds() - st.target_model_seconds - st.draft_model_seconds);
-  CHECK(st.step_host_seconds <= st.decode_seconds());
+  CHECK(st.step_host_seconds > 0.0);  // recorded alone too, but not what it is charged
 }

@@ -341,7 +341,7 @@ TEST_CASE("StaticTreeBuilder rejects unsupported modes, bad budgets and drafters
           "[unit][tree]") {
   const auto shape = sd::StaticTreeShape::from_choices({{0}, {1}});
   auto msg = message_of<sd::InvalidArgumentError>(
-      [&] { (void)sd::StaticTreeBuilder(shape, sd::ChildMode::kSampledWithReplacement); });
+      [&] { (void)sd::StaticTreeBuilder(shape, sd::ChildMode::kNone); });
   CHECK(msg.find("not supported") != std::string::npos);
 
   TableDrafter drafter(4, [](sd::TokenId, std::int32_t) {
@@ -540,4 +540,27 @@ TEST_CASE("Tree shapes round-trip through their text form", "[unit][tree]") {
   CHECK_THROWS_AS(sd::parse_tree_shape("0;;1"), sd::InvalidArgumentError);
   CHECK_THROWS_AS(sd::parse_tree_shape("0;x"), sd::InvalidArgumentError);
   CHECK_THROWS_AS(sd::parse_tree_shape("0;1.0.0"), sd::InvalidTreeError);  // prefix 1.0 missing
+}
+
+TEST_CASE("StaticTreeBuilder with replacement draws siblings independently, repeats included", "[unit][tree]") {
+  // An i.i.d. tree (SpecInfer, arXiv 2305.09781 §4.3): each child of a slot is
+  // its own draw from the slot's row, so a peaked row repeats tokens.
+  TableDrafter drafter(4, [](sd::TokenId, std::int32_t) { return std::vector<float>{0.7f, 0.2f, 0.1f, 0.0f}; });
+  const auto shape = sd::StaticTreeShape::from_choices({{0}, {1}, {2}, {0, 0}, {0, 1}});
+  sd::StaticTreeBuilder builder(shape, sd::ChildMode::kSampledWithReplacement);
+  int repeats = 0;
+  for (std::uint64_t seed = 0; seed < 40; ++seed) {
+    sd::RandomStream rng(seed);
+    sd::DraftTree t;
+    sd::ProbMatrix rows;
+    builder.build(drafter, big_budget(), 1, rng, t, rows);
+    REQUIRE(t.size() == 5);  // every wanted child is drawn: nothing runs out
+    CHECK(rng.offset() == 5);  // one uniform per child
+    const auto kids = t.children(kRoot);
+    CHECK(t.children_mode(kRoot) == sd::ChildMode::kSampledWithReplacement);
+    const auto toks = t.tokens_of(kids);
+    repeats += std::set<sd::TokenId>(toks.begin(), toks.end()).size() < toks.size();
+    for (std::int32_t c = 0; c < t.size(); ++c) CHECK(t.token(c) != 3);  // never a token of probability 0
+  }
+  CHECK(repeats > 20);  // P(three distinct draws) = 6 * 0.7 * 0.2 * 0.1 = 0.084
 }
