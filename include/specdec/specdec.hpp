@@ -20,6 +20,7 @@
 #include "specdec/concepts.hpp"
 #include "specdec/core/acceptance_stats.hpp"
 #include "specdec/core/bit_matrix.hpp"
+#include "specdec/core/bitexact.hpp"
 #include "specdec/core/context_limit.hpp"
 #include "specdec/core/distribution.hpp"
 #include "specdec/core/draft_tree.hpp"

@@ -188,9 +188,11 @@ TEST_CASE("The chain kernels emit exactly the host row functions' tokens", "[cud
   }
   std::mt19937_64 gen(20240611);  // the inputs; the draws are Philox(seed, row, offset)
   std::int32_t total_accepted = 0, total_rejections = 0;
-  for (const std::int64_t vocab : {std::int64_t{1000}, std::int64_t{32000}}) {
-    // Over one block of 128 threads for the small vocabulary.
-    const std::int32_t batch = vocab == 1000 ? 300 : 20;
+  for (const std::int64_t vocab : {std::int64_t{1000}, std::int64_t{8192}, std::int64_t{32000}, std::int64_t{128256}}) {
+    // Many rows at the small vocabularies (more than one block of the
+    // one-thread-per-row kernels); vocabularies past one 8192-token chunk of
+    // the block draw.
+    const std::int32_t batch = vocab == 1000 ? 300 : vocab == 8192 ? 60 : vocab == 32000 ? 20 : 4;
     for (std::int32_t gamma = 1; gamma <= 8; ++gamma) {
       const Batch in = make_batch(gen, batch, gamma, vocab);
       for (const bool with_draft_probs : {true, false}) {

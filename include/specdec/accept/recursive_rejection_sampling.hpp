@@ -101,7 +101,7 @@ class RecursiveRejectionSampling {
     const bool without_replacement = tree.children_mode(slot) == ChildMode::kSampledWithoutReplacement;
     detail::check_distinct_children(kName, tree, slot);
     residual_.assign(p.begin(), p.end());
-    // The builders draw children against the row's exact double sum
+    // The builders draw children against the row's exact sum
     // (row_math::sample_row), so the law a child was drawn from is q / sum(q):
     // normalise once, which also makes the without-replacement update exact.
     q_.assign(q_row.begin(), q_row.end());

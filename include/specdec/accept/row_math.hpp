@@ -3,38 +3,68 @@
 //
 // Rows are probability rows used as given (validated by the host callers to
 // sum to 1 within kDistributionSumTolerance). Every draw is an inverse-CDF
-// lookup of one uniform against the exact double-precision sum of what is
-// drawn from, so a residual is never normalised by a rounded total.
+// lookup of one uniform against the exact fixed-point sum of what is drawn
+// from (sample_weights), so a residual is never normalised by a rounded total
+// and a parallel kernel draws the same token as a sequential loop.
 #pragma once
 
 #include <cstdint>
 
+#include "specdec/core/bitexact.hpp"
 #include "specdec/core/macros.hpp"
 #include "specdec/core/rng.hpp"
 #include "specdec/core/types.hpp"
 
 namespace specdec::row_math {
 
-// Draw from the non-negative weights w[0..n) (unnormalised) with uniform u in
-// [0, 1), skipping token `excluded` (or none when -1): the smallest i with
-// cumsum(w)[i] > u * total. Returns kNoToken when nothing has positive weight.
+// ---- draws ------------------------------------------------------------------
+//
+// Every draw is an inverse-CDF lookup in fixed point: weight w becomes the
+// integer W = bitexact::fixed_mass(w) = floor(w * 2^60), the uniform u = U *
+// 2^-53 its 53 bits, and the draw is the smallest i with W_0 + ... + W_i > T,
+// T = floor(U * total / 2^53). Integer sums are exact in any order, so a CUDA
+// block that sums a row in parallel finds the very token a sequential host
+// loop finds. 2^-60 is finer than the uniform's own 2^-53 steps, so the law is
+// the weights' to within the uniform's resolution. Weights are probability
+// masses (validated rows and their residuals); NaN and w <= 0 weigh 0.
+
+// T = floor(U * total / 2^53) for u = U * 2^-53 in [0, 1): always < total.
+SPECDEC_HOST_DEVICE std::uint64_t draw_threshold(double u, std::uint64_t total) {
+  const auto bits = static_cast<std::uint64_t>(u * 0x1p53);
+#if defined(__CUDA_ARCH__)
+  const std::uint64_t hi = __umul64hi(bits, total);
+#else  // the high word of the 128-bit product, from 32-bit halves
+  const std::uint64_t a1 = bits >> 32, a0 = bits & 0xffffffffu, b1 = total >> 32, b0 = total & 0xffffffffu;
+  const std::uint64_t mid = a1 * b0 + ((a0 * b0) >> 32);  // cannot overflow
+  const std::uint64_t mid2 = a0 * b1 + (mid & 0xffffffffu);
+  const std::uint64_t hi = a1 * b1 + (mid >> 32) + (mid2 >> 32);
+#endif
+  return (hi << 11) | ((bits * total) >> 53);
+}
+
+// Draw from the non-negative weights w(0..n) (unnormalised) with uniform u
+// in [0, 1). Returns kNoToken when nothing has weight.
+template <class W>
+SPECDEC_HOST_DEVICE TokenId sample_weights(W w, std::int64_t n, double u) {
+  std::uint64_t total = 0;
+  for (std::int64_t i = 0; i < n; ++i) total += bitexact::fixed_mass(w(i));
+  if (total == 0) return kNoToken;
+  const std::uint64_t t = draw_threshold(u, total);
+  std::uint64_t acc = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    acc += bitexact::fixed_mass(w(i));
+    if (acc > t) return static_cast<TokenId>(i);
+  }
+  return kNoToken;  // unreachable: t < total
+}
+
+// Draw from the weights w[0..n) with uniform u, skipping token `excluded`
+// (or none when kNoToken). kNoToken when nothing has weight.
 template <class T>
 SPECDEC_HOST_DEVICE TokenId sample_row(const T* w, std::int64_t n, double u,
                                        TokenId excluded = kNoToken) {
-  double total = 0.0;
-  for (std::int64_t i = 0; i < n; ++i)
-    if (i != excluded) total += w[i];
-  if (!(total > 0.0)) return kNoToken;
-  const double t = u * total;
-  double acc = 0.0;
-  TokenId last = kNoToken;
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (i == excluded || !(w[i] > T(0))) continue;
-    acc += w[i];
-    last = static_cast<TokenId>(i);
-    if (t < acc) return last;
-  }
-  return last;  // u * total rounded up to the very end
+  return sample_weights(
+      [w, excluded](std::int64_t i) { return i == excluded ? 0.0 : static_cast<double>(w[i]); }, n, u);
 }
 
 // Draw from norm(max(0, p - q)) (Leviathan et al., arXiv 2211.17192, §2.3:
@@ -44,27 +74,13 @@ SPECDEC_HOST_DEVICE TokenId sample_row(const T* w, std::int64_t n, double u,
 // in exact arithmetic) it falls back to p rather than divide by zero.
 SPECDEC_HOST_DEVICE TokenId sample_residual(const float* p, const float* q, TokenId drafted,
                                             std::int64_t n, double u) {
-  if (q == nullptr) {
-    const TokenId y = sample_row(p, n, u, drafted);
-    return y == kNoToken ? sample_row(p, n, u) : y;
-  }
-  double total = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const double d = static_cast<double>(p[i]) - static_cast<double>(q[i]);
-    if (d > 0.0) total += d;
-  }
-  if (!(total > 0.0)) return sample_row(p, n, u);
-  const double t = u * total;
-  double acc = 0.0;
-  TokenId last = kNoToken;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const double d = static_cast<double>(p[i]) - static_cast<double>(q[i]);
-    if (!(d > 0.0)) continue;
-    acc += d;
-    last = static_cast<TokenId>(i);
-    if (t < acc) return last;
-  }
-  return last;
+  TokenId y = kNoToken;
+  if (q == nullptr)
+    y = sample_row(p, n, u, drafted);
+  else
+    y = sample_weights(
+        [p, q](std::int64_t i) { return static_cast<double>(p[i]) - static_cast<double>(q[i]); }, n, u);
+  return y == kNoToken ? sample_row(p, n, u) : y;
 }
 
 // Accept a drafted token with probability min(1, p(x) / q(x)): u * q(x) < p(x)

@@ -53,26 +53,6 @@ SPECDEC_HOST_DEVICE double weight_after_rejection(double p, double z) {
   return d > 0.0 ? z / d : 1.0;
 }
 
-// Draw from the weights w(i) (unnormalised, non-negative) with uniform u:
-// sample_row over a function instead of an array.
-template <class W>
-SPECDEC_HOST_DEVICE TokenId sample_weights(W w, std::int64_t n, double u) {
-  double total = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) total += w(i);
-  if (!(total > 0.0)) return kNoToken;
-  const double t = u * total;
-  double acc = 0.0;
-  TokenId last = kNoToken;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const double v = w(i);
-    if (!(v > 0.0)) continue;
-    acc += v;
-    last = static_cast<TokenId>(i);
-    if (t < acc) return last;
-  }
-  return last;
-}
-
 // The exact double-precision mass of a row.
 SPECDEC_HOST_DEVICE double row_mass(const float* row, std::int64_t vocab) {
   double m = 0.0;
@@ -99,35 +79,32 @@ SPECDEC_HOST_DEVICE double onehot_residual_mass(double p, double remaining, doub
 
 // Draw from `row` without the tokens `next_excluded` enumerates, with uniform
 // u: next_excluded(y) is the smallest excluded token above y (or >= vocab).
-// The exact double sum of what is left; kNoToken when nothing is.
+// The exact fixed-point sum of what is left (sample_weights); kNoToken when nothing is.
 template <class NextExcluded>
 SPECDEC_HOST_DEVICE TokenId sample_excluding(const float* row, std::int64_t vocab, double u,
                                              NextExcluded next_excluded) {
-  double total = 0.0;
+  std::uint64_t total = 0;
   std::int64_t skip = next_excluded(-1);
   for (std::int64_t y = 0; y < vocab; ++y) {
     if (y == skip) {
       skip = next_excluded(y);
       continue;
     }
-    total += static_cast<double>(row[y]);
+    total += bitexact::fixed_mass(static_cast<double>(row[y]));
   }
-  if (!(total > 0.0)) return kNoToken;
-  const double t = u * total;
-  double acc = 0.0;
-  TokenId last = kNoToken;
+  if (total == 0) return kNoToken;
+  const std::uint64_t t = draw_threshold(u, total);
+  std::uint64_t acc = 0;
   skip = next_excluded(-1);
   for (std::int64_t y = 0; y < vocab; ++y) {
     if (y == skip) {
       skip = next_excluded(y);
       continue;
     }
-    if (!(row[y] > 0.0f)) continue;
-    acc += static_cast<double>(row[y]);
-    last = static_cast<TokenId>(y);
-    if (t < acc) return last;
+    acc += bitexact::fixed_mass(static_cast<double>(row[y]));
+    if (acc > t) return static_cast<TokenId>(y);
   }
-  return last;
+  return kNoToken;  // unreachable: t < total
 }
 
 // ---- block verification (chains) -------------------------------------------

@@ -26,6 +26,7 @@
 
 #include <fmt/format.h>
 
+#include "specdec/core/bitexact.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/sampling_params.hpp"
 #include "specdec/core/types.hpp"
@@ -41,31 +42,8 @@ inline TokenId argmax(std::span<const float> row) {
   return static_cast<TokenId>(best);
 }
 
-// e^x for x <= 0 (softmax exponents after the max is subtracted; -inf gives
-// 0), Cephes' expf polynomial (about 1.3 ulp over [-87, 0], checked in
-// warp_test) written without calls, branches or float comparisons so the
-// softmax loop vectorizes (glibc's expf does not; GCC will not if-convert
-// float compares under its default -ftrapping-math). Below -87.3 (e^x <
-// FLT_MIN) it returns 0. For x <= 0, x < -87.3 exactly when x's bits, read as
-// an unsigned integer, exceed those of -87.3.
-inline float exp_nonpositive(float x) {
-  constexpr float kMin = -87.33654f;
-  constexpr std::uint32_t kMinBits = std::bit_cast<std::uint32_t>(kMin);
-  const std::uint32_t under = 0u - static_cast<std::uint32_t>(std::bit_cast<std::uint32_t>(x) > kMinBits);  // all ones if below
-  const float xc = std::bit_cast<float>((std::bit_cast<std::uint32_t>(x) & ~under) | (kMinBits & under));
-  const float t = xc * 1.44269504088896341f + 12582912.0f;  // round(x / ln 2) in t's low mantissa bits
-  const float n = t - 12582912.0f;
-  const float r = xc - n * 0.693359375f + n * 2.12194440e-4f;  // x - n ln2, in two parts
-  float y = 1.9875691500e-4f;
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
-  y = y * (r * r) + r + 1.0f;
-  const std::uint32_t exponent = (std::bit_cast<std::uint32_t>(t) - 0x4B400000u + 127u) << 23;
-  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(y * std::bit_cast<float>(exponent)) & ~under);
-}
+// e^x for x <= 0, the exponential the softmax uses (bitexact.hpp).
+using bitexact::exp_nonpositive;
 
 // Reusable warping workspace: holds the scratch buffers so a decoder that warps
 // a row per tree node allocates once, not per row.
@@ -92,20 +70,16 @@ class Warper {
       threshold = kth_largest(logits, static_cast<std::size_t>(params.top_k));
 
     // Softmax at temperature T over the survivors: max subtracted, exponent
-    // by exp_nonpositive (vectorizes), sum in double over four lanes.
+    // by exp_nonpositive (vectorizes), summed by bitexact::lane_sum (a shape
+    // the CUDA warp reproduces bit for bit).
     const float inv_t = 1.0f / params.temperature;
     if (threshold > -std::numeric_limits<float>::infinity()) {  // top-k: nothing below the k-th logit
       for (std::size_t i = 0; i < vocab; ++i)
-        probs[i] = logits[i] < threshold ? 0.0f : exp_nonpositive((logits[i] - max_logit) * inv_t);
+        probs[i] = logits[i] < threshold ? 0.0f : bitexact::softmax_exponent(logits[i], max_logit, inv_t);
     } else {
-      for (std::size_t i = 0; i < vocab; ++i) probs[i] = exp_nonpositive((logits[i] - max_logit) * inv_t);
+      for (std::size_t i = 0; i < vocab; ++i) probs[i] = bitexact::softmax_exponent(logits[i], max_logit, inv_t);
     }
-    double lane[4] = {0.0, 0.0, 0.0, 0.0};
-    std::size_t i = 0;
-    for (; i + 4 <= vocab; i += 4)
-      for (std::size_t j = 0; j < 4; ++j) lane[j] += probs[i + j];
-    for (; i < vocab; ++i) lane[0] += probs[i];
-    normalize(probs, (lane[0] + lane[1]) + (lane[2] + lane[3]));
+    normalize(probs, bitexact::lane_sum(probs.data(), static_cast<std::int64_t>(vocab)));
     if (params.top_p < 1.0f) apply_top_p(probs, params.top_p);
   }
 
@@ -154,14 +128,10 @@ class Warper {
     for (float& p : probs) p *= inv;
   }
 
-  // Radix buckets of a float: its top 11 bits, as an unsigned key that
-  // orders like the float (sign flipped; negatives reversed).
+  // Radix buckets of a float: the top 11 bits of its ordered key.
   static constexpr int kBucketShift = 21;
   static constexpr std::size_t kBuckets = std::size_t{1} << (32 - kBucketShift);
-  static std::uint32_t ordered_key(float v) {
-    const auto bits = std::bit_cast<std::uint32_t>(v);
-    return bits ^ ((bits >> 31) != 0 ? 0xffffffffu : 0x80000000u);
-  }
+  static std::uint32_t ordered_key(float v) { return bitexact::ordered_key(v); }
 
   // The k-th largest of `values` (1 <= k < size), without sorting them all:
   // a histogram of the top 11 bits finds the bucket holding it, and only
@@ -189,102 +159,59 @@ class Warper {
     return *kth;
   }
 
-  // Nucleus: admit tokens by (probability desc, id asc) until the mass,
-  // summed in that order in double, reaches top_p; then keep every token at
-  // least as probable as the last one admitted.
+  // Nucleus: admit tokens by (probability desc, id asc) until their mass
+  // reaches top_p; then keep every token at least as probable as the last
+  // one admitted. Masses are summed in fixed point (bitexact::fixed_mass),
+  // exact in any order, so the result depends on no summation order and the
+  // CUDA warp finds the same nucleus. (For probabilities of at least 2^-29
+  // it is also the exact double sum in sorted order.) The last token
+  // admitted has the largest probability v whose tokens at least as likely
+  // as it reach top_p.
   //
   // Without sorting the vocabulary: a histogram of the probabilities' top
-  // bits gives each bucket's mass, and the scan from the top finds the
-  // bucket where the mass reaches top_p. Floats of at least 2^-29 are
-  // multiples of 2^-52, so any sum of them up to 1 is exact in double, in
-  // any order: when that bucket lies above 2^-29, the mass above it is
-  // exact, and only its own tokens are sorted. The result is bit for bit the
-  // sum over the whole sorted vocabulary. Otherwise (a nucleus reaching below
-  // 2^-29) every positive token is sorted.
+  // bits gives each bucket's mass, the scan from the top finds the bucket
+  // where the mass reaches top_p, and only its own tokens are sorted.
   void apply_top_p(std::span<float> probs, float top_p) {
-    constexpr std::size_t kLanes = 4;  // interleaved histograms: runs of one bucket do not wait on each other
     constexpr std::size_t kHalf = kBuckets / 2;  // p >= 0: the sign bit is 0, its bucket is bits >> kBucketShift
-    bucket_mass_.assign(kLanes * kHalf, 0.0);
-    counts_.assign(kLanes * kHalf, 0);
+    mass_.assign(kHalf, 0);
     const auto bucket_of = [](float p) { return std::bit_cast<std::uint32_t>(p) >> kBucketShift; };
     const std::size_t n = probs.size();
-    std::size_t i = 0, zeros = 0;
-    for (; i + kLanes <= n; i += kLanes)
-      for (std::size_t j = 0; j < kLanes; ++j) {
-        const float p = probs[i + j];
-        bucket_mass_[j * kHalf + bucket_of(p)] += p;
-        ++counts_[j * kHalf + bucket_of(p)];
-        zeros += std::bit_cast<std::uint32_t>(p) == 0;
-      }
-    for (; i < n; ++i) {
-      bucket_mass_[bucket_of(probs[i])] += probs[i];
-      ++counts_[bucket_of(probs[i])];
-      zeros += std::bit_cast<std::uint32_t>(probs[i]) == 0;
-    }
-    for (std::size_t b = 0; b < kHalf; ++b) {
-      bucket_mass_[b] += bucket_mass_[kHalf + b] + bucket_mass_[2 * kHalf + b] + bucket_mass_[3 * kHalf + b];
-      counts_[b] += counts_[kHalf + b] + counts_[2 * kHalf + b] + counts_[3 * kHalf + b];
-    }
-    constexpr float kExactFloor = 0x1p-29f;
-    const std::size_t floor_bucket = bucket_of(kExactFloor);  // its lowest float is 2^-29 exactly
-    std::size_t boundary = kHalf;
-    double above = 0.0;  // the mass of the buckets above `boundary`
-    while (boundary > floor_bucket && above + bucket_mass_[boundary - 1] < top_p) above += bucket_mass_[--boundary];
-    const auto by_prob = [&](TokenId a, TokenId b) {
-      return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
-    };
-    std::size_t positive = n - zeros, cut = 0;  // cut: admitted tokens, once the mass reaches top_p
-    float last = 0.0f;
+    for (const float p : probs) mass_[bucket_of(p)] += bitexact::fixed_mass(p);
+    const std::uint64_t target = bitexact::fixed_mass(top_p);
+    std::size_t b = kHalf;
+    std::uint64_t above = 0;  // the mass of the buckets above b
+    while (b > 0 && above + mass_[b - 1] < target) above += mass_[--b];
+    if (b == 0) return;  // the whole row is short of top_p: everything is admitted
+    --b;                 // the mass reaches top_p in bucket b
     order_.clear();
-    if (boundary > floor_bucket) {  // the mass reaches top_p in bucket boundary - 1, exactly summed
-      const std::size_t b = boundary - 1;
-      std::size_t higher = 0;
-      for (std::size_t h = boundary; h < kHalf; ++h) higher += counts_[h];
-      for (std::size_t t = 0; t < n; ++t)
-        if (bucket_of(probs[t]) == b) order_.push_back(static_cast<TokenId>(t));
-      std::sort(order_.begin(), order_.end(), by_prob);
-      double mass = above;
-      for (std::size_t k = 0; k < order_.size() && cut == 0; ++k) {
-        mass += probs[order_[k]];
-        if (mass >= top_p) cut = higher + k + 1, last = probs[order_[k]];
-      }
+    for (std::size_t t = 0; t < n; ++t)
+      if (bucket_of(probs[t]) == b) order_.push_back(static_cast<TokenId>(t));
+    std::sort(order_.begin(), order_.end(), [&](TokenId x, TokenId y) { return probs[x] > probs[y]; });
+    std::uint64_t kept = above;  // then the mass of every token >= last
+    float last = 0.0f;
+    for (std::size_t k = 0; k < order_.size(); ++k) {
+      const float p = probs[order_[k]];
+      if (kept >= target && p != last) break;  // past the last admitted value and its ties
+      kept += bitexact::fixed_mass(p);
+      last = p;
     }
-    if (cut == 0) {  // below 2^-29: every positive token, sorted
-      order_.clear();
-      for (std::size_t t = 0; t < n; ++t)
-        if (probs[t] > 0.0f) order_.push_back(static_cast<TokenId>(t));
-      std::sort(order_.begin(), order_.end(), by_prob);
-      double mass = 0.0;
-      for (std::size_t k = 0; k < order_.size() && cut == 0; ++k) {
-        mass += probs[order_[k]];
-        if (mass >= top_p) cut = k + 1, last = probs[order_[k]];
-      }
-    }
-    if (cut == 0 || cut == positive) return;  // everything is admitted
     // Below the last admitted token: 0 (ties with it stay). Compared as bits
-    // (p >= 0 orders like its bits), so the loop vectorizes.
+    // (p >= 0 orders like its bits), so the loop vectorizes. If that drops
+    // nothing, the row is left as it was.
     const auto last_bits = std::bit_cast<std::uint32_t>(last);
+    std::size_t dropped = 0;
     for (float& p : probs) {
       const auto bits = std::bit_cast<std::uint32_t>(p);
+      dropped += bits != 0 && bits < last_bits;
       p = std::bit_cast<float>(bits < last_bits ? 0u : bits);
     }
-    double kept = 0.0;
-    if (last >= kExactFloor) {  // exact in any order: four lanes, not one chain of adds
-      double lane[kLanes] = {};
-      for (i = 0; i + kLanes <= n; i += kLanes)
-        for (std::size_t j = 0; j < kLanes; ++j) lane[j] += probs[i + j];
-      for (; i < n; ++i) lane[0] += probs[i];
-      kept = (lane[0] + lane[1]) + (lane[2] + lane[3]);
-    } else {
-      for (const float p : probs) kept += p;
-    }
-    normalize(probs, kept);
+    if (dropped > 0) normalize(probs, static_cast<double>(kept) * 0x1p-60);
   }
 
   std::vector<float> values_;
   std::vector<TokenId> order_;
   std::vector<std::uint32_t> counts_;
-  std::vector<double> bucket_mass_;
+  std::vector<std::uint64_t> mass_;
 };
 
 // One-shot convenience; prefer a long-lived Warper in loops.

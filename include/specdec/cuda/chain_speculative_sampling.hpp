@@ -2,9 +2,12 @@
 // 2211.17192, Algorithm 1; Chen et al., arXiv 2302.01318, Algorithm 2).
 // Lossless.
 //
-// Each batch row runs row_math::chain_speculative_sampling_row, the function
-// the host rule SpeculativeSampling runs, with the same Philox draws: batch
-// row b draws from Philox stream b starting at `offset`, i.e. its j-th uniform
+// Each batch row (one block of threads) computes what
+// row_math::chain_speculative_sampling_row computes, the function the host
+// rule SpeculativeSampling runs: the same acceptance tests and the same
+// fixed-point inverse-CDF draw, summed in parallel (exact in any order). It
+// uses the same Philox draws: batch row b draws from Philox stream b starting
+// at `offset`, i.e. its j-th uniform
 // (j in [0, gamma]) is philox_uniform(seed, b, offset + j), exactly what the
 // host rule draws from a RandomStream(seed, b, offset). Host and device
 // therefore emit identical tokens for identical inputs. Every row consumes
@@ -42,7 +45,7 @@ namespace specdec::cuda {
 // row with no mass at the emitted position yields kNoToken there.
 //
 // Returns kInvalidArgument, before touching the device, when batch < 0,
-// gamma < 0, vocab <= 0, vocab > the largest TokenId, batch * (gamma + 1) *
+// gamma < 0, vocab <= 0, vocab > 2^21, batch * (gamma + 1) *
 // vocab overflows int64, or (for batch > 0) target_probs, output_tokens,
 // num_accepted or (for gamma > 0) draft_tokens is null; kCudaError when the
 // launch fails (the kernel's own faults surface at the next synchronisation,

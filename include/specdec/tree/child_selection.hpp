@@ -98,7 +98,7 @@ inline void top_tokens(std::span<const float> row, std::int32_t m, std::vector<T
 
 // m tokens drawn from `row` without replacement, in draw order: draw k is an
 // inverse-CDF lookup of uniform u[k] over the row with the earlier draws
-// removed (the exact double sum of what is left; row_math::sample_row). This
+// removed (the exact fixed-point sum of what is left; row_math::sample_row). This
 // is the law of the Gumbel-top-k in Sequoia's reference code
 // (`(rand.log() / q).topk(k)`) — sorted keys are successive draws without
 // replacement — at m uniforms per

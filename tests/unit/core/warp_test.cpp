@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "specdec/core/bitexact.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/warp.hpp"
 #include "support/catch.hpp"
@@ -143,10 +144,10 @@ TEST_CASE("exp_nonpositive is within 2 ulp of exp and exact at the edges", "[uni
 
 namespace {
 
-// The warp as it was before top-k and top-p stopped sorting the vocabulary:
-// top-k by std::nth_element over every logit, top-p by a partial sort of
-// every positive token grown by doubling. The reference the bucketed
-// selection must match bit for bit.
+// The warp without its bucketed selections: top-k by std::nth_element over
+// every logit, top-p by a partial sort of every positive token grown by
+// doubling, summing fixed-point masses in sorted order. The reference the
+// bucketed selection must match bit for bit.
 std::vector<float> sorting_warp(const std::vector<float>& logits, const SamplingParams& params) {
   const std::size_t vocab = logits.size();
   std::vector<float> probs(vocab);
@@ -163,16 +164,11 @@ std::vector<float> sorting_warp(const std::vector<float>& logits, const Sampling
   if (threshold > -std::numeric_limits<float>::infinity())
     for (std::size_t i = 0; i < vocab; ++i)
       if (logits[i] < threshold) probs[i] = 0.0f;
-  double lane[4] = {0.0, 0.0, 0.0, 0.0};
-  std::size_t i = 0;
-  for (; i + 4 <= vocab; i += 4)
-    for (std::size_t j = 0; j < 4; ++j) lane[j] += probs[i + j];
-  for (; i < vocab; ++i) lane[0] += probs[i];
   const auto normalize = [&](double total) {
     const float inv = static_cast<float>(1.0 / total);
     for (float& p : probs) p *= inv;
   };
-  normalize((lane[0] + lane[1]) + (lane[2] + lane[3]));
+  normalize(specdec::bitexact::lane_sum(probs.data(), static_cast<std::int64_t>(vocab)));
   if (params.top_p >= 1.0f) return probs;
   std::vector<specdec::TokenId> order;
   for (std::size_t t = 0; t < vocab; ++t)
@@ -180,25 +176,29 @@ std::vector<float> sorting_warp(const std::vector<float>& logits, const Sampling
   const auto by_prob = [&](specdec::TokenId a, specdec::TokenId b) {
     return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
   };
+  // Masses in fixed point (exact in any order), as the warp defines them.
+  const std::uint64_t target = specdec::bitexact::fixed_mass(params.top_p);
   std::size_t sorted = 0, cut = 0;
-  double mass = 0.0;
+  std::uint64_t mass = 0;
   for (std::size_t want = 64; cut == 0 && sorted < order.size(); want *= 2) {
     const std::size_t upto = std::min(want, order.size());
     std::partial_sort(order.begin() + static_cast<std::ptrdiff_t>(sorted),
                       order.begin() + static_cast<std::ptrdiff_t>(upto), order.end(), by_prob);
     for (; sorted < upto && cut == 0; ++sorted) {
-      mass += probs[order[sorted]];
-      if (mass >= params.top_p) cut = sorted + 1;
+      mass += specdec::bitexact::fixed_mass(probs[order[sorted]]);
+      if (mass >= target) cut = sorted + 1;
     }
   }
   if (cut == 0 || cut == order.size()) return probs;
   const float last = probs[order[cut - 1]];
-  double kept = 0.0;
+  std::uint64_t kept = 0;
   for (float& p : probs) {
     if (p < last) p = 0.0f;
-    kept += p;
+    kept += specdec::bitexact::fixed_mass(p);
   }
-  normalize(kept);
+  if (std::count_if(order.begin(), order.end(), [&](specdec::TokenId t) { return probs[t] == 0.0f; }) == 0)
+    return probs;  // every positive token ties with the last admitted one
+  normalize(static_cast<double>(kept) * 0x1p-60);
   return probs;
 }
 

@@ -1,0 +1,249 @@
+// The CUDA round kernels, timed with device events (Google Benchmark's manual
+// time): the warp, greedy verification, chain speculative sampling, and the
+// time to read the same logits once (the floor a memory-bound kernel meets).
+//
+// Shapes: V = 32000 and 128256, batch 1 to 256 chains of k = 4 or 8 drafts
+// (k + 1 target rows each). Inputs are random logits and probability rows,
+// never zeros; small inputs rotate among copies that together exceed the L2
+// cache, so that every launch reads from device memory.
+//
+// Without a device every benchmark reports "skipped: no CUDA device".
+//
+//   cuda_kernels_bench --benchmark_out=kernels.json --benchmark_out_format=json
+#include <benchmark/benchmark.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <memory>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "specdec/core/status.hpp"
+#include "specdec/core/types.hpp"
+#include "specdec/cuda/chain_speculative_sampling.hpp"
+#include "specdec/cuda/greedy_verification.hpp"
+#include "specdec/cuda/warp.hpp"
+
+namespace {
+
+using specdec::TokenId;
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+void check(specdec::Status s, const char* what) {
+  if (s != specdec::Status::kOk) throw std::runtime_error(std::string(what) + ": " + specdec::status_string(s));
+}
+
+bool have_device() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+template <class T>
+struct DeviceArray {
+  T* ptr = nullptr;
+  std::size_t size = 0;
+  explicit DeviceArray(std::size_t n) : size(n) { check(cudaMalloc(reinterpret_cast<void**>(&ptr), std::max<std::size_t>(n, 1) * sizeof(T)), "cudaMalloc"); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() { cudaFree(ptr); }
+  void upload(const std::vector<T>& host) { check(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "upload"); }
+};
+
+// Copies of one input so that together they exceed the L2 cache (at most 16).
+constexpr std::size_t kColdBytes = std::size_t{256} << 20;
+int copies_for(std::size_t bytes) { return static_cast<int>(std::clamp<std::size_t>(kColdBytes / std::max<std::size_t>(bytes, 1) + 1, 1, 16)); }
+
+// `rows` rows of random logits N(0, 3^2) (probabilities: their softmax),
+// tiled from a pool of 61 distinct rows per vocabulary and seed, so that the
+// largest shapes (a gigabyte of rows) are built in a moment.
+std::vector<float> random_rows(std::int64_t rows, std::int64_t vocab, std::uint32_t seed, bool softmax) {
+  constexpr std::int64_t kPool = 61;
+  const auto v = static_cast<std::size_t>(vocab);
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> pool(kPool * v);
+  for (float& x : pool) x = normal(gen);
+  if (softmax)
+    for (std::int64_t r = 0; r < kPool; ++r) {
+      float* row = pool.data() + static_cast<std::size_t>(r) * v;
+      const float m = *std::max_element(row, row + vocab);
+      double sum = 0.0;
+      for (std::size_t i = 0; i < v; ++i) sum += (row[i] = std::exp(row[i] - m));
+      for (std::size_t i = 0; i < v; ++i) row[i] = static_cast<float>(row[i] / sum);
+    }
+  std::vector<float> out(static_cast<std::size_t>(rows) * v);
+  for (std::int64_t r = 0; r < rows; ++r)
+    std::copy_n(pool.data() + static_cast<std::size_t>(r % kPool) * v, v, out.data() + static_cast<std::size_t>(r) * v);
+  return out;
+}
+
+// Times `launch(copy)` with events, rotating over `copies` input copies.
+template <class Launch>
+void time_launches(benchmark::State& state, int copies, Launch launch) {
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "event");
+  check(cudaEventCreate(&stop), "event");
+  for (int c = 0; c < copies; ++c) launch(c);  // warm-up: module load, first touch
+  check(cudaDeviceSynchronize(), "warm-up");
+  int c = 0;
+  for (auto _ : state) {
+    check(cudaEventRecord(start), "record");
+    launch(c);
+    check(cudaEventRecord(stop), "record");
+    check(cudaEventSynchronize(stop), "sync");
+    float ms = 0.0f;
+    check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+    state.SetIterationTime(static_cast<double>(ms) * 1e-3);
+    c = (c + 1) % copies;
+  }
+  check(cudaGetLastError(), "launch");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+}
+
+// Args: vocab, batch, k. rows = batch * (k + 1).
+struct Shape {
+  std::int64_t vocab;
+  std::int32_t batch, k;
+  std::int64_t rows() const { return std::int64_t{batch} * (k + 1); }
+  std::size_t row_floats() const { return static_cast<std::size_t>(rows() * vocab); }
+};
+Shape shape_of(const benchmark::State& state) {
+  return {state.range(0), static_cast<std::int32_t>(state.range(1)), static_cast<std::int32_t>(state.range(2))};
+}
+
+void label(benchmark::State& state, const Shape& s, std::size_t bytes_read) {
+  state.counters["bytes_read"] = static_cast<double>(bytes_read);
+  state.counters["read_GBps"] =
+      benchmark::Counter(static_cast<double>(bytes_read), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.SetLabel("V=" + std::to_string(s.vocab) + " batch=" + std::to_string(s.batch) + " k=" + std::to_string(s.k));
+}
+
+// The floor: one read of the round's target logits, as a device-to-device
+// copy of half of them (a copy reads and writes: bytes read = the logits').
+void BM_ReadLogitsOnce(benchmark::State& state) {
+  if (!have_device()) return state.SkipWithError("skipped: no CUDA device");
+  const Shape s = shape_of(state);
+  const std::size_t bytes = s.row_floats() * sizeof(float);
+  const int copies = copies_for(bytes);
+  std::vector<std::unique_ptr<DeviceArray<char>>> in;
+  for (int c = 0; c < copies; ++c) in.push_back(std::make_unique<DeviceArray<char>>(bytes));
+  DeviceArray<char> out(bytes / 2);
+  time_launches(state, copies, [&](int c) { check(cudaMemcpyAsync(out.ptr, in[static_cast<std::size_t>(c)]->ptr, bytes / 2, cudaMemcpyDeviceToDevice), "copy"); });
+  label(state, s, bytes);
+}
+
+enum class WarpKind { kTemperature, kTopK, kTopP };
+
+void BM_Warp(benchmark::State& state, WarpKind kind) {
+  if (!have_device()) return state.SkipWithError("skipped: no CUDA device");
+  const Shape s = shape_of(state);
+  const std::size_t bytes = s.row_floats() * sizeof(float);
+  const int copies = copies_for(bytes);
+  const auto host = random_rows(s.rows(), s.vocab, 1, false);
+  std::vector<std::unique_ptr<DeviceArray<float>>> in;
+  for (int c = 0; c < copies; ++c) {
+    in.push_back(std::make_unique<DeviceArray<float>>(host.size()));
+    in.back()->upload(host);
+  }
+  DeviceArray<float> probs(host.size());
+  specdec::cuda::RowSampling p{.temperature = 0.8f};
+  if (kind == WarpKind::kTopK) p.top_k = 50;
+  if (kind == WarpKind::kTopP) p.top_p = 0.9f;
+  DeviceArray<specdec::cuda::RowSampling> params(static_cast<std::size_t>(s.rows()));
+  params.upload(std::vector<specdec::cuda::RowSampling>(static_cast<std::size_t>(s.rows()), p));
+  DeviceArray<std::int32_t> status(static_cast<std::size_t>(s.rows()));
+  time_launches(state, copies, [&](int c) {
+    check(specdec::cuda::warp_rows(in[static_cast<std::size_t>(c)]->ptr, probs.ptr, params.ptr, status.ptr,
+                                   static_cast<std::int32_t>(s.rows()), s.vocab),
+          "warp_rows");
+  });
+  label(state, s, bytes);
+}
+
+void BM_GreedyVerification(benchmark::State& state) {
+  if (!have_device()) return state.SkipWithError("skipped: no CUDA device");
+  const Shape s = shape_of(state);
+  const std::size_t bytes = s.row_floats() * sizeof(float);
+  const int copies = copies_for(bytes);
+  const auto host = random_rows(s.rows(), s.vocab, 2, false);
+  std::vector<std::unique_ptr<DeviceArray<float>>> in;
+  for (int c = 0; c < copies; ++c) {
+    in.push_back(std::make_unique<DeviceArray<float>>(host.size()));
+    in.back()->upload(host);
+  }
+  // Chains: node i's parent is i - 1.
+  std::vector<std::int32_t> parents;
+  std::vector<TokenId> tokens;
+  for (std::int32_t b = 0; b < s.batch; ++b)
+    for (std::int32_t i = 0; i < s.k; ++i) parents.push_back(i - 1), tokens.push_back(i);
+  DeviceArray<std::int32_t> par(parents.size()), path(static_cast<std::size_t>(s.batch * s.k)), count(static_cast<std::size_t>(s.batch));
+  DeviceArray<TokenId> tok(tokens.size()), argmax(static_cast<std::size_t>(s.rows())), emitted(static_cast<std::size_t>(s.batch));
+  par.upload(parents);
+  tok.upload(tokens);
+  time_launches(state, copies, [&](int c) {
+    check(specdec::cuda::greedy_verification(in[static_cast<std::size_t>(c)]->ptr, par.ptr, tok.ptr, nullptr, argmax.ptr,
+                                             path.ptr, count.ptr, emitted.ptr, s.batch, s.k, s.k, s.vocab),
+          "greedy_verification");
+  });
+  label(state, s, bytes);
+}
+
+// Chain speculative sampling over probability rows (target and draft), drafts
+// drawn so that about half are accepted.
+void BM_ChainSpeculativeSampling(benchmark::State& state) {
+  if (!have_device()) return state.SkipWithError("skipped: no CUDA device");
+  const Shape s = shape_of(state);
+  const auto target = random_rows(s.rows(), s.vocab, 3, true);
+  const auto draft = random_rows(std::int64_t{s.batch} * s.k, s.vocab, 4, true);
+  std::vector<TokenId> tokens(static_cast<std::size_t>(s.batch * s.k));
+  std::mt19937 gen(5);
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const float* q = draft.data() + i * static_cast<std::size_t>(s.vocab);
+    tokens[i] = static_cast<TokenId>(std::max_element(q, q + s.vocab) - q);
+  }
+  const std::size_t bytes = (target.size() + draft.size()) * sizeof(float);
+  const int copies = copies_for(bytes);
+  std::vector<std::unique_ptr<DeviceArray<float>>> p, q;
+  for (int c = 0; c < copies; ++c) {
+    p.push_back(std::make_unique<DeviceArray<float>>(target.size()));
+    p.back()->upload(target);
+    q.push_back(std::make_unique<DeviceArray<float>>(draft.size()));
+    q.back()->upload(draft);
+  }
+  DeviceArray<TokenId> tok(tokens.size()), out(static_cast<std::size_t>(s.rows()));
+  DeviceArray<std::int32_t> accepted(static_cast<std::size_t>(s.batch));
+  tok.upload(tokens);
+  std::uint64_t offset = 0;
+  time_launches(state, copies, [&](int c) {
+    check(specdec::cuda::chain_speculative_sampling(q[static_cast<std::size_t>(c)]->ptr, tok.ptr, p[static_cast<std::size_t>(c)]->ptr,
+                                                    out.ptr, accepted.ptr, s.batch, s.k, s.vocab, 7, offset),
+          "chain_speculative_sampling");
+    offset += static_cast<std::uint64_t>(s.k) + 1;
+  });
+  label(state, s, bytes);
+}
+
+void shapes(benchmark::internal::Benchmark* b) {
+  for (const std::int64_t vocab : {32000, 128256})
+    for (const std::int64_t batch : {1, 8, 64, 256})
+      for (const std::int64_t k : {4, 8}) b->Args({vocab, batch, k});
+  b->ArgNames({"V", "batch", "k"})->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK(BM_ReadLogitsOnce)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_Warp, temperature, WarpKind::kTemperature)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_Warp, top_k_50, WarpKind::kTopK)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_Warp, top_p_0_9, WarpKind::kTopP)->Apply(shapes);
+BENCHMARK(BM_GreedyVerification)->Apply(shapes);
+BENCHMARK(BM_ChainSpeculativeSampling)->Apply(shapes);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,321 @@
+// Block-wide building blocks of the row kernels: one block of kBlock = 1024
+// threads works on one vocabulary-wide row. Each computes what a host loop in
+// bitexact.hpp or row_math.hpp computes, bit for bit:
+//  - block_lane_sum: bitexact::lane_sum (thread l is lane l; warps pair off
+//    with shuffles in the host's order).
+//  - block_draw: row_math::sample_weights (fixed-point masses, whose integer
+//    sums are exact in any order).
+//  - block_select_from_top: the largest key whose weight at or above it
+//    reaches a target (the k-th largest logit; the last token of a nucleus).
+// Every thread of the block must call these together (they synchronise).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "specdec/accept/row_math.hpp"
+#include "specdec/core/bitexact.hpp"
+#include "specdec/core/types.hpp"
+
+namespace specdec::cuda::detail {
+
+inline constexpr int kBlock = bitexact::kSumLanes;  // 1024: one thread per lane
+inline constexpr int kWarps = kBlock / 32;
+inline constexpr unsigned kFullMask = 0xffffffffu;
+// The widest row block_draw takes: 2048 tiles of 1024 tokens.
+inline constexpr std::int64_t kMaxBlockVocab = std::int64_t{1} << 21;
+
+// Shared scratch of the helpers below; one per block, reused call after call.
+struct BlockScratch {
+  double warp_sums[kWarps];
+  std::uint64_t u64[kWarps];
+  float f32[kWarps];
+  std::int32_t i32[kWarps];
+  std::uint64_t hist[2048];  // radix histogram (also tile masses of a draw)
+  std::uint64_t broadcast[4];
+};
+
+// The sum of v over the 32 lanes of a warp, in bitexact::pair_off_32's order;
+// lane 0 holds it.
+__device__ __forceinline__ double warp_pair_off(double v) {
+  for (int s = 16; s >= 1; s /= 2) v += __shfl_down_sync(kFullMask, v, s);
+  return v;
+}
+
+__device__ __forceinline__ std::uint64_t warp_sum_u64(std::uint64_t v) {
+  for (int s = 16; s >= 1; s /= 2) v += __shfl_down_sync(kFullMask, v, s);
+  return v;
+}
+
+// bitexact::lane_sum of x(0..n) (x(i) a double; the caller converts exactly as
+// the host does). The result is returned to every thread.
+template <class X>
+__device__ double block_lane_sum(X x, std::int64_t n, BlockScratch& sh) {
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  double total = 0.0;  // thread 0's running sum of chunk sums, in order
+  for (std::int64_t c = 0; c < n; c += bitexact::kSumChunk) {
+    double acc = 0.0;
+    for (int j = 0; j < 8; ++j) {
+      const std::int64_t i = c + j * kBlock + t;
+      if (i < n) acc += x(i);
+    }
+    acc = warp_pair_off(acc);
+    if (lane == 0) sh.warp_sums[warp] = acc;
+    __syncthreads();
+    if (warp == 0) {
+      const double chunk = warp_pair_off(sh.warp_sums[lane]);
+      if (lane == 0) total += chunk;
+    }
+    __syncthreads();
+  }
+  if (t == 0) sh.broadcast[0] = __double_as_longlong(total);
+  __syncthreads();
+  const double sum = __longlong_as_double(static_cast<long long>(sh.broadcast[0]));
+  __syncthreads();
+  return sum;
+}
+
+// Block-wide reductions, result to every thread.
+__device__ inline float block_max(float v, BlockScratch& sh) {
+  for (int s = 16; s >= 1; s /= 2) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, s));
+  if (threadIdx.x % 32 == 0) sh.f32[threadIdx.x / 32] = v;
+  __syncthreads();
+  float m = sh.f32[0];
+  for (int w = 1; w < kWarps; ++w) m = fmaxf(m, sh.f32[w]);
+  __syncthreads();
+  return m;
+}
+
+__device__ inline std::uint64_t block_sum_u64(std::uint64_t v, BlockScratch& sh) {
+  v = warp_sum_u64(v);
+  if (threadIdx.x % 32 == 0) sh.u64[threadIdx.x / 32] = v;
+  __syncthreads();
+  std::uint64_t s = 0;
+  for (int w = 0; w < kWarps; ++w) s += sh.u64[w];
+  __syncthreads();
+  return s;
+}
+
+// The index of the largest value, ties to the lowest index (the host argmax);
+// (value, index) pairs under that order form a total order, so any reduction
+// tree finds the same one. -1 when n == 0. In the same pass, *non_finite
+// (when not null) becomes whether any value is NaN or +inf.
+__device__ inline std::int64_t block_argmax(const float* row, std::int64_t n, BlockScratch& sh,
+                                            bool* non_finite = nullptr) {
+  float best = -std::numeric_limits<float>::infinity();
+  std::int64_t at = -1;
+  int bad = 0;
+  for (std::int64_t i = threadIdx.x; i < n; i += kBlock) {
+    const float v = row[i];
+    bad |= !(v < std::numeric_limits<float>::infinity());
+    if (at < 0 || v > best) best = v, at = i;  // i increases: ties keep the lowest
+  }
+  if (non_finite != nullptr) *non_finite = __syncthreads_or(bad) != 0;
+  for (int s = 16; s >= 1; s /= 2) {
+    const float ov = __shfl_xor_sync(kFullMask, best, s);
+    const auto oi = static_cast<std::int64_t>(__shfl_xor_sync(kFullMask, static_cast<long long>(at), s));
+    if (oi >= 0 && (at < 0 || ov > best || (ov == best && oi < at))) best = ov, at = oi;
+  }
+  if (threadIdx.x % 32 == 0) {
+    sh.f32[threadIdx.x / 32] = best;
+    sh.u64[threadIdx.x / 32] = static_cast<std::uint64_t>(at);
+  }
+  __syncthreads();
+  best = sh.f32[0];
+  at = static_cast<std::int64_t>(sh.u64[0]);
+  for (int w = 1; w < kWarps; ++w) {
+    const float ov = sh.f32[w];
+    const auto oi = static_cast<std::int64_t>(sh.u64[w]);
+    if (oi >= 0 && (at < 0 || ov > best || (ov == best && oi < at))) best = ov, at = oi;
+  }
+  __syncthreads();
+  return at;
+}
+
+// The inverse-CDF draw of row_math::sample_weights over the weights w(0..n)
+// (doubles; fixed_mass is applied here) with uniform u: kNoToken when nothing
+// has mass. Integer sums are exact in any order, so the work is split any way
+// that is fast:
+//  - pass 1: warp v sums tiles v, v + 32, ... of 1024 tokens (lane l reads
+//    tokens l, l + 32, ...: coalesced, 32 loads in flight) into hist[tile];
+//  - warp 0 finds the tile where the running mass passes the threshold, 32
+//    tiles per step;
+//  - pass 2: warp 0 finds the token within that tile (lane l holds tokens
+//    32 l .. 32 l + 31 of it).
+template <class W>
+__device__ TokenId block_draw(W w, std::int64_t n, double u, BlockScratch& sh) {
+  constexpr std::int64_t kTile = 1024;
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const std::int64_t tiles = (n + kTile - 1) / kTile;  // <= 2048: kMaxBlockVocab
+  for (std::int64_t tile = warp; tile < tiles; tile += kWarps) {
+    std::uint64_t m = 0;
+    const std::int64_t base = tile * kTile + lane;
+#pragma unroll 4
+    for (int j = 0; j < 32; ++j) {
+      const std::int64_t i = base + 32 * j;
+      if (i < n) m += bitexact::fixed_mass(w(i));
+    }
+    m = warp_sum_u64(m);
+    if (lane == 0) sh.hist[tile] = m;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    std::uint64_t total = 0;
+    for (std::int64_t base = 0; base < tiles; base += 32) {
+      const std::int64_t tile = base + lane;
+      total += warp_sum_u64(tile < tiles ? sh.hist[tile] : 0);
+    }
+    total = __shfl_sync(kFullMask, total, 0);
+    std::int64_t found = -1;
+    std::uint64_t local = 0;
+    if (total != 0) {
+      const std::uint64_t threshold = row_math::draw_threshold(u, total);
+      std::uint64_t run = 0;  // the mass of the tiles before `base`
+      for (std::int64_t base = 0; base < tiles && found < 0; base += 32) {
+        const std::int64_t tile = base + lane;
+        const std::uint64_t own = tile < tiles ? sh.hist[tile] : 0;
+        std::uint64_t incl = own;
+        for (int d = 1; d < 32; d *= 2) {
+          const std::uint64_t v = __shfl_up_sync(kFullMask, incl, d);
+          if (lane >= d) incl += v;
+        }
+        const unsigned hits = __ballot_sync(kFullMask, run + incl > threshold);
+        if (hits != 0) {
+          const int first = __ffs(hits) - 1;  // the first tile whose running mass passes it
+          found = base + first;
+          local = threshold - (run + __shfl_sync(kFullMask, incl - own, first));
+        }
+        run += __shfl_sync(kFullMask, incl, 31);
+      }
+      // Pass 2: the token in tile `found` where its running mass passes `local`.
+      const std::int64_t first_token = found * kTile + 32 * lane;
+      std::uint64_t mine = 0;
+      for (int j = 0; j < 32; ++j)
+        if (first_token + j < n) mine += bitexact::fixed_mass(w(first_token + j));
+      std::uint64_t incl = mine;
+      for (int d = 1; d < 32; d *= 2) {
+        const std::uint64_t v = __shfl_up_sync(kFullMask, incl, d);
+        if (lane >= d) incl += v;
+      }
+      const std::uint64_t excl = incl - mine;
+      std::int64_t token = -1;
+      if (excl <= local && local < incl) {  // exactly one lane
+        std::uint64_t acc = excl;
+        for (int j = 0; j < 32; ++j) {
+          acc += bitexact::fixed_mass(w(first_token + j));
+          if (acc > local) {
+            token = first_token + j;
+            break;
+          }
+        }
+      }
+      const unsigned holder = __ballot_sync(kFullMask, token >= 0);
+      found = __shfl_sync(kFullMask, token, __ffs(holder) - 1);
+    }
+    if (lane == 0) sh.broadcast[0] = static_cast<std::uint64_t>(found);
+  }
+  __syncthreads();
+  const auto token = static_cast<std::int64_t>(sh.broadcast[0]);
+  __syncthreads();
+  return token < 0 ? kNoToken : static_cast<TokenId>(token);
+}
+
+// Radix selection from the top: over the keys key(i) of i in [0, n) with
+// weights weight(i), the largest key K whose weight at or above it,
+// W(>= K), reaches `target`. Three levels of 11, 11 and 10 bits, each one pass
+// over the row and a histogram in shared memory. Returns false (the row's
+// whole weight is short of target) or true with *key = K and *at_or_above =
+// W(>= K).
+template <class Key, class Weight>
+__device__ bool block_select_from_top(Key key, Weight weight, std::int64_t n, std::uint64_t target,
+                                      BlockScratch& sh, std::uint32_t* key_out,
+                                      std::uint64_t* at_or_above) {
+  const int t = threadIdx.x;
+  constexpr int kShift[3] = {21, 10, 0};
+  constexpr int kBits[3] = {11, 11, 10};
+  std::uint32_t prefix = 0;  // the bits of K found so far
+  std::uint64_t above = 0;   // the weight of keys above the prefix's range
+  std::uint64_t own = 0;     // the weight in the bucket found
+  for (int level = 0; level < 3; ++level) {
+    const int shift = kShift[level], buckets = 1 << kBits[level];
+    const int high = shift + kBits[level];  // bits at and above `high` are the prefix
+    for (int b = t; b < buckets; b += kBlock) sh.hist[b] = 0;
+    __syncthreads();
+    // Warp-aggregated: lanes of one bucket add their weights together and
+    // one of them updates the histogram (rows crowd into a few buckets, and
+    // shared atomics on one address serialise). The sums go in three 21-bit
+    // parts, each a 32-bit warp reduction without overflow.
+    for (std::int64_t start = 0; start < n; start += kBlock) {
+      const std::int64_t i = start + t;
+      std::uint32_t bucket = 0xffffffffu;
+      std::uint64_t wgt = 0;
+      if (i < n) {
+        const std::uint32_t k = key(i);
+        if (high >= 32 || (k >> high) == (prefix >> high)) {
+          wgt = weight(i);
+          if (wgt != 0) bucket = (k >> shift) & static_cast<std::uint32_t>(buckets - 1);
+        }
+      }
+      const unsigned peers = __match_any_sync(kFullMask, bucket);
+      const unsigned lo = __reduce_add_sync(peers, static_cast<unsigned>(wgt & 0x1fffff));
+      const unsigned mid = __reduce_add_sync(peers, static_cast<unsigned>((wgt >> 21) & 0x1fffff));
+      const unsigned hi = __reduce_add_sync(peers, static_cast<unsigned>(wgt >> 42));
+      if (bucket != 0xffffffffu && (threadIdx.x % 32) == static_cast<unsigned>(__ffs(peers) - 1))
+        atomicAdd(reinterpret_cast<unsigned long long*>(&sh.hist[bucket]),
+                  static_cast<unsigned long long>(lo) + (static_cast<unsigned long long>(mid) << 21) +
+                      (static_cast<unsigned long long>(hi) << 42));
+    }
+    __syncthreads();
+    // The bucket, from the top, where the running weight reaches target:
+    // warp 0 scans 64 buckets per step (each lane two) from the top down.
+    if (t < 32) {
+      std::int32_t found = -1;
+      std::uint64_t run = above;
+      for (int top = buckets - 1; top >= 0 && found < 0; top -= 64) {
+        // Lane l holds buckets top - 2l and top - 2l - 1 (descending order).
+        const int b0 = top - 2 * t, b1 = b0 - 1;
+        const std::uint64_t w0 = b0 >= 0 ? sh.hist[b0] : 0, w1 = b1 >= 0 ? sh.hist[b1] : 0;
+        std::uint64_t incl = w0 + w1;
+        for (int s = 1; s < 32; s *= 2) {
+          const std::uint64_t v = __shfl_up_sync(kFullMask, incl, s);
+          if (t >= s) incl += v;
+        }
+        const std::uint64_t excl = run + incl - (w0 + w1);
+        int mine = -1;
+        std::uint64_t mine_above = 0;
+        if (b0 >= 0 && excl + w0 >= target) mine = b0, mine_above = excl;
+        else if (b1 >= 0 && excl + w0 + w1 >= target) mine = b1, mine_above = excl + w0;
+        const unsigned hits = __ballot_sync(kFullMask, mine >= 0);
+        if (hits != 0) {
+          const int first = __ffs(hits) - 1;  // the highest bucket that reaches target
+          found = __shfl_sync(kFullMask, mine, first);
+          const std::uint64_t fa = __shfl_sync(kFullMask, mine_above, first);
+          if (t == 0) {
+            sh.broadcast[0] = static_cast<std::uint64_t>(found);
+            sh.broadcast[1] = fa;
+          }
+        }
+        run += __shfl_sync(kFullMask, incl, 31);
+      }
+      if (t == 0 && found < 0) sh.broadcast[0] = std::numeric_limits<std::uint64_t>::max();
+    }
+    __syncthreads();
+    const std::uint64_t found = sh.broadcast[0];
+    const std::uint64_t new_above = sh.broadcast[1];
+    if (found == std::numeric_limits<std::uint64_t>::max()) {
+      __syncthreads();
+      return false;
+    }
+    own = sh.hist[found];  // at the last level: the weight of key K itself
+    __syncthreads();
+    prefix |= static_cast<std::uint32_t>(found) << shift;
+    above = new_above;
+  }
+  *key_out = prefix;
+  *at_or_above = above + own;  // W(> K) + W(K)
+  return true;
+}
+
+}  // namespace specdec::cuda::detail

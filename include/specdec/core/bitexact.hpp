@@ -1,0 +1,124 @@
+// The arithmetic that host code and the CUDA kernels in cuda/ share, so that
+// both produce the same probability rows and draw the same tokens, bit for
+// bit: the softmax exponential, a row's sum, fixed-point masses, and the float
+// ordering the top-k selection uses.
+//
+// Bit-identical results need the same operations in the same order with the
+// same roundings: the exponential's float adds and multiplies are written
+// explicitly rounded on the device (nvcc would otherwise fuse them into FMAs),
+// and a row's sum has a fixed shape (lane_sum) that a CUDA block reproduces.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+#include "specdec/core/macros.hpp"
+
+namespace specdec::bitexact {
+
+// a * b and a + b rounded once each (no fused multiply-add), on host and device.
+SPECDEC_HOST_DEVICE float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+SPECDEC_HOST_DEVICE float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+// e^x for x <= 0 (softmax exponents after the max is subtracted; -inf gives
+// 0), Cephes' expf polynomial (about 1.3 ulp over [-87, 0], checked in
+// warp_test) written without calls, branches or float comparisons so the
+// host softmax loop vectorizes (glibc's expf does not; GCC will not
+// if-convert float compares under its default -ftrapping-math). Below -87.3
+// (e^x < FLT_MIN) it returns 0. For x <= 0, x < -87.3 exactly when x's bits,
+// read as an unsigned integer, exceed those of -87.3.
+SPECDEC_HOST_DEVICE float exp_nonpositive(float x) {
+  constexpr float kMin = -87.33654f;
+  constexpr std::uint32_t kMinBits = std::bit_cast<std::uint32_t>(kMin);
+  const std::uint32_t under = 0u - static_cast<std::uint32_t>(std::bit_cast<std::uint32_t>(x) > kMinBits);  // all ones if below
+  const float xc = std::bit_cast<float>((std::bit_cast<std::uint32_t>(x) & ~under) | (kMinBits & under));
+  const float t = add_rn(mul_rn(xc, 1.44269504088896341f), 12582912.0f);  // round(x / ln 2) in t's low mantissa bits
+  const float n = add_rn(t, -12582912.0f);
+  const float r = add_rn(add_rn(xc, -mul_rn(n, 0.693359375f)), mul_rn(n, 2.12194440e-4f));  // x - n ln2, in two parts
+  float y = 1.9875691500e-4f;
+  y = add_rn(mul_rn(y, r), 1.3981999507e-3f);
+  y = add_rn(mul_rn(y, r), 8.3334519073e-3f);
+  y = add_rn(mul_rn(y, r), 4.1665795894e-2f);
+  y = add_rn(mul_rn(y, r), 1.6666665459e-1f);
+  y = add_rn(mul_rn(y, r), 5.0000001201e-1f);
+  y = add_rn(add_rn(mul_rn(y, mul_rn(r, r)), r), 1.0f);
+  const std::uint32_t exponent = (std::bit_cast<std::uint32_t>(t) - 0x4B400000u + 127u) << 23;
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(mul_rn(y, std::bit_cast<float>(exponent))) & ~under);
+}
+
+// A softmax exponent: e^((logit - max) / T) as exp_nonpositive((logit - max) * (1 / T)).
+SPECDEC_HOST_DEVICE float softmax_exponent(float logit, float max_logit, float inv_temperature) {
+  return exp_nonpositive(mul_rn(add_rn(logit, -max_logit), inv_temperature));
+}
+
+// A float as an unsigned key that orders like the float (sign flipped;
+// negatives reversed): radix selections over logits compare these.
+SPECDEC_HOST_DEVICE std::uint32_t ordered_key(float v) {
+  const auto bits = std::bit_cast<std::uint32_t>(v);
+  return bits ^ ((bits >> 31) != 0 ? 0xffffffffu : 0x80000000u);
+}
+
+// A probability mass in fixed point: floor(w * 2^60), 0 for w <= 0 or NaN.
+// Integer sums of these are exact in any order, so a parallel sum equals a
+// sequential one: draws (row_math::sample_weights) and the top-p nucleus sum
+// masses this way. 2^-60 is finer than a uniform's 2^-53 steps. Masses are
+// probabilities (each below 8, a row's total below 16).
+inline constexpr int kMassFractionBits = 60;
+SPECDEC_HOST_DEVICE std::uint64_t fixed_mass(double w) {
+  return w > 0.0 ? static_cast<std::uint64_t>(w * 0x1p60) : 0;
+}
+
+// A row's sum in double, with a fixed shape that a CUDA block reproduces:
+//  - The row is cut into chunks of kSumChunk = 8192 values. In a chunk, lane
+//    l in [0, 1024) adds the chunk's values l, l + 1024, ..., l + 7168 in that
+//    order, from 0.0.
+//  - The lanes form 32 warps of 32 (lane l = 32 w + k). In each warp, lane k
+//    += lane k + s for s = 16, 8, 4, 2, 1; then the 32 warp sums pair off the
+//    same way, giving the chunk's sum.
+//  - The chunks' sums are added in order, from 0.0.
+// A CUDA block of 1024 threads gives thread l lane l and pairs with warp
+// shuffles, so its sum is the host's to the last bit; on the host the lanes
+// vectorize.
+inline constexpr int kSumLanes = 1024;
+inline constexpr std::int64_t kSumChunk = 8 * kSumLanes;
+
+// The 32-way pairwise sum above, in place: v[0] += v[16], ... ends with the sum in v[0].
+inline void pair_off_32(double* v) {
+  for (int s = 16; s >= 1; s /= 2)
+    for (int k = 0; k < s; ++k) v[k] += v[k + s];
+}
+
+template <class T>
+inline double lane_sum(const T* x, std::int64_t n) {
+  double total = 0.0;
+  for (std::int64_t c = 0; c < n; c += kSumChunk) {
+    const std::int64_t m = n - c < kSumChunk ? n - c : kSumChunk;
+    double lane[kSumLanes] = {};
+    std::int64_t j = 0;
+    for (; j + kSumLanes <= m; j += kSumLanes)
+      for (int l = 0; l < kSumLanes; ++l) lane[l] += static_cast<double>(x[c + j + l]);
+    for (int l = 0; j + l < m; ++l) lane[l] += static_cast<double>(x[c + j + l]);
+    double warp[32];
+    for (int w = 0; w < 32; ++w) {
+      pair_off_32(lane + 32 * w);
+      warp[w] = lane[32 * w];
+    }
+    pair_off_32(warp);
+    total += warp[0];
+  }
+  return total;
+}
+
+}  // namespace specdec::bitexact

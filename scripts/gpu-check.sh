@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The device check: on a CUDA machine, with the binaries scripts/gpu-pack.sh
+# packed, runs the CUDA tests, the CUDA tests under compute-sanitizer's
+# memcheck, a device-to-device bandwidth probe, and the kernel benchmarks;
+# writes logs and JSON into OUT_DIR and prints a summary against the goals
+# last. Sized to finish in a few minutes on an H100 / H200.
+#   bash scripts/gpu-check.sh [PACK=.gpu] [OUT_DIR=gpu-out]
+# BENCH_FILTER (a Google Benchmark regex) limits the benchmarks to a subset.
+set -uo pipefail
+pack=${1:-.gpu}
+out=${2:-gpu-out}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+status=0
+step() { echo; echo "== $* ($(date -u +%H:%M:%S))"; }
+
+step device
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv | tee "$out/device.txt"
+
+step "cuda tests"
+if ! timeout 100 "$pack/bin/cuda_test" --durations yes > "$out/cuda_test.log" 2>&1; then status=1; fi
+tail -4 "$out/cuda_test.log"
+
+step "cuda tests under compute-sanitizer memcheck (the [cuda] cases)"
+if ! timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$pack/bin/cuda_test" "[cuda]" \
+    > "$out/memcheck.log" 2>&1; then status=1; fi
+tail -3 "$out/memcheck.log"
+
+step "kernel benchmarks"
+if ! timeout 180 "$pack/bin/cuda_kernels_bench" --benchmark_filter="${BENCH_FILTER:-.}" --benchmark_min_time=0.1 --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true --benchmark_out="$out/cuda_kernels_bench.json" \
+    --benchmark_out_format=json > "$out/cuda_kernels_bench.log" 2>&1; then status=1; fi
+
+step summary
+python3 "$(dirname "$0")/gpu_summary.py" "$out/cuda_kernels_bench.json" | tee "$out/summary.txt"
+echo "gpu-check status: $status"
+exit $status
