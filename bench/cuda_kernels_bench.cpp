@@ -26,6 +26,7 @@
 #include "specdec/core/types.hpp"
 #include "specdec/cuda/chain_speculative_sampling.hpp"
 #include "specdec/cuda/greedy_verification.hpp"
+#include "specdec/cuda/recursive_rejection_sampling.hpp"
 #include "specdec/cuda/warp.hpp"
 
 namespace {
@@ -230,6 +231,53 @@ void BM_ChainSpeculativeSampling(benchmark::State& state) {
   label(state, s, bytes);
 }
 
+// Recursive rejection sampling over chains of k i.i.d. drafts (SpecInfer's
+// rule on the one-path tree): the same rows as chain speculative sampling.
+void BM_RecursiveRejectionSampling(benchmark::State& state) {
+  if (!have_device()) return state.SkipWithError("skipped: no CUDA device");
+  const Shape s = shape_of(state);
+  // Rows per tree: one per slot (root first), for target and draft alike.
+  const auto target = random_rows(s.rows(), s.vocab, 3, true);
+  const auto draft = random_rows(s.rows(), s.vocab, 4, true);
+  std::vector<std::int32_t> parents;
+  std::vector<TokenId> tokens;
+  std::vector<std::uint8_t> draws;
+  for (std::int32_t b = 0; b < s.batch; ++b) {
+    for (std::int32_t i = 0; i < s.k; ++i) {
+      parents.push_back(i - 1);
+      const float* q = draft.data() + (static_cast<std::size_t>(b) * (s.k + 1) + i) * static_cast<std::size_t>(s.vocab);
+      tokens.push_back(static_cast<TokenId>(std::max_element(q, q + s.vocab) - q));
+    }
+    for (std::int32_t i = 0; i <= s.k; ++i) draws.push_back(1);
+  }
+  const std::size_t bytes = (target.size() + draft.size()) * sizeof(float);
+  const int copies = copies_for(bytes);
+  std::vector<std::unique_ptr<DeviceArray<float>>> p, q;
+  for (int c = 0; c < copies; ++c) {
+    p.push_back(std::make_unique<DeviceArray<float>>(target.size()));
+    p.back()->upload(target);
+    q.push_back(std::make_unique<DeviceArray<float>>(draft.size()));
+    q.back()->upload(draft);
+  }
+  DeviceArray<std::int32_t> par(parents.size()), path(static_cast<std::size_t>(s.batch * s.k)),
+      count(static_cast<std::size_t>(s.batch)), used(static_cast<std::size_t>(s.batch));
+  DeviceArray<TokenId> tok(tokens.size()), emitted(static_cast<std::size_t>(s.batch));
+  DeviceArray<std::uint8_t> dr(draws.size());
+  par.upload(parents);
+  tok.upload(tokens);
+  dr.upload(draws);
+  std::uint64_t offset = 0;
+  time_launches(state, copies, [&](int c) {
+    check(specdec::cuda::recursive_rejection_sampling(par.ptr, tok.ptr, dr.ptr, q[static_cast<std::size_t>(c)]->ptr,
+                                                      p[static_cast<std::size_t>(c)]->ptr, nullptr, path.ptr,
+                                                      count.ptr, emitted.ptr, used.ptr, s.batch, s.k, s.k, s.vocab, 7,
+                                                      offset),
+          "recursive_rejection_sampling");
+    offset += static_cast<std::uint64_t>(s.k) + 1;
+  });
+  label(state, s, bytes);
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   for (const std::int64_t vocab : {32000, 128256})
     for (const std::int64_t batch : {1, 8, 64, 256})
@@ -243,6 +291,7 @@ BENCHMARK_CAPTURE(BM_Warp, top_k_50, WarpKind::kTopK)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Warp, top_p_0_9, WarpKind::kTopP)->Apply(shapes);
 BENCHMARK(BM_GreedyVerification)->Apply(shapes);
 BENCHMARK(BM_ChainSpeculativeSampling)->Apply(shapes);
+BENCHMARK(BM_RecursiveRejectionSampling)->Apply(shapes);
 
 }  // namespace
 

@@ -34,8 +34,8 @@ def main(path):
         return 1
     print(f"host {ctx.get('host_name', '?')}, {ctx.get('date', '?')}; median of repetitions, microseconds")
     cols = ["ReadLogitsOnce", "Warp/temperature", "Warp/top_k_50", "Warp/top_p_0_9", "GreedyVerification",
-            "ChainSpeculativeSampling"]
-    short = ["read", "warp", "warp_k", "warp_p", "greedy", "chain", "w+c/read", "chain/read", "greedy/read"]
+            "ChainSpeculativeSampling", "RecursiveRejectionSampling"]
+    short = ["read", "warp", "warp_k", "warp_p", "greedy", "chain", "rrs", "w+c/read", "chain/read", "greedy/read"]
     print(f"{'V':>7} {'batch':>5} {'k':>2} " + " ".join(f"{c:>10}" for c in short))
     shapes = sorted({key[1:] for key in times})
     for v, batch, k in shapes:

@@ -13,6 +13,8 @@
 //    set chosen without looking at the target.
 // The first accepted child becomes the next slot; if none is accepted the rule
 // emits a draw from the final P; after a leaf it emits the bonus from P(leaf).
+// Row sums are bitexact::lane_sum, whose fixed shape the CUDA kernel
+// (cuda::recursive_rejection_sampling) reproduces, so both emit the same tokens.
 #pragma once
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 
 #include "specdec/accept/input_checks.hpp"
 #include "specdec/accept/row_math.hpp"
+#include "specdec/core/bitexact.hpp"
 #include "specdec/core/distribution.hpp"
 #include "specdec/core/draft_tree.hpp"
 #include "specdec/core/prob_matrix.hpp"
@@ -48,14 +51,14 @@ class RecursiveRejectionSampling {
     std::int32_t slot = DraftTree::kRoot;
     while (true) {
       const auto p = target.row(slot + 1);
-      const double p_mass = check_distribution(p, fmt::format("{}: target row {}", kName, slot + 1));
+      check_distribution(p, fmt::format("{}: target row {}", kName, slot + 1));
       if (tree.num_children(slot) == 0) {
         out.bonus_token = row_math::sample_row(p.data(), vocab, rng.uniform());
         return;
       }
       detail::check_children_recorded(kName, tree, slot);
       const std::int32_t next = tree.children_mode(slot) == ChildMode::kDeterministic
-                                    ? verify_deterministic(tree, slot, p, p_mass, rng, out)
+                                    ? verify_deterministic(tree, slot, p, rng, out)
                                     : verify_sampled(tree, slot, p, draft, rng, out);
       out.depth_accepted.push_back(next >= 0 ? 1 : 0);
       if (next < 0) return;  // bonus_token was set from the residual
@@ -74,9 +77,9 @@ class RecursiveRejectionSampling {
  private:
   // Target-only rule. P is never copied until the final residual: a rejected
   // child's mass is subtracted from the running total instead.
-  std::int32_t verify_deterministic(const DraftTree& tree, std::int32_t slot,
-                                    std::span<const float> p, double mass, RandomStream& rng,
-                                    VerifyResult& out) {
+  std::int32_t verify_deterministic(const DraftTree& tree, std::int32_t slot, std::span<const float> p,
+                                    RandomStream& rng, VerifyResult& out) {
+    double mass = bitexact::lane_sum(p.data(), static_cast<std::int64_t>(p.size()));
     removed_.clear();
     for (auto c = tree.first_child(slot); c >= 0; c = tree.next_sibling(c)) {
       const TokenId x = tree.token(c);
@@ -105,8 +108,8 @@ class RecursiveRejectionSampling {
     // (row_math::sample_row), so the law a child was drawn from is q / sum(q):
     // normalise once, which also makes the without-replacement update exact.
     q_.assign(q_row.begin(), q_row.end());
-    double q_total = 0.0;
-    for (const double v : q_) q_total += v;
+    const auto n = static_cast<std::int64_t>(q_.size());
+    const double q_total = bitexact::lane_sum(q_.data(), n);
     if (q_total > 0.0)
       for (double& v : q_) v /= q_total;
     for (auto c = tree.first_child(slot); c >= 0; c = tree.next_sibling(c)) {
@@ -118,8 +121,11 @@ class RecursiveRejectionSampling {
       if (rng.uniform() * q_[x] < residual_[x]) return c;
       // P <- norm(max(0, P - q)); if nothing is left (P == q up to rounding,
       // unreachable in exact arithmetic) P stays as it was.
-      double mass = 0.0;
-      for (std::size_t i = 0; i < residual_.size(); ++i) mass += std::max(0.0, residual_[i] - q_[i]);
+      const double mass = bitexact::lane_sum_of(
+          [&](std::int64_t i) {
+            return std::max(0.0, residual_[static_cast<std::size_t>(i)] - q_[static_cast<std::size_t>(i)]);
+          },
+          n);
       if (mass > 0.0)
         for (std::size_t i = 0; i < residual_.size(); ++i)
           residual_[i] = std::max(0.0, residual_[i] - q_[i]) / mass;

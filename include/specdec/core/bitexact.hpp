@@ -100,16 +100,17 @@ inline void pair_off_32(double* v) {
     for (int k = 0; k < s; ++k) v[k] += v[k + s];
 }
 
-template <class T>
-inline double lane_sum(const T* x, std::int64_t n) {
+// lane_sum of the values f(0..n) (doubles).
+template <class F>
+inline double lane_sum_of(F f, std::int64_t n) {
   double total = 0.0;
   for (std::int64_t c = 0; c < n; c += kSumChunk) {
     const std::int64_t m = n - c < kSumChunk ? n - c : kSumChunk;
     double lane[kSumLanes] = {};
     std::int64_t j = 0;
     for (; j + kSumLanes <= m; j += kSumLanes)
-      for (int l = 0; l < kSumLanes; ++l) lane[l] += static_cast<double>(x[c + j + l]);
-    for (int l = 0; j + l < m; ++l) lane[l] += static_cast<double>(x[c + j + l]);
+      for (int l = 0; l < kSumLanes; ++l) lane[l] += f(c + j + l);
+    for (int l = 0; j + l < m; ++l) lane[l] += f(c + j + l);
     double warp[32];
     for (int w = 0; w < 32; ++w) {
       pair_off_32(lane + 32 * w);
@@ -119,6 +120,11 @@ inline double lane_sum(const T* x, std::int64_t n) {
     total += warp[0];
   }
   return total;
+}
+
+template <class T>
+inline double lane_sum(const T* x, std::int64_t n) {
+  return lane_sum_of([x](std::int64_t i) { return static_cast<double>(x[i]); }, n);
 }
 
 }  // namespace specdec::bitexact
