@@ -14,9 +14,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <memory>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -37,7 +37,8 @@ void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 void check(specdec::Status s, const char* what) {
-  if (s != specdec::Status::kOk) throw std::runtime_error(std::string(what) + ": " + specdec::status_string(s));
+  if (s != specdec::Status::kOk)
+    throw std::runtime_error(std::string(what) + ": " + specdec::status_string(s));
 }
 
 bool have_device() {
@@ -49,16 +50,33 @@ template <class T>
 struct DeviceArray {
   T* ptr = nullptr;
   std::size_t size = 0;
-  explicit DeviceArray(std::size_t n) : size(n) { check(cudaMalloc(reinterpret_cast<void**>(&ptr), std::max<std::size_t>(n, 1) * sizeof(T)), "cudaMalloc"); }
+  explicit DeviceArray(std::size_t n) : size(n) {
+    check(cudaMalloc(reinterpret_cast<void**>(&ptr), std::max<std::size_t>(n, 1) * sizeof(T)), "cudaMalloc");
+  }
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
   ~DeviceArray() { cudaFree(ptr); }
-  void upload(const std::vector<T>& host) { check(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "upload"); }
+  void upload(const std::vector<T>& host) {
+    check(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
+  }
 };
 
 // Copies of one input so that together they exceed the L2 cache (at most 16).
 constexpr std::size_t kColdBytes = std::size_t{256} << 20;
-int copies_for(std::size_t bytes) { return static_cast<int>(std::clamp<std::size_t>(kColdBytes / std::max<std::size_t>(bytes, 1) + 1, 1, 16)); }
+int copies_for(std::size_t bytes) {
+  return static_cast<int>(std::clamp<std::size_t>(kColdBytes / std::max<std::size_t>(bytes, 1) + 1, 1, 16));
+}
+
+// `copies` device copies of `host`.
+using DeviceCopies = std::vector<std::unique_ptr<DeviceArray<float>>>;
+DeviceCopies device_copies(const std::vector<float>& host, int copies) {
+  DeviceCopies out;
+  for (int c = 0; c < copies; ++c) {
+    out.push_back(std::make_unique<DeviceArray<float>>(host.size()));
+    out.back()->upload(host);
+  }
+  return out;
+}
 
 // `rows` rows of random logits N(0, 3^2) (probabilities: their softmax),
 // tiled from a pool of 61 distinct rows per vocabulary and seed, so that the
@@ -80,7 +98,8 @@ std::vector<float> random_rows(std::int64_t rows, std::int64_t vocab, std::uint3
     }
   std::vector<float> out(static_cast<std::size_t>(rows) * v);
   for (std::int64_t r = 0; r < rows; ++r)
-    std::copy_n(pool.data() + static_cast<std::size_t>(r % kPool) * v, v, out.data() + static_cast<std::size_t>(r) * v);
+    std::copy_n(pool.data() + static_cast<std::size_t>(r % kPool) * v, v,
+                out.data() + static_cast<std::size_t>(r) * v);
   return out;
 }
 
@@ -116,14 +135,17 @@ struct Shape {
   std::size_t row_floats() const { return static_cast<std::size_t>(rows() * vocab); }
 };
 Shape shape_of(const benchmark::State& state) {
-  return {state.range(0), static_cast<std::int32_t>(state.range(1)), static_cast<std::int32_t>(state.range(2))};
+  return {state.range(0), static_cast<std::int32_t>(state.range(1)),
+          static_cast<std::int32_t>(state.range(2))};
 }
 
 void label(benchmark::State& state, const Shape& s, std::size_t bytes_read) {
   state.counters["bytes_read"] = static_cast<double>(bytes_read);
   state.counters["read_GBps"] =
-      benchmark::Counter(static_cast<double>(bytes_read), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
-  state.SetLabel("V=" + std::to_string(s.vocab) + " batch=" + std::to_string(s.batch) + " k=" + std::to_string(s.k));
+      benchmark::Counter(static_cast<double>(bytes_read), benchmark::Counter::kIsIterationInvariantRate,
+                         benchmark::Counter::kIs1000);
+  state.SetLabel("V=" + std::to_string(s.vocab) + " batch=" + std::to_string(s.batch) +
+                 " k=" + std::to_string(s.k));
 }
 
 // The floor: one read of the round's target logits, as a device-to-device
@@ -136,7 +158,10 @@ void BM_ReadLogitsOnce(benchmark::State& state) {
   std::vector<std::unique_ptr<DeviceArray<char>>> in;
   for (int c = 0; c < copies; ++c) in.push_back(std::make_unique<DeviceArray<char>>(bytes));
   DeviceArray<char> out(bytes / 2);
-  time_launches(state, copies, [&](int c) { check(cudaMemcpyAsync(out.ptr, in[static_cast<std::size_t>(c)]->ptr, bytes / 2, cudaMemcpyDeviceToDevice), "copy"); });
+  time_launches(state, copies, [&](int c) {
+    check(cudaMemcpyAsync(out.ptr, in[static_cast<std::size_t>(c)]->ptr, bytes / 2, cudaMemcpyDeviceToDevice),
+          "copy");
+  });
   label(state, s, bytes);
 }
 
@@ -148,11 +173,7 @@ void BM_Warp(benchmark::State& state, WarpKind kind) {
   const std::size_t bytes = s.row_floats() * sizeof(float);
   const int copies = copies_for(bytes);
   const auto host = random_rows(s.rows(), s.vocab, 1, false);
-  std::vector<std::unique_ptr<DeviceArray<float>>> in;
-  for (int c = 0; c < copies; ++c) {
-    in.push_back(std::make_unique<DeviceArray<float>>(host.size()));
-    in.back()->upload(host);
-  }
+  const DeviceCopies in = device_copies(host, copies);
   DeviceArray<float> probs(host.size());
   specdec::cuda::RowSampling p{.temperature = 0.8f};
   if (kind == WarpKind::kTopK) p.top_k = 50;
@@ -174,23 +195,22 @@ void BM_GreedyVerification(benchmark::State& state) {
   const std::size_t bytes = s.row_floats() * sizeof(float);
   const int copies = copies_for(bytes);
   const auto host = random_rows(s.rows(), s.vocab, 2, false);
-  std::vector<std::unique_ptr<DeviceArray<float>>> in;
-  for (int c = 0; c < copies; ++c) {
-    in.push_back(std::make_unique<DeviceArray<float>>(host.size()));
-    in.back()->upload(host);
-  }
+  const DeviceCopies in = device_copies(host, copies);
   // Chains: node i's parent is i - 1.
   std::vector<std::int32_t> parents;
   std::vector<TokenId> tokens;
   for (std::int32_t b = 0; b < s.batch; ++b)
     for (std::int32_t i = 0; i < s.k; ++i) parents.push_back(i - 1), tokens.push_back(i);
-  DeviceArray<std::int32_t> par(parents.size()), path(static_cast<std::size_t>(s.batch * s.k)), count(static_cast<std::size_t>(s.batch));
-  DeviceArray<TokenId> tok(tokens.size()), argmax(static_cast<std::size_t>(s.rows())), emitted(static_cast<std::size_t>(s.batch));
+  DeviceArray<std::int32_t> par(parents.size()), path(static_cast<std::size_t>(s.batch * s.k)),
+      count(static_cast<std::size_t>(s.batch));
+  DeviceArray<TokenId> tok(tokens.size()), argmax(static_cast<std::size_t>(s.rows())),
+      emitted(static_cast<std::size_t>(s.batch));
   par.upload(parents);
   tok.upload(tokens);
   time_launches(state, copies, [&](int c) {
-    check(specdec::cuda::greedy_verification(in[static_cast<std::size_t>(c)]->ptr, par.ptr, tok.ptr, nullptr, argmax.ptr,
-                                             path.ptr, count.ptr, emitted.ptr, s.batch, s.k, s.k, s.vocab),
+    check(specdec::cuda::greedy_verification(in[static_cast<std::size_t>(c)]->ptr, par.ptr, tok.ptr, nullptr,
+                                             argmax.ptr, path.ptr, count.ptr, emitted.ptr, s.batch, s.k, s.k,
+                                             s.vocab),
           "greedy_verification");
   });
   label(state, s, bytes);
@@ -211,20 +231,15 @@ void BM_ChainSpeculativeSampling(benchmark::State& state) {
   }
   const std::size_t bytes = (target.size() + draft.size()) * sizeof(float);
   const int copies = copies_for(bytes);
-  std::vector<std::unique_ptr<DeviceArray<float>>> p, q;
-  for (int c = 0; c < copies; ++c) {
-    p.push_back(std::make_unique<DeviceArray<float>>(target.size()));
-    p.back()->upload(target);
-    q.push_back(std::make_unique<DeviceArray<float>>(draft.size()));
-    q.back()->upload(draft);
-  }
+  const DeviceCopies p = device_copies(target, copies), q = device_copies(draft, copies);
   DeviceArray<TokenId> tok(tokens.size()), out(static_cast<std::size_t>(s.rows()));
   DeviceArray<std::int32_t> accepted(static_cast<std::size_t>(s.batch));
   tok.upload(tokens);
   std::uint64_t offset = 0;
   time_launches(state, copies, [&](int c) {
-    check(specdec::cuda::chain_speculative_sampling(q[static_cast<std::size_t>(c)]->ptr, tok.ptr, p[static_cast<std::size_t>(c)]->ptr,
-                                                    out.ptr, accepted.ptr, s.batch, s.k, s.vocab, 7, offset),
+    check(specdec::cuda::chain_speculative_sampling(q[static_cast<std::size_t>(c)]->ptr, tok.ptr,
+                                                    p[static_cast<std::size_t>(c)]->ptr, out.ptr,
+                                                    accepted.ptr, s.batch, s.k, s.vocab, 7, offset),
           "chain_speculative_sampling");
     offset += static_cast<std::uint64_t>(s.k) + 1;
   });
@@ -245,20 +260,15 @@ void BM_RecursiveRejectionSampling(benchmark::State& state) {
   for (std::int32_t b = 0; b < s.batch; ++b) {
     for (std::int32_t i = 0; i < s.k; ++i) {
       parents.push_back(i - 1);
-      const float* q = draft.data() + (static_cast<std::size_t>(b) * (s.k + 1) + i) * static_cast<std::size_t>(s.vocab);
+      const float* q =
+          draft.data() + (static_cast<std::size_t>(b) * (s.k + 1) + i) * static_cast<std::size_t>(s.vocab);
       tokens.push_back(static_cast<TokenId>(std::max_element(q, q + s.vocab) - q));
     }
     for (std::int32_t i = 0; i <= s.k; ++i) draws.push_back(1);
   }
   const std::size_t bytes = (target.size() + draft.size()) * sizeof(float);
   const int copies = copies_for(bytes);
-  std::vector<std::unique_ptr<DeviceArray<float>>> p, q;
-  for (int c = 0; c < copies; ++c) {
-    p.push_back(std::make_unique<DeviceArray<float>>(target.size()));
-    p.back()->upload(target);
-    q.push_back(std::make_unique<DeviceArray<float>>(draft.size()));
-    q.back()->upload(draft);
-  }
+  const DeviceCopies p = device_copies(target, copies), q = device_copies(draft, copies);
   DeviceArray<std::int32_t> par(parents.size()), path(static_cast<std::size_t>(s.batch * s.k)),
       count(static_cast<std::size_t>(s.batch)), used(static_cast<std::size_t>(s.batch));
   DeviceArray<TokenId> tok(tokens.size()), emitted(static_cast<std::size_t>(s.batch));
@@ -268,10 +278,10 @@ void BM_RecursiveRejectionSampling(benchmark::State& state) {
   dr.upload(draws);
   std::uint64_t offset = 0;
   time_launches(state, copies, [&](int c) {
-    check(specdec::cuda::recursive_rejection_sampling(par.ptr, tok.ptr, dr.ptr, q[static_cast<std::size_t>(c)]->ptr,
-                                                      p[static_cast<std::size_t>(c)]->ptr, nullptr, path.ptr,
-                                                      count.ptr, emitted.ptr, used.ptr, s.batch, s.k, s.k, s.vocab, 7,
-                                                      offset),
+    check(specdec::cuda::recursive_rejection_sampling(
+              par.ptr, tok.ptr, dr.ptr, q[static_cast<std::size_t>(c)]->ptr,
+              p[static_cast<std::size_t>(c)]->ptr, nullptr, path.ptr, count.ptr, emitted.ptr, used.ptr,
+              s.batch, s.k, s.k, s.vocab, 7, offset),
           "recursive_rejection_sampling");
     offset += static_cast<std::uint64_t>(s.k) + 1;
   });

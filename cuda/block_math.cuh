@@ -230,8 +230,7 @@ __device__ TokenId block_draw(W w, std::int64_t n, double u, BlockScratch& sh) {
 // W(>= K).
 template <class Key, class Weight>
 __device__ bool block_select_from_top(Key key, Weight weight, std::int64_t n, std::uint64_t target,
-                                      BlockScratch& sh, std::uint32_t* key_out,
-                                      std::uint64_t* at_or_above) {
+                                      BlockScratch& sh, std::uint32_t* key_out, std::uint64_t* at_or_above) {
   const int t = threadIdx.x;
   constexpr int kShift[3] = {21, 10, 0};
   constexpr int kBits[3] = {11, 11, 10};
@@ -243,29 +242,12 @@ __device__ bool block_select_from_top(Key key, Weight weight, std::int64_t n, st
     const int high = shift + kBits[level];  // bits at and above `high` are the prefix
     for (int b = t; b < buckets; b += kBlock) sh.hist[b] = 0;
     __syncthreads();
-    // Warp-aggregated: lanes of one bucket add their weights together and
-    // one of them updates the histogram (rows crowd into a few buckets, and
-    // shared atomics on one address serialise). The sums go in three 21-bit
-    // parts, each a 32-bit warp reduction without overflow.
-    for (std::int64_t start = 0; start < n; start += kBlock) {
-      const std::int64_t i = start + t;
-      std::uint32_t bucket = 0xffffffffu;
-      std::uint64_t wgt = 0;
-      if (i < n) {
-        const std::uint32_t k = key(i);
-        if (high >= 32 || (k >> high) == (prefix >> high)) {
-          wgt = weight(i);
-          if (wgt != 0) bucket = (k >> shift) & static_cast<std::uint32_t>(buckets - 1);
-        }
-      }
-      const unsigned peers = __match_any_sync(kFullMask, bucket);
-      const unsigned lo = __reduce_add_sync(peers, static_cast<unsigned>(wgt & 0x1fffff));
-      const unsigned mid = __reduce_add_sync(peers, static_cast<unsigned>((wgt >> 21) & 0x1fffff));
-      const unsigned hi = __reduce_add_sync(peers, static_cast<unsigned>(wgt >> 42));
-      if (bucket != 0xffffffffu && (threadIdx.x % 32) == static_cast<unsigned>(__ffs(peers) - 1))
-        atomicAdd(reinterpret_cast<unsigned long long*>(&sh.hist[bucket]),
-                  static_cast<unsigned long long>(lo) + (static_cast<unsigned long long>(mid) << 21) +
-                      (static_cast<unsigned long long>(hi) << 42));
+    for (std::int64_t i = t; i < n; i += kBlock) {
+      const std::uint32_t k = key(i);
+      if (high < 32 && (k >> high) != (prefix >> high)) continue;
+      const std::uint64_t wgt = weight(i);
+      if (wgt != 0)
+        atomicAdd(reinterpret_cast<unsigned long long*>(&sh.hist[(k >> shift) & (buckets - 1)]), wgt);
     }
     __syncthreads();
     // The bucket, from the top, where the running weight reaches target:
@@ -285,8 +267,10 @@ __device__ bool block_select_from_top(Key key, Weight weight, std::int64_t n, st
         const std::uint64_t excl = run + incl - (w0 + w1);
         int mine = -1;
         std::uint64_t mine_above = 0;
-        if (b0 >= 0 && excl + w0 >= target) mine = b0, mine_above = excl;
-        else if (b1 >= 0 && excl + w0 + w1 >= target) mine = b1, mine_above = excl + w0;
+        if (b0 >= 0 && excl + w0 >= target)
+          mine = b0, mine_above = excl;
+        else if (b1 >= 0 && excl + w0 + w1 >= target)
+          mine = b1, mine_above = excl + w0;
         const unsigned hits = __ballot_sync(kFullMask, mine >= 0);
         if (hits != 0) {
           const int first = __ffs(hits) - 1;  // the highest bucket that reaches target

@@ -17,10 +17,9 @@ using detail::kBlock;
 
 // A row's argmax, or kNoToken when it holds a NaN or +inf (the host rule
 // throws there). Rows past a tree's node count are padding: not read.
-__global__ void __launch_bounds__(kBlock) row_argmax_kernel(const float* __restrict__ rows,
-                                                            const std::int32_t* __restrict__ tree_nodes,
-                                                            TokenId* __restrict__ argmax, std::int32_t nodes,
-                                                            std::int64_t vocab) {
+__global__ void __launch_bounds__(kBlock)
+    row_argmax_kernel(const float* __restrict__ rows, const std::int32_t* __restrict__ tree_nodes,
+                      TokenId* __restrict__ argmax, std::int32_t nodes, std::int64_t vocab) {
   __shared__ detail::BlockScratch sh;
   const std::int64_t r = blockIdx.x;
   const std::int64_t b = r / (nodes + 1), slot_row = r % (nodes + 1);
@@ -30,11 +29,14 @@ __global__ void __launch_bounds__(kBlock) row_argmax_kernel(const float* __restr
   if (threadIdx.x == 0) argmax[r] = bad ? kNoToken : static_cast<TokenId>(best);
 }
 
-__global__ void greedy_walk_kernel(const std::int32_t* __restrict__ parents, const TokenId* __restrict__ tokens,
-                                   const std::int32_t* __restrict__ tree_nodes, const TokenId* __restrict__ argmax,
-                                   std::int32_t* __restrict__ accepted_nodes, std::int32_t* __restrict__ num_accepted,
-                                   TokenId* __restrict__ emitted, std::int32_t batch, std::int32_t nodes,
-                                   std::int32_t max_depth, std::int64_t vocab) {
+__global__ void greedy_walk_kernel(const std::int32_t* __restrict__ parents,
+                                   const TokenId* __restrict__ tokens,
+                                   const std::int32_t* __restrict__ tree_nodes,
+                                   const TokenId* __restrict__ argmax,
+                                   std::int32_t* __restrict__ accepted_nodes,
+                                   std::int32_t* __restrict__ num_accepted, TokenId* __restrict__ emitted,
+                                   std::int32_t batch, std::int32_t nodes, std::int32_t max_depth,
+                                   std::int64_t vocab) {
   const std::int64_t b = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (b >= batch) return;
   const std::int32_t n = tree_nodes == nullptr ? nodes : tree_nodes[b];
@@ -76,8 +78,8 @@ __global__ void greedy_walk_kernel(const std::int32_t* __restrict__ parents, con
 
 Status greedy_verification(const float* target_rows, const std::int32_t* parents, const TokenId* tokens,
                            const std::int32_t* tree_nodes, TokenId* row_argmax, std::int32_t* accepted_nodes,
-                           std::int32_t* num_accepted, TokenId* emitted, std::int32_t batch, std::int32_t nodes,
-                           std::int32_t max_depth, std::int64_t vocab, void* stream) {
+                           std::int32_t* num_accepted, TokenId* emitted, std::int32_t batch,
+                           std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab, void* stream) {
   if (batch < 0 || nodes < 0 || nodes == std::numeric_limits<std::int32_t>::max() || max_depth < 0 ||
       max_depth > nodes || vocab <= 0 || vocab > std::numeric_limits<TokenId>::max())
     return Status::kInvalidArgument;
@@ -86,7 +88,8 @@ Status greedy_verification(const float* target_rows, const std::int32_t* parents
   if (rows > 0 && vocab > std::numeric_limits<std::int64_t>::max() / rows) return Status::kInvalidArgument;
   if (batch == 0) return Status::kOk;
   if (target_rows == nullptr || row_argmax == nullptr || num_accepted == nullptr || emitted == nullptr ||
-      (nodes > 0 && (parents == nullptr || tokens == nullptr)) || (max_depth > 0 && accepted_nodes == nullptr))
+      (nodes > 0 && (parents == nullptr || tokens == nullptr)) ||
+      (max_depth > 0 && accepted_nodes == nullptr))
     return Status::kInvalidArgument;
   const auto s = static_cast<cudaStream_t>(stream);
   row_argmax_kernel<<<static_cast<unsigned>(rows), kBlock, 0, s>>>(target_rows, tree_nodes, row_argmax, nodes,

@@ -34,9 +34,9 @@ struct SampledSlot {
   double q_total;
   bool without_replacement;
   int rejected;
-  const TokenId* xs;      // [kMaxChildren] the rejected children's tokens
-  const double* masses;   // [kMaxChildren] the residual mass at each rejection
-  const double* rests;    // [kMaxChildren] 1 - q(x) at each rejection (without replacement)
+  const TokenId* xs;     // [kMaxChildren] the rejected children's tokens
+  const double* masses;  // [kMaxChildren] the residual mass at each rejection
+  const double* rests;   // [kMaxChildren] 1 - q(x) at each rejection (without replacement)
 };
 
 // r_j(i) and q_j(i) for j = s.rejected: the host's residual_[i] and q_[i].
@@ -88,7 +88,8 @@ __global__ void __launch_bounds__(kBlock) recursive_rejection_sampling_kernel(
     std::int32_t children = 0;
     for (std::int32_t c = slot + 1; c < n; ++c) children += par[c] == slot;
     if (children == 0) {  // a leaf: the bonus token
-      y = detail::block_draw([p](std::int64_t i) { return static_cast<double>(p[i]); }, vocab, uniforms[used++], sh);
+      y = detail::block_draw([p](std::int64_t i) { return static_cast<double>(p[i]); }, vocab,
+                             uniforms[used++], sh);
       break;
     }
     if (children > kMaxChildren) {
@@ -100,7 +101,8 @@ __global__ void __launch_bounds__(kBlock) recursive_rejection_sampling_kernel(
     if (mode == 0) {
       // Deterministic children: accept x w.p. P(x) / mass, P renormalised
       // over the tokens not yet rejected; a repeated token has no mass left.
-      double mass = detail::block_lane_sum([p](std::int64_t i) { return static_cast<double>(p[i]); }, vocab, sh);
+      double mass =
+          detail::block_lane_sum([p](std::int64_t i) { return static_cast<double>(p[i]); }, vocab, sh);
       for (std::int32_t c = slot + 1; c < n && next < 0; ++c) {
         if (par[c] != slot) continue;
         const TokenId x = tok[c];
@@ -132,10 +134,12 @@ __global__ void __launch_bounds__(kBlock) recursive_rejection_sampling_kernel(
       SampledSlot s{p, q, 0.0, mode == 2, 0, xs, masses, rests};
       if (s.without_replacement) {  // repeated tokens cannot have been drawn without replacement
         for (std::int32_t c = slot + 1; ok && c < n; ++c)
-          for (std::int32_t e = slot + 1; ok && e < c; ++e) ok = !(par[c] == slot && par[e] == slot && tok[c] == tok[e]);
+          for (std::int32_t e = slot + 1; ok && e < c; ++e)
+            ok = !(par[c] == slot && par[e] == slot && tok[c] == tok[e]);
         if (!ok) break;
       }
-      s.q_total = detail::block_lane_sum([q](std::int64_t i) { return static_cast<double>(q[i]); }, vocab, sh);
+      s.q_total =
+          detail::block_lane_sum([q](std::int64_t i) { return static_cast<double>(q[i]); }, vocab, sh);
       for (std::int32_t c = slot + 1; c < n && next < 0; ++c) {
         if (par[c] != slot) continue;
         const TokenId x = tok[c];
@@ -203,10 +207,10 @@ __global__ void __launch_bounds__(kBlock) recursive_rejection_sampling_kernel(
 Status recursive_rejection_sampling(const std::int32_t* parents, const TokenId* tokens,
                                     const std::uint8_t* slot_draws, const float* draft_probs,
                                     const float* target_probs, const std::int32_t* tree_nodes,
-                                    std::int32_t* accepted_nodes, std::int32_t* num_accepted, TokenId* emitted,
-                                    std::int32_t* draws_used, std::int32_t batch, std::int32_t nodes,
-                                    std::int32_t max_depth, std::int64_t vocab, std::uint64_t seed,
-                                    std::uint64_t offset, void* stream) {
+                                    std::int32_t* accepted_nodes, std::int32_t* num_accepted,
+                                    TokenId* emitted, std::int32_t* draws_used, std::int32_t batch,
+                                    std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab,
+                                    std::uint64_t seed, std::uint64_t offset, void* stream) {
   if (batch < 0 || nodes < 0 || nodes == std::numeric_limits<std::int32_t>::max() || max_depth < 0 ||
       max_depth > nodes || vocab <= 0 || vocab > detail::kMaxBlockVocab)
     return Status::kInvalidArgument;
@@ -217,9 +221,10 @@ Status recursive_rejection_sampling(const std::int32_t* parents, const TokenId* 
       draws_used == nullptr || (nodes > 0 && (parents == nullptr || tokens == nullptr)) ||
       (max_depth > 0 && accepted_nodes == nullptr))
     return Status::kInvalidArgument;
-  recursive_rejection_sampling_kernel<<<static_cast<unsigned>(batch), kBlock, 0, static_cast<cudaStream_t>(stream)>>>(
-      parents, tokens, slot_draws, draft_probs, target_probs, tree_nodes, accepted_nodes, num_accepted, emitted,
-      draws_used, nodes, max_depth, vocab, seed, offset);
+  recursive_rejection_sampling_kernel<<<static_cast<unsigned>(batch), kBlock, 0,
+                                        static_cast<cudaStream_t>(stream)>>>(
+      parents, tokens, slot_draws, draft_probs, target_probs, tree_nodes, accepted_nodes, num_accepted,
+      emitted, draws_used, nodes, max_depth, vocab, seed, offset);
   return cudaGetLastError() == cudaSuccess ? Status::kOk : Status::kCudaError;
 }
 

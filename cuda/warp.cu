@@ -27,11 +27,10 @@ __device__ bool valid_params(const RowSampling& p) {
          p.top_p <= 1.0f;
 }
 
-__global__ void __launch_bounds__(kBlock) warp_rows_kernel(const float* __restrict__ logits,
-                                                           float* __restrict__ probs,
-                                                           const RowSampling* __restrict__ params,
-                                                           std::int32_t* __restrict__ status,
-                                                           std::int64_t vocab) {
+__global__ void __launch_bounds__(kBlock)
+    warp_rows_kernel(const float* __restrict__ logits, float* __restrict__ probs,
+                     const RowSampling* __restrict__ params, std::int32_t* __restrict__ status,
+                     std::int64_t vocab) {
   __shared__ BlockScratch sh;
   const std::int64_t row = blockIdx.x;
   const float* x = logits + row * vocab;
@@ -103,11 +102,10 @@ __global__ void __launch_bounds__(kBlock) warp_rows_kernel(const float* __restri
     const std::uint64_t target = bitexact::fixed_mass(sp.top_p);
     std::uint32_t last_bits = 0;
     std::uint64_t kept = 0;
-    const bool reached = target != 0 &&
-                         detail::block_select_from_top(
-                             [out](std::int64_t i) { return __float_as_uint(out[i]); },
-                             [out](std::int64_t i) { return bitexact::fixed_mass(out[i]); }, vocab, target,
-                             sh, &last_bits, &kept);
+    const bool reached = target != 0 && detail::block_select_from_top(
+                                            [out](std::int64_t i) { return __float_as_uint(out[i]); },
+                                            [out](std::int64_t i) { return bitexact::fixed_mass(out[i]); },
+                                            vocab, target, sh, &last_bits, &kept);
     if (reached) {
       int dropped = 0;
       for (std::int64_t i = t; i < vocab; i += kBlock) {

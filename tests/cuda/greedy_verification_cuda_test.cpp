@@ -57,7 +57,8 @@ Batch make_batch(std::mt19937& gen, std::int32_t batch, std::int32_t nodes, std:
       const float top = *std::max_element(row, row + vocab) + 1.0f;
       const TokenId x = t.tokens[static_cast<std::size_t>(i)];
       row[x] = top;
-      if (x > 0 && gen() % 4 == 0) row[gen() % static_cast<std::uint64_t>(x)] = top;  // a lower id ties: it wins
+      if (x > 0 && gen() % 4 == 0)
+        row[gen() % static_cast<std::uint64_t>(x)] = top;  // a lower id ties: it wins
     }
     t.parents.resize(static_cast<std::size_t>(nodes), -1);  // padding, never read
     t.tokens.resize(static_cast<std::size_t>(nodes), 0);
@@ -77,34 +78,41 @@ TEST_CASE("cuda::greedy_verification rejects bad arguments before touching a dev
   TokenId ids[4] = {};
   float rows[8] = {};
   const auto call = [&](std::int32_t batch, std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab) {
-    return greedy_verification(rows, ints, ids, nullptr, ids, ints, ints, ids, batch, nodes, max_depth, vocab);
+    return greedy_verification(rows, ints, ids, nullptr, ids, ints, ints, ids, batch, nodes, max_depth,
+                               vocab);
   };
   CHECK(call(-1, 1, 1, 2) == Status::kInvalidArgument);
   CHECK(call(1, -1, 0, 2) == Status::kInvalidArgument);
   CHECK(call(1, 1, 2, 2) == Status::kInvalidArgument);
   CHECK(call(1, 1, 1, 0) == Status::kInvalidArgument);
   CHECK(call(1, 1, 1, std::int64_t{1} << 31) == Status::kInvalidArgument);
-  CHECK(greedy_verification(nullptr, ints, ids, nullptr, ids, ints, ints, ids, 1, 1, 1, 2) == Status::kInvalidArgument);
-  CHECK(greedy_verification(rows, ints, ids, nullptr, nullptr, ints, ints, ids, 1, 1, 1, 2) == Status::kInvalidArgument);
+  CHECK(greedy_verification(nullptr, ints, ids, nullptr, ids, ints, ints, ids, 1, 1, 1, 2) ==
+        Status::kInvalidArgument);
+  CHECK(greedy_verification(rows, ints, ids, nullptr, nullptr, ints, ints, ids, 1, 1, 1, 2) ==
+        Status::kInvalidArgument);
   CHECK(call(0, 1, 1, 2) == Status::kOk);
 }
 
-TEST_CASE("cuda::greedy_verification accepts exactly the host rule's path, trees of mixed sizes in one launch",
-          "[cuda]") {
+TEST_CASE(
+    "cuda::greedy_verification accepts exactly the host rule's path, trees of mixed sizes in one launch",
+    "[cuda]") {
   if (!have_cuda_device()) {
     WARN("skipped: no CUDA device");
     return;
   }
   std::mt19937 gen(37);
   int deep = 0, cases = 0;
-  for (const std::int64_t vocab : {std::int64_t{50}, std::int64_t{8192}, std::int64_t{32000}, std::int64_t{128256}}) {
+  for (const std::int64_t vocab :
+       {std::int64_t{50}, std::int64_t{8192}, std::int64_t{32000}, std::int64_t{128256}}) {
     const std::int32_t batch = vocab >= 32000 ? 8 : 200, nodes = 12;
     const Batch in = make_batch(gen, batch, nodes, vocab);
     const DeviceBuffer<float> rows(in.rows);
     const DeviceBuffer<std::int32_t> parents(in.parents), sizes(in.sizes);
     const DeviceBuffer<TokenId> tokens(in.tokens);
-    const DeviceBuffer<TokenId> argmax(std::vector<TokenId>(static_cast<std::size_t>(batch) * (nodes + 1), -7));
-    const DeviceBuffer<std::int32_t> path(std::vector<std::int32_t>(static_cast<std::size_t>(batch) * in.max_depth, -7));
+    const DeviceBuffer<TokenId> argmax(
+        std::vector<TokenId>(static_cast<std::size_t>(batch) * (nodes + 1), -7));
+    const DeviceBuffer<std::int32_t> path(
+        std::vector<std::int32_t>(static_cast<std::size_t>(batch) * in.max_depth, -7));
     const DeviceBuffer<std::int32_t> count(std::vector<std::int32_t>(static_cast<std::size_t>(batch), -7));
     const DeviceBuffer<TokenId> emitted(std::vector<TokenId>(static_cast<std::size_t>(batch), -7));
     const Status s = specdec::cuda::greedy_verification(rows.get(), parents.get(), tokens.get(), sizes.get(),
@@ -119,11 +127,13 @@ TEST_CASE("cuda::greedy_verification accepts exactly the host rule's path, trees
     specdec::RandomStream rng(1);
     for (std::int32_t b = 0; b < batch; ++b) {
       const auto& tree = in.trees[static_cast<std::size_t>(b)];
-      const specdec::ProbRows target(in.rows.data() + static_cast<std::size_t>(b) * (nodes + 1) * static_cast<std::size_t>(vocab),
-                                     tree.size() + 1, vocab);
+      const specdec::ProbRows target(
+          in.rows.data() + static_cast<std::size_t>(b) * (nodes + 1) * static_cast<std::size_t>(vocab),
+          tree.size() + 1, vocab);
       const auto want = rule.verify(tree, target, {}, rng);
       INFO("vocab " << vocab << ", tree " << b << " of " << tree.size() << " nodes");
-      REQUIRE(got_count[static_cast<std::size_t>(b)] == static_cast<std::int32_t>(want.accepted_nodes.size()));
+      REQUIRE(got_count[static_cast<std::size_t>(b)] ==
+              static_cast<std::int32_t>(want.accepted_nodes.size()));
       for (std::size_t k = 0; k < want.accepted_nodes.size(); ++k)
         CHECK(got_path[static_cast<std::size_t>(b) * in.max_depth + k] == want.accepted_nodes[k]);
       for (std::size_t k = want.accepted_nodes.size(); k < static_cast<std::size_t>(in.max_depth); ++k)

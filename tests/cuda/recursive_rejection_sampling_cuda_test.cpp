@@ -77,22 +77,23 @@ TEST_CASE("cuda::recursive_rejection_sampling rejects bad arguments before touch
   std::uint8_t draws[4] = {};
   float rows[8] = {};
   const auto call = [&](std::int32_t batch, std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab) {
-    return recursive_rejection_sampling(ints, ids, draws, rows, rows, nullptr, ints, ints, ids, ints, batch, nodes,
-                                        max_depth, vocab, 1, 0);
+    return recursive_rejection_sampling(ints, ids, draws, rows, rows, nullptr, ints, ints, ids, ints, batch,
+                                        nodes, max_depth, vocab, 1, 0);
   };
   CHECK(call(-1, 1, 1, 2) == Status::kInvalidArgument);
   CHECK(call(1, -1, 0, 2) == Status::kInvalidArgument);
   CHECK(call(1, 1, 2, 2) == Status::kInvalidArgument);
   CHECK(call(1, 1, 1, 0) == Status::kInvalidArgument);
   CHECK(call(1, 1, 1, (std::int64_t{1} << 21) + 1) == Status::kInvalidArgument);
-  CHECK(recursive_rejection_sampling(ints, ids, nullptr, rows, rows, nullptr, ints, ints, ids, ints, 1, 1, 1, 2, 1,
-                                     0) == Status::kInvalidArgument);
-  CHECK(recursive_rejection_sampling(ints, ids, draws, rows, rows, nullptr, ints, ints, ids, nullptr, 1, 1, 1, 2, 1,
-                                     0) == Status::kInvalidArgument);
+  CHECK(recursive_rejection_sampling(ints, ids, nullptr, rows, rows, nullptr, ints, ints, ids, ints, 1, 1, 1,
+                                     2, 1, 0) == Status::kInvalidArgument);
+  CHECK(recursive_rejection_sampling(ints, ids, draws, rows, rows, nullptr, ints, ints, ids, nullptr, 1, 1, 1,
+                                     2, 1, 0) == Status::kInvalidArgument);
   CHECK(call(0, 1, 1, 2) == Status::kOk);
 }
 
-TEST_CASE("cuda::recursive_rejection_sampling emits exactly the host rule's path, token and draws", "[cuda]") {
+TEST_CASE("cuda::recursive_rejection_sampling emits exactly the host rule's path, token and draws",
+          "[cuda]") {
   if (!have_cuda_device()) {
     WARN("skipped: no CUDA device");
     return;
@@ -103,8 +104,8 @@ TEST_CASE("cuda::recursive_rejection_sampling emits exactly the host rule's path
     std::int64_t vocab;
     std::int32_t batch, nodes;
   };
-  for (const Size size : {Size{3, 400, 6}, Size{50, 300, 12}, Size{8192, 40, 10}, Size{32000, 12, 10},
-                          Size{128256, 4, 8}}) {
+  for (const Size size :
+       {Size{3, 400, 6}, Size{50, 300, 12}, Size{8192, 40, 10}, Size{32000, 12, 10}, Size{128256, 4, 8}}) {
     const std::int64_t vocab = size.vocab;
     const std::int32_t batch = size.batch, nodes = size.nodes;
     const Batch in = make_batch(gen, batch, nodes, vocab);
@@ -113,13 +114,14 @@ TEST_CASE("cuda::recursive_rejection_sampling emits exactly the host rule's path
     const DeviceBuffer<TokenId> tokens(in.tokens);
     const DeviceBuffer<std::uint8_t> draws(in.draws);
     const DeviceBuffer<float> draft(in.draft), target(in.target);
-    const DeviceBuffer<std::int32_t> path(std::vector<std::int32_t>(static_cast<std::size_t>(batch) * in.max_depth, -7));
+    const DeviceBuffer<std::int32_t> path(
+        std::vector<std::int32_t>(static_cast<std::size_t>(batch) * in.max_depth, -7));
     const DeviceBuffer<std::int32_t> count(std::vector<std::int32_t>(static_cast<std::size_t>(batch), -7));
     const DeviceBuffer<std::int32_t> used(std::vector<std::int32_t>(static_cast<std::size_t>(batch), -7));
     const DeviceBuffer<TokenId> emitted(std::vector<TokenId>(static_cast<std::size_t>(batch), -7));
     const Status s = specdec::cuda::recursive_rejection_sampling(
-        parents.get(), tokens.get(), draws.get(), draft.get(), target.get(), sizes.get(), path.get(), count.get(),
-        emitted.get(), used.get(), batch, nodes, in.max_depth, vocab, seed, offset);
+        parents.get(), tokens.get(), draws.get(), draft.get(), target.get(), sizes.get(), path.get(),
+        count.get(), emitted.get(), used.get(), batch, nodes, in.max_depth, vocab, seed, offset);
     REQUIRE(std::string(specdec::status_string(s)) == "ok");
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
     const auto got_path = path.to_host();
@@ -130,12 +132,13 @@ TEST_CASE("cuda::recursive_rejection_sampling emits exactly the host rule's path
     for (std::int32_t b = 0; b < batch; ++b) {
       const auto& t = in.trees[static_cast<std::size_t>(b)];
       const auto rows = static_cast<std::size_t>(nodes + 1) * static_cast<std::size_t>(vocab);
-      const specdec::ProbRows target_rows(in.target.data() + static_cast<std::size_t>(b) * rows, t.tree.size() + 1,
-                                          vocab);
+      const specdec::ProbRows target_rows(in.target.data() + static_cast<std::size_t>(b) * rows,
+                                          t.tree.size() + 1, vocab);
       specdec::RandomStream rng(seed, static_cast<std::uint64_t>(b), offset);
       const auto want = rule.verify(t.tree, target_rows, t.draft_matrix.view(), rng);
       INFO("vocab " << vocab << ", tree " << b << " of " << t.tree.size() << " nodes");
-      REQUIRE(got_count[static_cast<std::size_t>(b)] == static_cast<std::int32_t>(want.accepted_nodes.size()));
+      REQUIRE(got_count[static_cast<std::size_t>(b)] ==
+              static_cast<std::int32_t>(want.accepted_nodes.size()));
       for (std::size_t k = 0; k < want.accepted_nodes.size(); ++k)
         CHECK(got_path[static_cast<std::size_t>(b) * in.max_depth + k] == want.accepted_nodes[k]);
       for (std::size_t k = want.accepted_nodes.size(); k < static_cast<std::size_t>(in.max_depth); ++k)

@@ -47,7 +47,10 @@ std::vector<float> random_logits(std::mt19937& gen, std::int64_t vocab) {
 RowSampling random_params(std::mt19937& gen, std::int64_t vocab) {
   RowSampling p;
   p.temperature = std::vector<float>{0.0f, 0.3f, 0.8f, 1.0f, 2.5f}[gen() % 5];
-  p.top_k = gen() % 2 == 0 ? 0 : static_cast<std::int32_t>(1 + gen() % static_cast<std::uint64_t>(std::min<std::int64_t>(vocab + 2, 200)));
+  p.top_k = gen() % 2 == 0
+                ? 0
+                : static_cast<std::int32_t>(
+                      1 + gen() % static_cast<std::uint64_t>(std::min<std::int64_t>(vocab + 2, 200)));
   p.top_p = gen() % 4 == 0 ? 1.0f : std::vector<float>{0.05f, 0.5f, 0.9f, 0.95f, 0.999f}[gen() % 5];
   return p;
 }
@@ -57,7 +60,8 @@ struct DeviceWarp {
   std::vector<std::int32_t> status;
 };
 
-DeviceWarp run_device(const std::vector<float>& logits, const std::vector<RowSampling>& params, std::int64_t vocab) {
+DeviceWarp run_device(const std::vector<float>& logits, const std::vector<RowSampling>& params,
+                      std::int64_t vocab) {
   const auto rows = static_cast<std::int32_t>(params.size());
   const DeviceBuffer<float> in(logits);
   // Poisoned, so that an unwritten entry shows.
@@ -99,8 +103,8 @@ TEST_CASE("cuda::warp_rows equals the host Warper bit for bit, each row with its
     std::int64_t vocab;
     int rows, batches;
   };
-  for (const Size size : {Size{2, 64, 4}, Size{64, 64, 4}, Size{1000, 64, 4}, Size{8192, 64, 4}, Size{32000, 48, 3},
-                          Size{128256, 16, 2}, Size{262144, 4, 1}}) {
+  for (const Size size : {Size{2, 64, 4}, Size{64, 64, 4}, Size{1000, 64, 4}, Size{8192, 64, 4},
+                          Size{32000, 48, 3}, Size{128256, 16, 2}, Size{262144, 4, 1}}) {
     const std::int64_t vocab = size.vocab;
     for (int batch = 0; batch < size.batches; ++batch) {
       std::vector<float> logits;
@@ -116,12 +120,12 @@ TEST_CASE("cuda::warp_rows equals the host Warper bit for bit, each row with its
         const auto at = static_cast<std::size_t>(r) * static_cast<std::size_t>(vocab);
         const RowSampling& p = params[static_cast<std::size_t>(r)];
         warp(std::span<const float>(logits.data() + at, static_cast<std::size_t>(vocab)),
-             specdec::SamplingParams{.temperature = p.temperature, .top_k = p.top_k, .top_p = p.top_p},
-             want);
-        INFO("vocab " << vocab << ", row " << r << ", T " << p.temperature << ", top_k " << p.top_k << ", top_p "
-                      << p.top_p);
+             specdec::SamplingParams{.temperature = p.temperature, .top_k = p.top_k, .top_p = p.top_p}, want);
+        INFO("vocab " << vocab << ", row " << r << ", T " << p.temperature << ", top_k " << p.top_k
+                      << ", top_p " << p.top_p);
         REQUIRE(got.status[static_cast<std::size_t>(r)] == 0);
-        REQUIRE(std::memcmp(got.probs.data() + at, want.data(), static_cast<std::size_t>(vocab) * sizeof(float)) == 0);
+        REQUIRE(std::memcmp(got.probs.data() + at, want.data(),
+                            static_cast<std::size_t>(vocab) * sizeof(float)) == 0);
         ++rows_checked;
         const auto zeros = std::count(want.begin(), want.end(), 0.0f);
         nucleus_cut += p.temperature > 0.0f && p.top_p < 1.0f && p.top_k == 0 && zeros > vocab / 2;
@@ -162,7 +166,8 @@ TEST_CASE("cuda::warp_rows flags the rows the host Warper refuses, and only thos
   add(random_logits(gen, vocab), RowSampling{.top_k = -1}, WarpRowStatus::kBadParams);
   add(random_logits(gen, vocab), RowSampling{.top_p = 0.0f}, WarpRowStatus::kBadParams);
   add(random_logits(gen, vocab), RowSampling{.top_p = 1.5f}, WarpRowStatus::kBadParams);
-  add(random_logits(gen, vocab), RowSampling{.temperature = 0.7f, .top_k = 40, .top_p = 0.9f}, WarpRowStatus::kOk);
+  add(random_logits(gen, vocab), RowSampling{.temperature = 0.7f, .top_k = 40, .top_p = 0.9f},
+      WarpRowStatus::kOk);
   const DeviceWarp got = run_device(logits, params, vocab);
   specdec::Warper warp;
   std::vector<float> host(static_cast<std::size_t>(vocab));
@@ -184,6 +189,7 @@ TEST_CASE("cuda::warp_rows flags the rows the host Warper refuses, and only thos
                         got.probs.begin() + static_cast<std::ptrdiff_t>(at + static_cast<std::size_t>(vocab)),
                         [](float v) { return v == 0.0f; }));
     else
-      CHECK(std::memcmp(got.probs.data() + at, host.data(), static_cast<std::size_t>(vocab) * sizeof(float)) == 0);
+      CHECK(std::memcmp(got.probs.data() + at, host.data(),
+                        static_cast<std::size_t>(vocab) * sizeof(float)) == 0);
   }
 }

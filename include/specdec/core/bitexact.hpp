@@ -42,11 +42,14 @@ SPECDEC_HOST_DEVICE float add_rn(float a, float b) {
 SPECDEC_HOST_DEVICE float exp_nonpositive(float x) {
   constexpr float kMin = -87.33654f;
   constexpr std::uint32_t kMinBits = std::bit_cast<std::uint32_t>(kMin);
-  const std::uint32_t under = 0u - static_cast<std::uint32_t>(std::bit_cast<std::uint32_t>(x) > kMinBits);  // all ones if below
+  const std::uint32_t under =
+      0u - static_cast<std::uint32_t>(std::bit_cast<std::uint32_t>(x) > kMinBits);  // all ones if below
   const float xc = std::bit_cast<float>((std::bit_cast<std::uint32_t>(x) & ~under) | (kMinBits & under));
-  const float t = add_rn(mul_rn(xc, 1.44269504088896341f), 12582912.0f);  // round(x / ln 2) in t's low mantissa bits
+  const float t =
+      add_rn(mul_rn(xc, 1.44269504088896341f), 12582912.0f);  // round(x / ln 2) in t's low mantissa bits
   const float n = add_rn(t, -12582912.0f);
-  const float r = add_rn(add_rn(xc, -mul_rn(n, 0.693359375f)), mul_rn(n, 2.12194440e-4f));  // x - n ln2, in two parts
+  const float r =
+      add_rn(add_rn(xc, -mul_rn(n, 0.693359375f)), mul_rn(n, 2.12194440e-4f));  // x - n ln2, in two parts
   float y = 1.9875691500e-4f;
   y = add_rn(mul_rn(y, r), 1.3981999507e-3f);
   y = add_rn(mul_rn(y, r), 8.3334519073e-3f);
@@ -55,7 +58,8 @@ SPECDEC_HOST_DEVICE float exp_nonpositive(float x) {
   y = add_rn(mul_rn(y, r), 5.0000001201e-1f);
   y = add_rn(add_rn(mul_rn(y, mul_rn(r, r)), r), 1.0f);
   const std::uint32_t exponent = (std::bit_cast<std::uint32_t>(t) - 0x4B400000u + 127u) << 23;
-  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(mul_rn(y, std::bit_cast<float>(exponent))) & ~under);
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(mul_rn(y, std::bit_cast<float>(exponent))) &
+                              ~under);
 }
 
 // A softmax exponent: e^((logit - max) / T) as exp_nonpositive((logit - max) * (1 / T)).
@@ -77,7 +81,9 @@ SPECDEC_HOST_DEVICE std::uint32_t ordered_key(float v) {
 // probabilities (each below 8, a row's total below 16).
 inline constexpr int kMassFractionBits = 60;
 SPECDEC_HOST_DEVICE std::uint64_t fixed_mass(double w) {
-  return w > 0.0 ? static_cast<std::uint64_t>(w * 0x1p60) : 0;
+  // Through int64: w * 2^60 < 2^63, and a signed conversion is one
+  // instruction where an unsigned one is a branchy sequence on x86-64.
+  return w > 0.0 ? static_cast<std::uint64_t>(static_cast<std::int64_t>(w * 0x1p60)) : 0;
 }
 
 // A row's sum in double, with a fixed shape that a CUDA block reproduces:

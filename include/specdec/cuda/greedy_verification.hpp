@@ -39,7 +39,8 @@ namespace specdec::cuda {
 // when a launch fails; kOk otherwise.
 Status greedy_verification(const float* target_rows, const std::int32_t* parents, const TokenId* tokens,
                            const std::int32_t* tree_nodes, TokenId* row_argmax, std::int32_t* accepted_nodes,
-                           std::int32_t* num_accepted, TokenId* emitted, std::int32_t batch, std::int32_t nodes,
-                           std::int32_t max_depth, std::int64_t vocab, void* stream = nullptr);
+                           std::int32_t* num_accepted, TokenId* emitted, std::int32_t batch,
+                           std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab,
+                           void* stream = nullptr);
 
 }  // namespace specdec::cuda

@@ -57,9 +57,9 @@ namespace specdec::cuda {
 Status recursive_rejection_sampling(const std::int32_t* parents, const TokenId* tokens,
                                     const std::uint8_t* slot_draws, const float* draft_probs,
                                     const float* target_probs, const std::int32_t* tree_nodes,
-                                    std::int32_t* accepted_nodes, std::int32_t* num_accepted, TokenId* emitted,
-                                    std::int32_t* draws_used, std::int32_t batch, std::int32_t nodes,
-                                    std::int32_t max_depth, std::int64_t vocab, std::uint64_t seed,
-                                    std::uint64_t offset, void* stream = nullptr);
+                                    std::int32_t* accepted_nodes, std::int32_t* num_accepted,
+                                    TokenId* emitted, std::int32_t* draws_used, std::int32_t batch,
+                                    std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab,
+                                    std::uint64_t seed, std::uint64_t offset, void* stream = nullptr);
 
 }  // namespace specdec::cuda

@@ -23,11 +23,13 @@ double shaped_sum(const std::vector<float>& x) {
   double total = 0.0;
   for (std::int64_t c = 0; c < n; c += 8192) {
     std::vector<double> lane(1024, 0.0);
-    for (std::int64_t i = c; i < std::min(n, c + 8192); ++i) lane[static_cast<std::size_t>((i - c) % 1024)] += x[static_cast<std::size_t>(i)];
+    for (std::int64_t i = c; i < std::min(n, c + 8192); ++i)
+      lane[static_cast<std::size_t>((i - c) % 1024)] += x[static_cast<std::size_t>(i)];
     std::vector<double> warp(32);
     for (int w = 0; w < 32; ++w) {
       for (int s = 16; s >= 1; s /= 2)
-        for (int k = 0; k < s; ++k) lane[static_cast<std::size_t>(32 * w + k)] += lane[static_cast<std::size_t>(32 * w + k + s)];
+        for (int k = 0; k < s; ++k)
+          lane[static_cast<std::size_t>(32 * w + k)] += lane[static_cast<std::size_t>(32 * w + k + s)];
       warp[static_cast<std::size_t>(w)] = lane[static_cast<std::size_t>(32 * w)];
     }
     for (int s = 16; s >= 1; s /= 2)
@@ -42,8 +44,9 @@ double shaped_sum(const std::vector<float>& x) {
 TEST_CASE("lane_sum has the documented shape, bit for bit, and is accurate", "[unit][bitexact]") {
   std::mt19937 gen(5);
   std::exponential_distribution<float> expo(1.0f);
-  for (const std::size_t n : {std::size_t{1}, std::size_t{31}, std::size_t{1024}, std::size_t{1025}, std::size_t{8191},
-                              std::size_t{8192}, std::size_t{8193}, std::size_t{32000}, std::size_t{128256}}) {
+  for (const std::size_t n :
+       {std::size_t{1}, std::size_t{31}, std::size_t{1024}, std::size_t{1025}, std::size_t{8191},
+        std::size_t{8192}, std::size_t{8193}, std::size_t{32000}, std::size_t{128256}}) {
     std::vector<float> x(n);
     for (float& v : x) v = expo(gen) * (gen() % 4 == 0 ? 1e-6f : 1.0f);
     const double got = specdec::bitexact::lane_sum(x.data(), static_cast<std::int64_t>(n));
@@ -82,7 +85,10 @@ TEST_CASE("sample_weights is the fixed-point inverse CDF", "[unit][bitexact]") {
   for (int trial = 0; trial < 2000; ++trial) {
     const std::size_t n = 1 + gen() % 300;
     std::vector<double> w(n);
-    for (double& v : w) v = gen() % 5 == 0 ? 0.0 : std::ldexp(static_cast<double>(gen() % 1000000), -20 - static_cast<int>(gen() % 30));
+    for (double& v : w)
+      v = gen() % 5 == 0
+              ? 0.0
+              : std::ldexp(static_cast<double>(gen() % 1000000), -20 - static_cast<int>(gen() % 30));
     const std::uint64_t bits = gen() >> 11;
     const double u = static_cast<double>(bits) * 0x1p-53;
     __extension__ unsigned __int128 total = 0;
@@ -99,10 +105,11 @@ TEST_CASE("sample_weights is the fixed-point inverse CDF", "[unit][bitexact]") {
         }
       }
     }
-    const auto got = specdec::row_math::sample_weights([&](std::int64_t i) { return w[static_cast<std::size_t>(i)]; },
-                                                       static_cast<std::int64_t>(n), u);
+    const auto got = specdec::row_math::sample_weights(
+        [&](std::int64_t i) { return w[static_cast<std::size_t>(i)]; }, static_cast<std::int64_t>(n), u);
     INFO("trial " << trial);
     REQUIRE(got == want);
-    if (got != specdec::kNoToken) CHECK(w[static_cast<std::size_t>(got)] > 0.0);  // never a token without mass
+    if (got != specdec::kNoToken)
+      CHECK(w[static_cast<std::size_t>(got)] > 0.0);  // never a token without mass
   }
 }
