@@ -14,6 +14,7 @@
 
 #include "device_support.hpp"
 #include "specdec/core/status.hpp"
+#include "specdec/cuda/flat_trees.hpp"
 #include "specdec/cuda/recursive_rejection_sampling.hpp"
 #include "statistical/lossless_harness.hpp"
 #include "support/catch.hpp"
@@ -24,12 +25,6 @@ namespace sd = specdec;
 namespace st = specdec::testing;
 using sd::TokenId;
 using st::DeviceBuffer;
-
-std::uint8_t draw_code(sd::ChildMode mode) {
-  return mode == sd::ChildMode::kSampledWithReplacement      ? 1
-         : mode == sd::ChildMode::kSampledWithoutReplacement ? 2
-                                                             : 0;
-}
 
 // outcomes() decodes of two tokens, every round on the device.
 st::FitResult run_device_fit(const st::PairCase& c, const sd::SamplingParams& params, st::Strategy s,
@@ -44,47 +39,35 @@ st::FitResult run_device_fit(const st::PairCase& c, const sd::SamplingParams& pa
     // Draft each active decode's round on the host.
     std::vector<sd::DraftTree> trees(active.size());
     std::vector<sd::ProbMatrix> draft_rows(active.size());
-    std::int32_t nodes = 0, max_depth = 1;
     for (std::size_t k = 0; k < active.size(); ++k) {
       std::vector<TokenId> ctx = emitted[static_cast<std::size_t>(active[k])];
       drafting.draft(s, ctx, trees[k], draft_rows[k]);
-      nodes = std::max(nodes, trees[k].size());
-      max_depth = std::max(max_depth, trees[k].max_depth());
     }
-    // Flatten: rows of slot s at s + 1, padded to `nodes`.
-    const auto batch = static_cast<std::int32_t>(active.size());
-    const std::size_t rows = static_cast<std::size_t>(nodes) + 1, v = st::kVocab;
-    std::vector<std::int32_t> parents(static_cast<std::size_t>(batch) * static_cast<std::size_t>(nodes), -1);
-    std::vector<std::int32_t> sizes(static_cast<std::size_t>(batch));
-    std::vector<TokenId> tokens(parents.size(), 0);
-    std::vector<std::uint8_t> draws(static_cast<std::size_t>(batch) * rows, 0);
-    std::vector<float> draft(draws.size() * v, 0.0f), target(draws.size() * v, 0.0f);
+    // Flatten; each slot's target row, and its draft row where children were sampled.
+    const sd::cuda::FlatTrees flat(trees);
+    const auto batch = flat.batch();
+    const std::int32_t max_depth = flat.max_depth();
+    const std::size_t v = st::kVocab;
+    std::vector<float> draft(flat.draws().size() * v, 0.0f), target(flat.draws().size() * v, 0.0f);
     for (std::size_t k = 0; k < active.size(); ++k) {
       const sd::DraftTree& tree = trees[k];
-      const std::vector<TokenId>& ctx0 = emitted[static_cast<std::size_t>(active[k])];
-      sizes[k] = tree.size();
-      for (std::int32_t i = 0; i < tree.size(); ++i) {
-        parents[k * static_cast<std::size_t>(nodes) + static_cast<std::size_t>(i)] = tree.parent(i);
-        tokens[k * static_cast<std::size_t>(nodes) + static_cast<std::size_t>(i)] = tree.token(i);
-      }
+      const auto b = static_cast<std::int32_t>(k);
       for (std::int32_t slot = sd::DraftTree::kRoot; slot < tree.size(); ++slot) {
-        const std::size_t at = k * rows + static_cast<std::size_t>(slot + 1);
-        std::vector<TokenId> ctx = ctx0;
+        const auto at = static_cast<std::size_t>(flat.row(b, slot));
+        std::vector<TokenId> ctx = emitted[static_cast<std::size_t>(active[k])];
         if (slot != sd::DraftTree::kRoot)
           for (auto i : tree.path_to(slot)) ctx.push_back(tree.token(i));
         const auto p = pair.target(ctx);
         std::copy(p.begin(), p.end(), target.begin() + static_cast<std::ptrdiff_t>(at * v));
-        if (tree.num_children(slot) == 0) continue;
-        draws[at] = draw_code(tree.children_mode(slot));
-        if (draws[at] != 0) {
+        if (flat.draws()[at] != 0) {
           const auto q = draft_rows[k].row(tree.children_draft_row(slot));
           std::copy(q.begin(), q.end(), draft.begin() + static_cast<std::ptrdiff_t>(at * v));
         }
       }
     }
-    const DeviceBuffer<std::int32_t> d_parents(parents), d_sizes(sizes);
-    const DeviceBuffer<TokenId> d_tokens(tokens);
-    const DeviceBuffer<std::uint8_t> d_draws(draws);
+    const DeviceBuffer<std::int32_t> d_parents(flat.parents()), d_sizes(flat.sizes());
+    const DeviceBuffer<TokenId> d_tokens(flat.tokens());
+    const DeviceBuffer<std::uint8_t> d_draws(flat.draws());
     const DeviceBuffer<float> d_draft(draft), d_target(target);
     const DeviceBuffer<std::int32_t> path(
         std::vector<std::int32_t>(static_cast<std::size_t>(batch) * max_depth, -7));
@@ -94,7 +77,7 @@ st::FitResult run_device_fit(const st::PairCase& c, const sd::SamplingParams& pa
     // A fresh seed per round: every tree of every round draws its own stream.
     const sd::Status status = sd::cuda::recursive_rejection_sampling(
         d_parents.get(), d_tokens.get(), d_draws.get(), d_draft.get(), d_target.get(), d_sizes.get(),
-        path.get(), count.get(), out.get(), used.get(), batch, nodes, max_depth, st::kVocab,
+        path.get(), count.get(), out.get(), used.get(), batch, flat.nodes(), max_depth, st::kVocab,
         seed + 1000 * (round + 1), 0);
     REQUIRE(std::string(sd::status_string(status)) == "ok");
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
