@@ -24,9 +24,11 @@
 
 #include "specdec/core/status.hpp"
 #include "specdec/core/types.hpp"
+#include "specdec/cuda/block_verification.hpp"
 #include "specdec/cuda/chain_speculative_sampling.hpp"
 #include "specdec/cuda/greedy_verification.hpp"
 #include "specdec/cuda/recursive_rejection_sampling.hpp"
+#include "specdec/cuda/typical_acceptance.hpp"
 #include "specdec/cuda/warp.hpp"
 
 namespace {
@@ -216,9 +218,11 @@ void BM_GreedyVerification(benchmark::State& state) {
   label(state, s, bytes);
 }
 
-// Chain speculative sampling over probability rows (target and draft), drafts
-// drawn so that about half are accepted.
-void BM_ChainSpeculativeSampling(benchmark::State& state) {
+enum class ChainRule { kSpeculativeSampling, kBlockVerification };
+
+// A chain rule over probability rows (target and draft), each draft the
+// argmax of its draft row. Block verification runs one thread per row.
+void BM_Chain(benchmark::State& state, ChainRule rule) {
   if (!have_device()) return state.SkipWithError("skipped: no CUDA device");
   const Shape s = shape_of(state);
   const auto target = random_rows(s.rows(), s.vocab, 3, true);
@@ -237,10 +241,14 @@ void BM_ChainSpeculativeSampling(benchmark::State& state) {
   tok.upload(tokens);
   std::uint64_t offset = 0;
   time_launches(state, copies, [&](int c) {
-    check(specdec::cuda::chain_speculative_sampling(q[static_cast<std::size_t>(c)]->ptr, tok.ptr,
-                                                    p[static_cast<std::size_t>(c)]->ptr, out.ptr,
-                                                    accepted.ptr, s.batch, s.k, s.vocab, 7, offset),
-          "chain_speculative_sampling");
+    const float* qc = q[static_cast<std::size_t>(c)]->ptr;
+    const float* pc = p[static_cast<std::size_t>(c)]->ptr;
+    check(rule == ChainRule::kSpeculativeSampling
+              ? specdec::cuda::chain_speculative_sampling(qc, tok.ptr, pc, out.ptr, accepted.ptr, s.batch,
+                                                          s.k, s.vocab, 7, offset)
+              : specdec::cuda::block_verification(qc, tok.ptr, pc, out.ptr, accepted.ptr, s.batch, s.k,
+                                                  s.vocab, 7, offset),
+          "chain rule");
     offset += static_cast<std::uint64_t>(s.k) + 1;
   });
   label(state, s, bytes);
@@ -288,6 +296,37 @@ void BM_RecursiveRejectionSampling(benchmark::State& state) {
   label(state, s, bytes);
 }
 
+// Typical acceptance (lossy) over chains of k argmax drafts, Medusa's defaults.
+void BM_TypicalAcceptance(benchmark::State& state) {
+  if (!have_device()) return state.SkipWithError("skipped: no CUDA device");
+  const Shape s = shape_of(state);
+  const auto target = random_rows(s.rows(), s.vocab, 3, true);
+  std::vector<std::int32_t> parents;
+  std::vector<TokenId> tokens;
+  for (std::int32_t b = 0; b < s.batch; ++b)
+    for (std::int32_t i = 0; i < s.k; ++i) {
+      parents.push_back(i - 1);
+      const float* p =
+          target.data() + (static_cast<std::size_t>(b) * (s.k + 1) + i) * static_cast<std::size_t>(s.vocab);
+      tokens.push_back(static_cast<TokenId>(std::max_element(p, p + s.vocab) - p));
+    }
+  const std::size_t bytes = target.size() * sizeof(float);
+  const int copies = copies_for(bytes);
+  const DeviceCopies p = device_copies(target, copies);
+  DeviceArray<std::int32_t> par(parents.size()), path(static_cast<std::size_t>(s.batch * s.k)),
+      count(static_cast<std::size_t>(s.batch));
+  DeviceArray<TokenId> tok(tokens.size()), emitted(static_cast<std::size_t>(s.batch));
+  par.upload(parents);
+  tok.upload(tokens);
+  time_launches(state, copies, [&](int c) {
+    check(specdec::cuda::typical_acceptance(par.ptr, tok.ptr, p[static_cast<std::size_t>(c)]->ptr, nullptr,
+                                            path.ptr, count.ptr, emitted.ptr, s.batch, s.k, s.k, s.vocab,
+                                            0.09f, 0.3f, 7, 0),
+          "typical_acceptance");
+  });
+  label(state, s, bytes);
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   for (const std::int64_t vocab : {32000, 128256})
     for (const std::int64_t batch : {1, 8, 64, 256})
@@ -300,7 +339,9 @@ BENCHMARK_CAPTURE(BM_Warp, temperature, WarpKind::kTemperature)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Warp, top_k_50, WarpKind::kTopK)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Warp, top_p_0_9, WarpKind::kTopP)->Apply(shapes);
 BENCHMARK(BM_GreedyVerification)->Apply(shapes);
-BENCHMARK(BM_ChainSpeculativeSampling)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_Chain, speculative_sampling, ChainRule::kSpeculativeSampling)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_Chain, block_verification, ChainRule::kBlockVerification)->Apply(shapes);
+BENCHMARK(BM_TypicalAcceptance)->Apply(shapes);
 BENCHMARK(BM_RecursiveRejectionSampling)->Apply(shapes);
 
 }  // namespace

@@ -34,8 +34,10 @@ def main(path):
         return 1
     print(f"host {ctx.get('host_name', '?')}, {ctx.get('date', '?')}; median of repetitions, microseconds")
     cols = ["ReadLogitsOnce", "Warp/temperature", "Warp/top_k_50", "Warp/top_p_0_9", "GreedyVerification",
-            "ChainSpeculativeSampling", "RecursiveRejectionSampling"]
-    short = ["read", "warp", "warp_k", "warp_p", "greedy", "chain", "rrs", "w+c/read", "chain/read", "greedy/read"]
+            "Chain/speculative_sampling", "RecursiveRejectionSampling", "Chain/block_verification",
+            "TypicalAcceptance"]
+    short = ["read", "warp", "warp_k", "warp_p", "greedy", "chain", "rrs", "block", "typical", "w+c/read",
+             "chain/read", "greedy/read"]
     print(f"{'V':>7} {'batch':>5} {'k':>2} " + " ".join(f"{c:>10}" for c in short))
     shapes = sorted({key[1:] for key in times})
     for v, batch, k in shapes:
@@ -49,12 +51,12 @@ def main(path):
     print()
     def get(c, v, b, k):
         return times.get((c, v, b, k))
-    w, c, r = get("Warp/temperature", 128256, 64, 4), get("ChainSpeculativeSampling", 128256, 64, 4), \
+    w, c, r = get("Warp/temperature", 128256, 64, 4), get("Chain/speculative_sampling", 128256, 64, 4), \
         get("ReadLogitsOnce", 128256, 64, 4)
     if None not in (w, c, r):
         print(f"goal batch 64, k 4, V 128k: warp + verify {w + c:.1f} us = {(w + c) / r:.2f} x read-once "
               f"({r:.1f} us); goal <= 2: {'met' if w + c <= 2 * r else 'missed'}")
-    w1, c1 = get("Warp/temperature", 128256, 1, 4), get("ChainSpeculativeSampling", 128256, 1, 4)
+    w1, c1 = get("Warp/temperature", 128256, 1, 4), get("Chain/speculative_sampling", 128256, 1, 4)
     if None not in (w1, c1):
         print(f"goal batch 1, k 4, V 128k: warp + verify {w1 + c1:.1f} us; goal <= 15 us: "
               f"{'met' if w1 + c1 <= 15 else 'missed'}")

@@ -17,6 +17,7 @@
 
 #include "specdec/accept/input_checks.hpp"
 #include "specdec/accept/row_math.hpp"
+#include "specdec/core/bitexact.hpp"
 #include "specdec/core/distribution.hpp"
 #include "specdec/core/draft_tree.hpp"
 #include "specdec/core/error.hpp"
@@ -53,13 +54,18 @@ class TypicalAcceptance {
 
   const TypicalAcceptanceParams& params() const { return params_; }
 
-  // The acceptance threshold of one target row.
+  // The acceptance threshold of one target row. The entropy's logarithms,
+  // sum and exponential are bitexact's, so the CUDA kernel
+  // (cuda::typical_acceptance) finds the same threshold to the bit.
   double threshold(std::span<const float> p) const {
-    double entropy = 0.0;
-    for (float v : p)
-      if (v > 0.0f) entropy -= static_cast<double>(v) * std::log(static_cast<double>(v));
+    const double entropy = bitexact::lane_sum_of(
+        [&p](std::int64_t i) {
+          const double v = p[static_cast<std::size_t>(i)];
+          return v > 0.0 ? -bitexact::dmul_rn(v, bitexact::log_positive(v)) : 0.0;
+        },
+        static_cast<std::int64_t>(p.size()));
     return std::min(static_cast<double>(params_.posterior_threshold),
-                    static_cast<double>(params_.posterior_alpha) * std::exp(-entropy));
+                    static_cast<double>(params_.posterior_alpha) * bitexact::exp_nonpositive_double(-entropy));
   }
 
   void verify(const DraftTree& tree, const ProbRows& target, const ProbRows& /*draft*/,
@@ -91,7 +97,7 @@ class TypicalAcceptance {
       }
       ok_[static_cast<std::size_t>(c)] = 1;
       score_[static_cast<std::size_t>(c)] =
-          (parent == DraftTree::kRoot ? 0.0 : score_[static_cast<std::size_t>(parent)]) + std::log(p_x);
+          (parent == DraftTree::kRoot ? 0.0 : score_[static_cast<std::size_t>(parent)]) + bitexact::log_positive(p_x);
       if (best == DraftTree::kRoot || tree.depth(c) > tree.depth(best) ||
           (tree.depth(c) == tree.depth(best) &&
            score_[static_cast<std::size_t>(c)] > score_[static_cast<std::size_t>(best)]))

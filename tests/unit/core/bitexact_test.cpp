@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -112,4 +113,26 @@ TEST_CASE("sample_weights is the fixed-point inverse CDF", "[unit][bitexact]") {
     if (got != specdec::kNoToken)
       CHECK(w[static_cast<std::size_t>(got)] > 0.0);  // never a token without mass
   }
+}
+
+TEST_CASE("log_positive and exp_nonpositive_double are within 2 ulp of the library's", "[unit][bitexact]") {
+  using specdec::bitexact::exp_nonpositive_double;
+  using specdec::bitexact::log_positive;
+  const auto ulps = [](double got, double want) {
+    return std::abs(got - want) / std::abs(std::nextafter(want, std::numeric_limits<double>::infinity()) - want);
+  };
+  std::mt19937_64 gen(13);
+  std::uniform_real_distribution<double> mantissa(0.5, 1.0);
+  double worst_log = 0.0, worst_exp = 0.0;
+  for (int i = 0; i < 200000; ++i) {
+    const double x = std::ldexp(mantissa(gen), 2 - static_cast<int>(gen() % 1080));  // down to subnormals
+    worst_log = std::max(worst_log, ulps(log_positive(x), std::log(x)));
+    const double y = -std::uniform_real_distribution<double>(0.0, i % 2 == 0 ? 700.0 : 5.0)(gen);
+    worst_exp = std::max(worst_exp, ulps(exp_nonpositive_double(y), std::exp(y)));
+  }
+  CHECK(worst_log <= 2.0);
+  CHECK(worst_exp <= 2.0);
+  CHECK(log_positive(1.0) == 0.0);
+  CHECK(exp_nonpositive_double(0.0) == 1.0);
+  CHECK(exp_nonpositive_double(-800.0) == 0.0);
 }
