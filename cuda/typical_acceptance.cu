@@ -58,11 +58,11 @@ __global__ void __launch_bounds__(kBlock) typical_acceptance_kernel(
           const double entropy = detail::block_lane_sum(
               [p](std::int64_t i) {
                 const double v = p[i];
-                return v > 0.0 ? -bitexact::dmul_rn(v, bitexact::log_positive(v)) : 0.0;
+                return v > 0.0 ? -bitexact::mul_rn(v, bitexact::log_positive(v)) : 0.0;
               },
               vocab, sh);
           const double threshold = fmin(static_cast<double>(posterior_threshold),
-                                        bitexact::dmul_rn(static_cast<double>(posterior_alpha),
+                                        bitexact::mul_rn(static_cast<double>(posterior_alpha),
                                                           bitexact::exp_nonpositive_double(-entropy)));
           if (t == 0) slot_threshold[parent + 1] = threshold;
           __syncthreads();

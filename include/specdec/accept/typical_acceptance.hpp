@@ -61,7 +61,7 @@ class TypicalAcceptance {
     const double entropy = bitexact::lane_sum_of(
         [&p](std::int64_t i) {
           const double v = p[static_cast<std::size_t>(i)];
-          return v > 0.0 ? -bitexact::dmul_rn(v, bitexact::log_positive(v)) : 0.0;
+          return v > 0.0 ? -bitexact::mul_rn(v, bitexact::log_positive(v)) : 0.0;
         },
         static_cast<std::int64_t>(p.size()));
     return std::min(static_cast<double>(params_.posterior_threshold),

@@ -16,17 +16,26 @@
 
 namespace specdec::bitexact {
 
-// a * b and a + b rounded once each (no fused multiply-add), on host and device.
-SPECDEC_HOST_DEVICE float mul_rn(float a, float b) {
+// a * b and a + b rounded once each (no fused multiply-add), on host and
+// device, for float and double.
+template <class T>
+SPECDEC_HOST_DEVICE T mul_rn(T a, T b) {
 #if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
+  if constexpr (sizeof(T) == sizeof(float))
+    return __fmul_rn(a, b);
+  else
+    return __dmul_rn(a, b);
 #else
   return a * b;
 #endif
 }
-SPECDEC_HOST_DEVICE float add_rn(float a, float b) {
+template <class T>
+SPECDEC_HOST_DEVICE T add_rn(T a, T b) {
 #if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
+  if constexpr (sizeof(T) == sizeof(float))
+    return __fadd_rn(a, b);
+  else
+    return __dadd_rn(a, b);
 #else
   return a + b;
 #endif
@@ -74,22 +83,6 @@ SPECDEC_HOST_DEVICE std::uint32_t ordered_key(float v) {
   return bits ^ ((bits >> 31) != 0 ? 0xffffffffu : 0x80000000u);
 }
 
-// Double-precision a * b and a + b rounded once each (no fused multiply-add).
-SPECDEC_HOST_DEVICE double dmul_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-SPECDEC_HOST_DEVICE double dadd_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
 // ln x for a finite x > 0, the same bits on host and device (std::log and
 // CUDA's log may differ in the last bit). x = m 2^e with m in [sqrt(1/2),
 // sqrt(2)); ln m = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172, by its
@@ -98,7 +91,7 @@ SPECDEC_HOST_DEVICE double dadd_rn(double a, double b) {
 SPECDEC_HOST_DEVICE double log_positive(double x) {
   int e = 0;
   if (x < 0x1p-1022) {  // subnormal: scale into the normal range
-    x = dmul_rn(x, 0x1p54);
+    x = mul_rn(x, 0x1p54);
     e = -54;
   }
   std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
@@ -106,18 +99,18 @@ SPECDEC_HOST_DEVICE double log_positive(double x) {
   bits = (bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull;  // m in [1, 2)
   double m = std::bit_cast<double>(bits);
   if (m > 1.4142135623730951) {
-    m = dmul_rn(m, 0.5);
+    m = mul_rn(m, 0.5);
     ++e;
   }
   const double s = (m - 1.0) / (m + 1.0);
-  const double z = dmul_rn(s, s);
+  const double z = mul_rn(s, s);
   // 2 (s + s^3/3 + ... + s^23/23), Horner in z from the highest term.
   double poly = 2.0 / 23.0;
-  for (int k = 21; k >= 1; k -= 2) poly = dadd_rn(dmul_rn(poly, z), 2.0 / k);
-  const double ln_m = dmul_rn(s, poly);
+  for (int k = 21; k >= 1; k -= 2) poly = add_rn(mul_rn(poly, z), 2.0 / k);
+  const double ln_m = mul_rn(s, poly);
   constexpr double kLn2Hi = 0x1.62e42fefa3800p-1, kLn2Lo = 0x1.ef35793c76730p-45;  // ln 2 = hi + lo
   const double de = static_cast<double>(e);
-  return dadd_rn(dmul_rn(de, kLn2Hi), dadd_rn(dmul_rn(de, kLn2Lo), ln_m));
+  return add_rn(mul_rn(de, kLn2Hi), add_rn(mul_rn(de, kLn2Lo), ln_m));
 }
 
 // e^y for a finite y <= 0, the same bits on host and device; 0 below -745.
@@ -127,14 +120,14 @@ SPECDEC_HOST_DEVICE double exp_nonpositive_double(double y) {
   if (y < -745.0) return 0.0;
   constexpr double kLn2Hi = 0x1.62e42fefa3800p-1, kLn2Lo = 0x1.ef35793c76730p-45;
   const double k = static_cast<double>(static_cast<long long>(
-      dadd_rn(dmul_rn(y, 1.4426950408889634), y < 0.0 ? -0.5 : 0.5)));  // round(y / ln 2)
-  const double r = dadd_rn(dadd_rn(y, -dmul_rn(k, kLn2Hi)), -dmul_rn(k, kLn2Lo));
+      add_rn(mul_rn(y, 1.4426950408889634), y < 0.0 ? -0.5 : 0.5)));  // round(y / ln 2)
+  const double r = add_rn(add_rn(y, -mul_rn(k, kLn2Hi)), -mul_rn(k, kLn2Lo));
   double sum = 1.0;  // Horner: 1 + r (1 + r/2 (1 + r/3 (...)))
-  for (int n = 14; n >= 1; --n) sum = dadd_rn(1.0, dmul_rn(dmul_rn(r, sum), 1.0 / n));
+  for (int n = 14; n >= 1; --n) sum = add_rn(1.0, mul_rn(mul_rn(r, sum), 1.0 / n));
   // 2^k, in two steps when it would be subnormal.
   const int ki = static_cast<int>(k);
-  if (ki >= -1022) return dmul_rn(sum, std::bit_cast<double>(static_cast<std::uint64_t>(ki + 1023) << 52));
-  return dmul_rn(dmul_rn(sum, std::bit_cast<double>(static_cast<std::uint64_t>(ki + 1023 + 64) << 52)), 0x1p-64);
+  if (ki >= -1022) return mul_rn(sum, std::bit_cast<double>(static_cast<std::uint64_t>(ki + 1023) << 52));
+  return mul_rn(mul_rn(sum, std::bit_cast<double>(static_cast<std::uint64_t>(ki + 1023 + 64) << 52)), 0x1p-64);
 }
 
 // A probability mass in fixed point: floor(w * 2^60), 0 for w <= 0 or NaN.
