@@ -65,6 +65,19 @@ std::filesystem::path write_random_heads(const tb::LlamaModel& target, const cha
   return heads;
 }
 
+// The random target (2 layers, hidden 32) and draft (1 layer, 16) the method
+// tests decode with, in `dtype`.
+struct TargetAndDraft {
+  tb::LlamaModel target, draft;
+};
+TargetAndDraft random_target_and_draft(sd::DType dtype) {
+  TargetAndDraft m{tb::LlamaModel::random(st::tiny_decoding_config(2, 32), 3),
+                   tb::LlamaModel::random(st::tiny_decoding_config(1, 16), 4)};
+  m.target.set_inference_dtype(dtype);
+  m.draft.set_inference_dtype(dtype);
+  return m;
+}
+
 // sv's companion (smaller than the draft) in <heads>/companion and a greedy
 // profile in <heads>/sv that cuts drafts.
 void write_sv_files(const std::filesystem::path& heads, const sd::io::LlamaConfig& companion,
@@ -105,10 +118,7 @@ TEST_CASE("Greedy chain speculation on Llama models equals greedy decoding", "[t
 TEST_CASE("Every method decodes greedily exactly like autoregressive decoding", "[torch][engine]") {
   for (const auto dtype : inference_dtypes()) {
   INFO(sd::dtype_name(dtype));
-  auto target = tb::LlamaModel::random(st::tiny_decoding_config(2, 32), 3);
-  auto draft = tb::LlamaModel::random(st::tiny_decoding_config(1, 16), 4);
-  target.set_inference_dtype(dtype);
-  draft.set_inference_dtype(dtype);
+  auto [target, draft] = random_target_and_draft(dtype);
   const std::vector<sd::TokenId> prompt{7, 3, 9, 3, 7, 3, 9};  // repeats, so prompt lookup finds matches
   const auto reference = greedy(target, prompt, 32);
   for (const char* spec : {"chain:k=3", "chain:k=2:policy=heuristic", "chain:k=6:policy=confidence:threshold=0.05",
@@ -139,10 +149,7 @@ TEST_CASE("Every method decodes greedily exactly like autoregressive decoding", 
 TEST_CASE("Every method's continuous batching equals greedy decoding, request by request", "[torch][engine]") {
   for (const auto dtype : inference_dtypes()) {
   INFO(sd::dtype_name(dtype));
-  auto target = tb::LlamaModel::random(st::tiny_decoding_config(2, 32), 3);
-  auto draft = tb::LlamaModel::random(st::tiny_decoding_config(1, 16), 4);
-  target.set_inference_dtype(dtype);
-  draft.set_inference_dtype(dtype);
+  auto [target, draft] = random_target_and_draft(dtype);
   const auto heads = write_random_heads(target, "specdec_batch_heads", sd::DType::kF32);
   write_sv_files(heads, st::tiny_decoding_config(1, 8));
 
@@ -176,10 +183,7 @@ TEST_CASE("A sampled request draws the same tokens alone and in batches of 4 to 
   // bit-identical whatever the forward holds around it.
   for (const auto dtype : inference_dtypes()) {
   INFO(sd::dtype_name(dtype));
-  auto target = tb::LlamaModel::random(st::tiny_decoding_config(2, 32), 3);
-  auto draft = tb::LlamaModel::random(st::tiny_decoding_config(1, 16), 4);
-  target.set_inference_dtype(dtype);
-  draft.set_inference_dtype(dtype);
+  auto [target, draft] = random_target_and_draft(dtype);
   const auto heads = write_random_heads(target, "specdec_sampled_batch_heads", sd::DType::kF32);
   write_sv_files(heads, st::tiny_decoding_config(1, 8), 1.0f);
   const std::vector<sd::TokenId> prompt{7, 3, 9, 3, 7, 3, 9};
