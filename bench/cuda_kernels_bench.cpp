@@ -28,6 +28,7 @@
 #include "specdec/cuda/chain_speculative_sampling.hpp"
 #include "specdec/cuda/greedy_verification.hpp"
 #include "specdec/cuda/recursive_rejection_sampling.hpp"
+#include "specdec/cuda/traversal_verification.hpp"
 #include "specdec/cuda/typical_acceptance.hpp"
 #include "specdec/cuda/warp.hpp"
 
@@ -254,6 +255,40 @@ void BM_Chain(benchmark::State& state, ChainRule rule) {
   label(state, s, bytes);
 }
 
+// Warp + chain speculative sampling in one: chain_speculative_sampling_from_logits
+// on the target's logits at temperature 0.8, with the same draft rows and
+// drafts as BM_Chain. Bytes: the target's logits (what the goal compares with).
+void BM_ChainFromLogits(benchmark::State& state) {
+  if (!have_device()) return state.SkipWithError("skipped: no CUDA device");
+  const Shape s = shape_of(state);
+  const auto target = random_rows(s.rows(), s.vocab, 3, false);
+  const auto draft = random_rows(std::int64_t{s.batch} * s.k, s.vocab, 4, true);
+  std::vector<TokenId> tokens(static_cast<std::size_t>(s.batch * s.k));
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const float* q = draft.data() + i * static_cast<std::size_t>(s.vocab);
+    tokens[i] = static_cast<TokenId>(std::max_element(q, q + s.vocab) - q);
+  }
+  const int copies = copies_for((target.size() + draft.size()) * sizeof(float));
+  const DeviceCopies p = device_copies(target, copies), q = device_copies(draft, copies);
+  DeviceArray<TokenId> tok(tokens.size()), out(static_cast<std::size_t>(s.rows()));
+  DeviceArray<std::int32_t> accepted(static_cast<std::size_t>(s.batch));
+  DeviceArray<float> temperatures(static_cast<std::size_t>(s.batch));
+  tok.upload(tokens);
+  temperatures.upload(std::vector<float>(static_cast<std::size_t>(s.batch), 0.8f));
+  const std::size_t ws_bytes = specdec::cuda::chain_from_logits_workspace_bytes(s.batch, s.k, s.vocab);
+  DeviceArray<char> ws(ws_bytes);
+  check(cudaMemset(ws.ptr, 0, ws_bytes), "memset");
+  std::uint64_t offset = 0;
+  time_launches(state, copies, [&](int c) {
+    check(specdec::cuda::chain_speculative_sampling_from_logits(
+              q[static_cast<std::size_t>(c)]->ptr, tok.ptr, p[static_cast<std::size_t>(c)]->ptr, temperatures.ptr,
+              out.ptr, accepted.ptr, s.batch, s.k, s.vocab, 7, offset, ws.ptr, ws_bytes),
+          "chain_speculative_sampling_from_logits");
+    offset += static_cast<std::uint64_t>(s.k) + 1;
+  });
+  label(state, s, target.size() * sizeof(float));
+}
+
 // Recursive rejection sampling over chains of k i.i.d. drafts (SpecInfer's
 // rule on the one-path tree): the same rows as chain speculative sampling.
 void BM_RecursiveRejectionSampling(benchmark::State& state) {
@@ -291,6 +326,49 @@ void BM_RecursiveRejectionSampling(benchmark::State& state) {
               p[static_cast<std::size_t>(c)]->ptr, nullptr, path.ptr, count.ptr, emitted.ptr, used.ptr,
               s.batch, s.k, s.k, s.vocab, 7, offset),
           "recursive_rejection_sampling");
+    offset += static_cast<std::uint64_t>(s.k) + 1;
+  });
+  label(state, s, bytes);
+}
+
+// Traversal verification (one thread per tree) over the same chains as
+// BM_RecursiveRejectionSampling: k i.i.d. drafts, argmax of their draft rows.
+void BM_TraversalVerification(benchmark::State& state) {
+  if (!have_device()) return state.SkipWithError("skipped: no CUDA device");
+  const Shape s = shape_of(state);
+  const auto target = random_rows(s.rows(), s.vocab, 3, true);
+  const auto draft = random_rows(s.rows(), s.vocab, 4, true);
+  std::vector<std::int32_t> parents;
+  std::vector<TokenId> tokens;
+  std::vector<std::uint8_t> draws;
+  for (std::int32_t b = 0; b < s.batch; ++b) {
+    for (std::int32_t i = 0; i < s.k; ++i) {
+      parents.push_back(i - 1);
+      const float* q =
+          draft.data() + (static_cast<std::size_t>(b) * (s.k + 1) + i) * static_cast<std::size_t>(s.vocab);
+      tokens.push_back(static_cast<TokenId>(std::max_element(q, q + s.vocab) - q));
+    }
+    for (std::int32_t i = 0; i <= s.k; ++i) draws.push_back(1);
+  }
+  const std::size_t bytes = (target.size() + draft.size()) * sizeof(float);
+  const int copies = copies_for(bytes);
+  const DeviceCopies p = device_copies(target, copies), q = device_copies(draft, copies);
+  DeviceArray<std::int32_t> par(parents.size()), path(static_cast<std::size_t>(s.batch * s.k)),
+      count(static_cast<std::size_t>(s.batch));
+  DeviceArray<TokenId> tok(tokens.size()), emitted(static_cast<std::size_t>(s.batch));
+  DeviceArray<std::uint8_t> dr(draws.size());
+  par.upload(parents);
+  tok.upload(tokens);
+  dr.upload(draws);
+  const std::size_t ws_bytes = specdec::cuda::traversal_verification_workspace_bytes(s.batch, s.k, s.vocab);
+  DeviceArray<char> ws(ws_bytes);
+  std::uint64_t offset = 0;
+  time_launches(state, copies, [&](int c) {
+    check(specdec::cuda::traversal_verification(par.ptr, tok.ptr, dr.ptr, q[static_cast<std::size_t>(c)]->ptr,
+                                                p[static_cast<std::size_t>(c)]->ptr, path.ptr, count.ptr,
+                                                emitted.ptr, s.batch, s.k, s.k, s.vocab, ws.ptr, ws_bytes, 7,
+                                                offset),
+          "traversal_verification");
     offset += static_cast<std::uint64_t>(s.k) + 1;
   });
   label(state, s, bytes);
@@ -341,6 +419,8 @@ BENCHMARK_CAPTURE(BM_Warp, top_p_0_9, WarpKind::kTopP)->Apply(shapes);
 BENCHMARK(BM_GreedyVerification)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Chain, speculative_sampling, ChainRule::kSpeculativeSampling)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Chain, block_verification, ChainRule::kBlockVerification)->Apply(shapes);
+BENCHMARK(BM_ChainFromLogits)->Apply(shapes);
+BENCHMARK(BM_TraversalVerification)->Apply(shapes);
 BENCHMARK(BM_TypicalAcceptance)->Apply(shapes);
 BENCHMARK(BM_RecursiveRejectionSampling)->Apply(shapes);
 

@@ -49,32 +49,37 @@ __device__ __forceinline__ std::uint64_t warp_sum_u64(std::uint64_t v) {
   return v;
 }
 
-// bitexact::lane_sum of x(0..n) (x(i) a double; the caller converts exactly as
-// the host does). The result is returned to every thread.
-template <class X>
-__device__ double block_lane_sum(X x, std::int64_t n, BlockScratch& sh) {
+// One chunk's sum in bitexact::chunk_sum_of's shape, from each thread's lane
+// sum (thread l: lane l); returned to every thread.
+__device__ inline double block_chunk_sum(double lane_sum, BlockScratch& sh) {
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
-  double total = 0.0;  // thread 0's running sum of chunk sums, in order
-  for (std::int64_t c = 0; c < n; c += bitexact::kSumChunk) {
-    double acc = 0.0;
-    for (int j = 0; j < 8; ++j) {
-      const std::int64_t i = c + j * kBlock + t;
-      if (i < n) acc += x(i);
-    }
-    acc = warp_pair_off(acc);
-    if (lane == 0) sh.warp_sums[warp] = acc;
-    __syncthreads();
-    if (warp == 0) {
-      const double chunk = warp_pair_off(sh.warp_sums[lane]);
-      if (lane == 0) total += chunk;
-    }
-    __syncthreads();
+  const double v = warp_pair_off(lane_sum);
+  if (lane == 0) sh.warp_sums[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    const double chunk = warp_pair_off(sh.warp_sums[lane]);
+    if (lane == 0) sh.broadcast[0] = static_cast<std::uint64_t>(__double_as_longlong(chunk));
   }
-  if (t == 0) sh.broadcast[0] = __double_as_longlong(total);
   __syncthreads();
   const double sum = __longlong_as_double(static_cast<long long>(sh.broadcast[0]));
   __syncthreads();
   return sum;
+}
+
+// bitexact::lane_sum of x(0..n) (x(i) a double; the caller converts exactly as
+// the host does). The result is returned to every thread.
+template <class X>
+__device__ double block_lane_sum(X x, std::int64_t n, BlockScratch& sh) {
+  double total = 0.0;  // every thread adds the chunk sums in order
+  for (std::int64_t c = 0; c < n; c += bitexact::kSumChunk) {
+    double acc = 0.0;
+    for (int j = 0; j < 8; ++j) {
+      const std::int64_t i = c + j * kBlock + threadIdx.x;
+      if (i < n) acc += x(i);
+    }
+    total += block_chunk_sum(acc, sh);
+  }
+  return total;
 }
 
 // Block-wide reductions, result to every thread.
@@ -96,6 +101,58 @@ __device__ inline std::uint64_t block_sum_u64(std::uint64_t v, BlockScratch& sh)
   for (int w = 0; w < kWarps; ++w) s += sh.u64[w];
   __syncthreads();
   return s;
+}
+
+// One chunk of bitexact.hpp's chunked softmax at inverse temperature inv_t.
+// Thread l holds the chunk's logits v[j] = x(l + j * kBlock) (-inf past the
+// row's end); e[j] become their exponents against the chunk's largest logit
+// (0 below `threshold`). Returns that logit and the chunk's sum of the
+// exponents (chunk_sum_of's shape) to every thread.
+struct SoftmaxChunk {
+  float max;
+  double sum;
+};
+__device__ inline SoftmaxChunk block_softmax_chunk(const float (&v)[8], float threshold, float inv_t,
+                                                   float (&e)[8], BlockScratch& sh) {
+  float m = v[0];
+  for (int j = 1; j < 8; ++j) m = v[j] > m ? v[j] : m;
+  m = block_max(m, sh);
+  const bool empty = m == -std::numeric_limits<float>::infinity();
+  double acc = 0.0;  // adding the padding's 0 leaves a sum of non-negative values unchanged
+  for (int j = 0; j < 8; ++j) {
+    e[j] = empty || v[j] < threshold ? 0.0f : bitexact::softmax_exponent(v[j], m, inv_t);
+    acc += static_cast<double>(e[j]);
+  }
+  return {m, block_chunk_sum(acc, sh)};
+}
+
+// An exclusive prefix sum over the block's threads in thread order; *total
+// (every thread) the block's sum.
+__device__ inline std::uint64_t block_exclusive_scan_u64(std::uint64_t v, BlockScratch& sh,
+                                                         std::uint64_t* total) {
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  std::uint64_t incl = v;
+  for (int d = 1; d < 32; d *= 2) {
+    const std::uint64_t o = __shfl_up_sync(kFullMask, incl, d);
+    if (lane >= d) incl += o;
+  }
+  if (lane == 31) sh.u64[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    const std::uint64_t own = sh.u64[lane];
+    std::uint64_t w = own;
+    for (int d = 1; d < 32; d *= 2) {
+      const std::uint64_t o = __shfl_up_sync(kFullMask, w, d);
+      if (lane >= d) w += o;
+    }
+    sh.hist[lane] = w - own;  // the warps before `lane`
+    if (lane == 31) sh.broadcast[0] = w;
+  }
+  __syncthreads();
+  const std::uint64_t before = sh.hist[warp] + incl - v;
+  *total = sh.broadcast[0];
+  __syncthreads();
+  return before;
 }
 
 // The index of the largest value, ties to the lowest index (the host argmax);

@@ -3,7 +3,8 @@
 //   1. the largest logit, and whether any is NaN or +inf;
 //   2. greedy: one-hot at the argmax; else
 //   3. top-k: the k-th largest logit (radix selection over ordered keys);
-//   4. softmax: exponents stored and summed by block_lane_sum, then scaled;
+//   4. softmax, chunk by chunk (bitexact.hpp): exponents stored and summed,
+//      then scaled;
 //   5. top-p: the nucleus' last probability (radix selection weighted by
 //      fixed-point masses), the rest zeroed and the row renormalised.
 #include <cuda_runtime.h>
@@ -21,6 +22,8 @@ namespace {
 
 using detail::BlockScratch;
 using detail::kBlock;
+// The widest row warp_rows takes (2^24) in chunks of the softmax.
+constexpr std::int64_t kMaxChunks = (std::int64_t{1} << 24) / bitexact::kSumChunk;
 
 __device__ bool valid_params(const RowSampling& p) {
   return isfinite(p.temperature) && p.temperature >= 0.0f && p.top_k >= 0 && p.top_p > 0.0f &&
@@ -78,23 +81,34 @@ __global__ void __launch_bounds__(kBlock)
     threshold = __uint_as_float(bits);
   }
 
-  // 4. softmax over the survivors at temperature T.
+  // 4. softmax over the survivors at temperature T, chunk by chunk
+  //    (bitexact.hpp): each chunk's exponents stored as they are summed, then
+  //    scaled in place by the thread that stored them (lane t owns tokens
+  //    t + 1024 j).
+  __shared__ float factors[kMaxChunks];
   const float inv_t = 1.0f / sp.temperature;
-  const auto exponent = [=](std::int64_t i) {
-    const float v = x[i];
-    return v < threshold ? 0.0f : bitexact::softmax_exponent(v, m, inv_t);
-  };
-  // Each exponent is computed once: stored as it is summed, then scaled in
-  // place by the thread that stored it (lane t owns tokens t + 1024 j).
-  const double sum = detail::block_lane_sum(
-      [&](std::int64_t i) {
-        const float e = exponent(i);
-        out[i] = e;
-        return static_cast<double>(e);
-      },
-      vocab, sh);
-  const float inv = static_cast<float>(1.0 / sum);
-  for (std::int64_t i = t; i < vocab; i += kBlock) out[i] = bitexact::mul_rn(out[i], inv);
+  double normaliser = 0.0;  // every thread adds the chunks in order
+  for (std::int64_t c = 0; c < vocab; c += bitexact::kSumChunk) {
+    float v[8], e[8];
+    for (int j = 0; j < 8; ++j) {
+      const std::int64_t i = c + j * kBlock + t;
+      v[j] = i < vocab ? x[i] : -kInf;
+    }
+    const detail::SoftmaxChunk chunk = detail::block_softmax_chunk(v, threshold, inv_t, e, sh);
+    for (int j = 0; j < 8; ++j) {
+      const std::int64_t i = c + j * kBlock + t;
+      if (i < vocab) out[i] = e[j];
+    }
+    const float scale = bitexact::softmax_chunk_scale(chunk.max, m, inv_t);
+    if (t == 0) factors[c / bitexact::kSumChunk] = scale;
+    normaliser = bitexact::softmax_normaliser_add(normaliser, chunk.sum, scale);
+  }
+  const std::int64_t chunks = (vocab + bitexact::kSumChunk - 1) / bitexact::kSumChunk;
+  __syncthreads();
+  for (std::int64_t c = t; c < chunks; c += kBlock) factors[c] = bitexact::softmax_chunk_factor(factors[c], normaliser);
+  __syncthreads();
+  for (std::int64_t i = t; i < vocab; i += kBlock)
+    out[i] = bitexact::mul_rn(out[i], factors[i / bitexact::kSumChunk]);
 
   // 5. top-p over the normalised row.
   if (sp.top_p < 1.0f) {

@@ -5,7 +5,8 @@ For each shape (V, batch, k): the median time of each kernel, the time to
 read the round's target logits once (a device-to-device copy moving as many
 bytes), and the ratios the goals name:
   - warp + verify (chain speculative sampling) over the read-once time: <= 2
-    at batch 64, k = 4, V = 128k;
+    at batch 64, k = 4, V = 128k; both as two launches (warp_rows, then the
+    rule over the rows) and fused (chain_speculative_sampling_from_logits);
   - warp + verify at batch 1, k = 4, V = 128k: <= 15 us;
   - each rule kernel over the read-once time: <= 1.5.
 Usage: gpu_summary.py cuda_kernels_bench.json
@@ -35,8 +36,8 @@ def main(path):
     print(f"host {ctx.get('host_name', '?')}, {ctx.get('date', '?')}; median of repetitions, microseconds")
     cols = ["ReadLogitsOnce", "Warp/temperature", "Warp/top_k_50", "Warp/top_p_0_9", "GreedyVerification",
             "Chain/speculative_sampling", "RecursiveRejectionSampling", "Chain/block_verification",
-            "TypicalAcceptance"]
-    short = ["read", "warp", "warp_k", "warp_p", "greedy", "chain", "rrs", "block", "typical", "w+c/read",
+            "TypicalAcceptance", "ChainFromLogits", "TraversalVerification"]
+    short = ["read", "warp", "warp_k", "warp_p", "greedy", "chain", "rrs", "block", "typical", "fused", "traversal", "w+c/read", "fused/read",
              "chain/read", "greedy/read"]
     print(f"{'V':>7} {'batch':>5} {'k':>2} " + " ".join(f"{c:>10}" for c in short))
     shapes = sorted({key[1:] for key in times})
@@ -46,8 +47,8 @@ def main(path):
         ratio = lambda a, b: f"{a / b:10.2f}" if a is not None and b else f"{'-':>10}"
         w_c = warp + chain if warp is not None and chain is not None else None
         cells = [f"{x:10.1f}" if x is not None else f"{'-':>10}" for x in t]
-        print(f"{v:>7} {batch:>5} {k:>2} " + " ".join(cells) + ratio(w_c, read) + ratio(chain, read) +
-              ratio(greedy, read))
+        print(f"{v:>7} {batch:>5} {k:>2} " + " ".join(cells) + ratio(w_c, read) + ratio(t[9], read) +
+              ratio(chain, read) + ratio(greedy, read))
     print()
     def get(c, v, b, k):
         return times.get((c, v, b, k))
@@ -60,6 +61,12 @@ def main(path):
     if None not in (w1, c1):
         print(f"goal batch 1, k 4, V 128k: warp + verify {w1 + c1:.1f} us; goal <= 15 us: "
               f"{'met' if w1 + c1 <= 15 else 'missed'}")
+    f, f1 = get("ChainFromLogits", 128256, 64, 4), get("ChainFromLogits", 128256, 1, 4)
+    if None not in (f, r):
+        print(f"goal batch 64, k 4, V 128k, fused: {f:.1f} us = {f / r:.2f} x read-once; goal <= 2: "
+              f"{'met' if f <= 2 * r else 'missed'}")
+    if f1 is not None:
+        print(f"goal batch 1, k 4, V 128k, fused: {f1:.1f} us; goal <= 15 us: {'met' if f1 <= 15 else 'missed'}")
     return 0
 
 

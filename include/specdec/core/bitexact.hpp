@@ -162,31 +162,61 @@ inline void pair_off_32(double* v) {
     for (int k = 0; k < s; ++k) v[k] += v[k + s];
 }
 
+// One chunk's sum in lane_sum's shape: the values f(c), ..., f(c + m - 1),
+// m <= kSumChunk.
+template <class F>
+inline double chunk_sum_of(F f, std::int64_t c, std::int64_t m) {
+  double lane[kSumLanes] = {};
+  std::int64_t j = 0;
+  for (; j + kSumLanes <= m; j += kSumLanes)
+    for (int l = 0; l < kSumLanes; ++l) lane[l] += f(c + j + l);
+  for (int l = 0; j + l < m; ++l) lane[l] += f(c + j + l);
+  double warp[32];
+  for (int w = 0; w < 32; ++w) {
+    pair_off_32(lane + 32 * w);
+    warp[w] = lane[32 * w];
+  }
+  pair_off_32(warp);
+  return warp[0];
+}
+
 // lane_sum of the values f(0..n) (doubles).
 template <class F>
 inline double lane_sum_of(F f, std::int64_t n) {
   double total = 0.0;
-  for (std::int64_t c = 0; c < n; c += kSumChunk) {
-    const std::int64_t m = n - c < kSumChunk ? n - c : kSumChunk;
-    double lane[kSumLanes] = {};
-    std::int64_t j = 0;
-    for (; j + kSumLanes <= m; j += kSumLanes)
-      for (int l = 0; l < kSumLanes; ++l) lane[l] += f(c + j + l);
-    for (int l = 0; j + l < m; ++l) lane[l] += f(c + j + l);
-    double warp[32];
-    for (int w = 0; w < 32; ++w) {
-      pair_off_32(lane + 32 * w);
-      warp[w] = lane[32 * w];
-    }
-    pair_off_32(warp);
-    total += warp[0];
-  }
+  for (std::int64_t c = 0; c < n; c += kSumChunk) total += chunk_sum_of(f, c, n - c < kSumChunk ? n - c : kSumChunk);
   return total;
 }
 
 template <class T>
 inline double lane_sum(const T* x, std::int64_t n) {
   return lane_sum_of([x](std::int64_t i) { return static_cast<double>(x[i]); }, n);
+}
+
+// The softmax of a row, chunk by chunk, so that CUDA blocks that each hold one
+// chunk of a row compute the host's probabilities bit for bit without first
+// agreeing on the row's largest logit: the online normaliser of Milakov and
+// Gimelshein (arXiv 1805.02867, Algorithm 3) with a fixed shape. At inverse
+// temperature 1/T, over lane_sum's chunks of kSumChunk values:
+//  - m_c is chunk c's largest logit, e_i = softmax_exponent(l_i, m_c, 1/T)
+//    (0 for a token the warp excludes), s_c the chunk's sum of the e_i in
+//    lane_sum's shape (chunk_sum_of);
+//  - with M the row's largest logit, scale_c = softmax_chunk_scale(m_c, M,
+//    1/T) and Z = sum over c in order, from 0.0, of s_c * scale_c, each
+//    product and sum rounded once (softmax_normaliser_add);
+//  - p_i = e_i * f_c, f_c = softmax_chunk_factor(scale_c, Z).
+// A chunk without a finite logit has e_i = 0 and scale_c = 0. Z >= 1: the
+// chunk holding M contributes its e = 1 at scale 1.
+SPECDEC_HOST_DEVICE float softmax_chunk_scale(float chunk_max, float row_max, float inv_temperature) {
+  return std::bit_cast<std::uint32_t>(chunk_max) == 0xff800000u  // -inf
+             ? 0.0f
+             : softmax_exponent(chunk_max, row_max, inv_temperature);
+}
+SPECDEC_HOST_DEVICE double softmax_normaliser_add(double z, double chunk_sum, float chunk_scale) {
+  return add_rn(z, mul_rn(chunk_sum, static_cast<double>(chunk_scale)));
+}
+SPECDEC_HOST_DEVICE float softmax_chunk_factor(float chunk_scale, double normaliser) {
+  return static_cast<float>(static_cast<double>(chunk_scale) / normaliser);
 }
 
 }  // namespace specdec::bitexact

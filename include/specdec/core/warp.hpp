@@ -69,17 +69,37 @@ class Warper {
     if (params.top_k > 0 && static_cast<std::size_t>(params.top_k) < vocab)
       threshold = kth_largest(logits, static_cast<std::size_t>(params.top_k));
 
-    // Softmax at temperature T over the survivors: max subtracted, exponent
-    // by exp_nonpositive (vectorizes), summed by bitexact::lane_sum (a shape
-    // the CUDA warp reproduces bit for bit).
+    // Softmax at temperature T over the survivors, chunk by chunk
+    // (bitexact::softmax_chunk_scale: a shape the CUDA kernels reproduce bit
+    // for bit with one block per chunk); the exponent by exp_nonpositive
+    // (vectorizes).
     const float inv_t = 1.0f / params.temperature;
-    if (threshold > -std::numeric_limits<float>::infinity()) {  // top-k: nothing below the k-th logit
-      for (std::size_t i = 0; i < vocab; ++i)
-        probs[i] = logits[i] < threshold ? 0.0f : bitexact::softmax_exponent(logits[i], max_logit, inv_t);
-    } else {
-      for (std::size_t i = 0; i < vocab; ++i) probs[i] = bitexact::softmax_exponent(logits[i], max_logit, inv_t);
+    const auto n = static_cast<std::int64_t>(vocab);
+    constexpr std::int64_t kChunk = bitexact::kSumChunk;
+    scales_.clear();
+    double normaliser = 0.0;
+    for (std::int64_t c = 0; c < n; c += kChunk) {
+      const std::int64_t m = std::min(kChunk, n - c);
+      const float* x = logits.data() + c;
+      float* e = probs.data() + c;
+      const float chunk_max = max_of(x, m);
+      if (chunk_max == -std::numeric_limits<float>::infinity()) {
+        std::fill(e, e + m, 0.0f);
+      } else if (threshold > -std::numeric_limits<float>::infinity()) {  // top-k: nothing below the k-th logit
+        for (std::int64_t i = 0; i < m; ++i)
+          e[i] = x[i] < threshold ? 0.0f : bitexact::softmax_exponent(x[i], chunk_max, inv_t);
+      } else {
+        for (std::int64_t i = 0; i < m; ++i) e[i] = bitexact::softmax_exponent(x[i], chunk_max, inv_t);
+      }
+      const double sum = bitexact::chunk_sum_of([e](std::int64_t i) { return static_cast<double>(e[i]); }, 0, m);
+      scales_.push_back(bitexact::softmax_chunk_scale(chunk_max, max_logit, inv_t));
+      normaliser = bitexact::softmax_normaliser_add(normaliser, sum, scales_.back());
     }
-    normalize(probs, bitexact::lane_sum(probs.data(), static_cast<std::int64_t>(vocab)));
+    for (std::int64_t c = 0; c < n; c += kChunk) {
+      const float f = bitexact::softmax_chunk_factor(scales_[static_cast<std::size_t>(c / kChunk)], normaliser);
+      float* e = probs.data() + c;
+      for (std::int64_t i = 0, m = std::min(kChunk, n - c); i < m; ++i) e[i] *= f;
+    }
     if (params.top_p < 1.0f) apply_top_p(probs, params.top_p);
   }
 
@@ -121,6 +141,19 @@ class Warper {
       any_finite |= std::isfinite(v);
     }
     if (!any_finite) throw InvalidDistributionError("warp: every logit is -inf");
+  }
+
+  // The largest of x[0..n), -inf for none; eight lanes, so it vectorizes.
+  static float max_of(const float* x, std::int64_t n) {
+    constexpr float kInf = std::numeric_limits<float>::infinity();
+    float lane[8] = {-kInf, -kInf, -kInf, -kInf, -kInf, -kInf, -kInf, -kInf};
+    std::int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int j = 0; j < 8; ++j) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
+    for (; i < n; ++i) lane[0] = x[i] > lane[0] ? x[i] : lane[0];
+    float m = lane[0];
+    for (const float v : lane) m = v > m ? v : m;
+    return m;
   }
 
   static void normalize(std::span<float> probs, double sum) {
@@ -208,6 +241,7 @@ class Warper {
     if (dropped > 0) normalize(probs, static_cast<double>(kept) * 0x1p-60);
   }
 
+  std::vector<float> scales_;  // softmax_chunk_scale of each chunk
   std::vector<float> values_;
   std::vector<TokenId> order_;
   std::vector<std::uint32_t> counts_;

@@ -18,6 +18,7 @@
 // specdec::cuda; a cudaStream_t is passed as void*).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "specdec/core/status.hpp"
@@ -57,6 +58,51 @@ Status chain_speculative_sampling(const float* draft_probs,     // [batch, gamma
                                   std::int32_t* num_accepted,   // [batch]
                                   std::int32_t batch, std::int32_t gamma, std::int64_t vocab,
                                   std::uint64_t seed, std::uint64_t offset, void* stream = nullptr);
+
+// Chain speculative sampling straight from the target's logits: what
+// warp_rows at each request's temperature (no top-k, no top-p) followed by
+// chain_speculative_sampling computes, token for token, without writing the
+// warped rows. Two launches read the logits once, split into chunks of 8192
+// over every SM (bitexact.hpp's chunked softmax): one computes each chunk's
+// softmax statistics and, in the last block of a request, its acceptance
+// tests; the other draws the emitted token from the row it stopped at.
+//
+//   draft_probs    q_i, warped (as for chain_speculative_sampling), or null
+//   draft_tokens   x_1..x_gamma of each request                [batch, gamma]
+//   target_logits  the target's logits, rows 0..gamma   [batch, gamma + 1, vocab]
+//   temperatures   each request's temperature; 0: greedy (one-hot rows) [batch]
+//   output_tokens, num_accepted   as for chain_speculative_sampling
+//   workspace      at least chain_from_logits_workspace_bytes(batch, gamma,
+//                  vocab) bytes of device memory, 16-byte aligned, zeroed
+//                  once after allocation: the kernels return its counters to
+//                  zero, so launches of any shape it is large enough for may
+//                  reuse it, one at a time (about 0.5 MB of counters, then
+//                  the launch's statistics).
+//
+// Request b draws from Philox stream b at `offset`, gamma + 1 uniforms, as in
+// chain_speculative_sampling. A request is flagged (all kNoToken, num_accepted
+// -1) when a drafted token is outside the vocabulary, its temperature is not
+// finite or is negative, or any of its target rows holds a NaN or +inf logit
+// or has no finite logit (where warp_rows reports a row status).
+//
+// Returns kInvalidArgument, before touching the device, for the arguments
+// chain_speculative_sampling refuses, and when gamma > 31, vocab > 2^18,
+// batch * (gamma + 1) > 65535, temperatures or (for batch > 0) workspace is
+// null or misaligned, or workspace_bytes is short; kCudaError when a launch
+// fails; kOk otherwise.
+Status chain_speculative_sampling_from_logits(const float* draft_probs,     // [batch, gamma, vocab]
+                                              const TokenId* draft_tokens,  // [batch, gamma]
+                                              const float* target_logits,   // [batch, gamma + 1, vocab]
+                                              const float* temperatures,    // [batch]
+                                              TokenId* output_tokens,       // [batch, gamma + 1]
+                                              std::int32_t* num_accepted,   // [batch]
+                                              std::int32_t batch, std::int32_t gamma, std::int64_t vocab,
+                                              std::uint64_t seed, std::uint64_t offset, void* workspace,
+                                              std::size_t workspace_bytes, void* stream = nullptr);
+
+// The workspace chain_speculative_sampling_from_logits needs; 0 for shapes it
+// refuses.
+std::size_t chain_from_logits_workspace_bytes(std::int32_t batch, std::int32_t gamma, std::int64_t vocab);
 
 // The number of CUDA devices visible to this process, for callers (tests)
 // that must know whether one exists without including CUDA headers. On

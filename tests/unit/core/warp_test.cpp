@@ -159,16 +159,27 @@ std::vector<float> sorting_warp(const std::vector<float>& logits, const Sampling
     std::nth_element(values.begin(), kth, values.end(), std::greater<float>());
     threshold = *kth;
   }
+  // The softmax chunk by chunk (bitexact.hpp): exponents against each chunk's
+  // largest logit, chunk sums weighted by e^((m_c - M) / T), then scaled.
   const float inv_t = 1.0f / params.temperature;
-  for (std::size_t i = 0; i < vocab; ++i) probs[i] = specdec::exp_nonpositive((logits[i] - max_logit) * inv_t);
-  if (threshold > -std::numeric_limits<float>::infinity())
-    for (std::size_t i = 0; i < vocab; ++i)
-      if (logits[i] < threshold) probs[i] = 0.0f;
+  constexpr std::size_t kChunk = 8192;
+  std::vector<float> scale;
+  double z = 0.0;
+  for (std::size_t c = 0; c < vocab; c += kChunk) {
+    const std::size_t end = std::min(vocab, c + kChunk);
+    const float m = *std::max_element(logits.begin() + static_cast<std::ptrdiff_t>(c),
+                                      logits.begin() + static_cast<std::ptrdiff_t>(end));
+    for (std::size_t i = c; i < end; ++i)
+      probs[i] = std::isinf(m) || logits[i] < threshold ? 0.0f : specdec::exp_nonpositive((logits[i] - m) * inv_t);
+    const double s = specdec::bitexact::lane_sum(probs.data() + c, static_cast<std::int64_t>(end - c));
+    scale.push_back(std::isinf(m) ? 0.0f : specdec::exp_nonpositive((m - max_logit) * inv_t));
+    z += s * static_cast<double>(scale.back());
+  }
+  for (std::size_t i = 0; i < vocab; ++i) probs[i] *= static_cast<float>(static_cast<double>(scale[i / kChunk]) / z);
   const auto normalize = [&](double total) {
     const float inv = static_cast<float>(1.0 / total);
     for (float& p : probs) p *= inv;
   };
-  normalize(specdec::bitexact::lane_sum(probs.data(), static_cast<std::int64_t>(vocab)));
   if (params.top_p >= 1.0f) return probs;
   std::vector<specdec::TokenId> order;
   for (std::size_t t = 0; t < vocab; ++t)
@@ -212,13 +223,15 @@ TEST_CASE("top-k and top-p select exactly what sorting the whole vocabulary sele
   specdec::Warper warp;
   int cut_by_top_p = 0;
   for (int trial = 0; trial < 3000; ++trial) {
-    const std::size_t vocab = std::vector<std::size_t>{2, 5, 64, 1000, 8192, 32000}[static_cast<std::size_t>(trial % 6)];
+    const std::size_t vocab = std::vector<std::size_t>{2, 5, 64, 1000, 8192, 32000, 40000}[static_cast<std::size_t>(trial % 7)];
     std::vector<float> logits(vocab);
     const int shape = static_cast<int>(gen() % 4);
     std::normal_distribution<float> normal(0.0f, shape == 0 ? 0.3f : shape == 1 ? 3.0f : 8.0f);
     for (auto& l : logits) l = shape == 3 ? static_cast<float>(gen() % 7) : normal(gen);
     if (gen() % 3 == 0)
       for (std::size_t m = 0; m < vocab / 4; ++m) logits[gen() % vocab] = -std::numeric_limits<float>::infinity();
+    if (vocab > 8192 && gen() % 4 == 0)  // a chunk of the softmax with no finite logit
+      std::fill(logits.begin() + 8192, logits.begin() + 16384, -std::numeric_limits<float>::infinity());
     if (std::all_of(logits.begin(), logits.end(), [](float l) { return std::isinf(l); })) logits[0] = 0.0f;
     SamplingParams p;
     p.temperature = std::vector<float>{0.3f, 0.8f, 1.0f, 2.5f}[gen() % 4];
