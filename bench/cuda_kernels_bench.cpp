@@ -289,89 +289,85 @@ void BM_ChainFromLogits(benchmark::State& state) {
   label(state, s, target.size() * sizeof(float));
 }
 
+// Chains of k i.i.d. drafts as flat trees (one row per slot, the root first,
+// for target and draft alike), each draft the argmax of its draft row; on the
+// device, with room for the tree rules' outputs.
+struct ChainTrees {
+  explicit ChainTrees(const Shape& s)
+      : target(random_rows(s.rows(), s.vocab, 3, true)), draft(random_rows(s.rows(), s.vocab, 4, true)) {
+    std::vector<std::int32_t> parents;
+    std::vector<TokenId> tokens;
+    std::vector<std::uint8_t> draws;
+    for (std::int32_t b = 0; b < s.batch; ++b) {
+      for (std::int32_t i = 0; i < s.k; ++i) {
+        parents.push_back(i - 1);
+        const float* row =
+            draft.data() + (static_cast<std::size_t>(b) * (s.k + 1) + i) * static_cast<std::size_t>(s.vocab);
+        tokens.push_back(static_cast<TokenId>(std::max_element(row, row + s.vocab) - row));
+      }
+      for (std::int32_t i = 0; i <= s.k; ++i) draws.push_back(1);
+    }
+    copies = copies_for(bytes());
+    p = device_copies(target, copies);
+    q = device_copies(draft, copies);
+    par = std::make_unique<DeviceArray<std::int32_t>>(parents.size());
+    tok = std::make_unique<DeviceArray<TokenId>>(tokens.size());
+    dr = std::make_unique<DeviceArray<std::uint8_t>>(draws.size());
+    par->upload(parents);
+    tok->upload(tokens);
+    dr->upload(draws);
+  }
+  std::size_t bytes() const { return (target.size() + draft.size()) * sizeof(float); }
+
+  std::vector<float> target, draft;
+  int copies = 1;
+  DeviceCopies p, q;
+  std::unique_ptr<DeviceArray<std::int32_t>> par;
+  std::unique_ptr<DeviceArray<TokenId>> tok;
+  std::unique_ptr<DeviceArray<std::uint8_t>> dr;
+};
+
 // Recursive rejection sampling over chains of k i.i.d. drafts (SpecInfer's
 // rule on the one-path tree): the same rows as chain speculative sampling.
 void BM_RecursiveRejectionSampling(benchmark::State& state) {
   if (!have_device()) return state.SkipWithError("skipped: no CUDA device");
   const Shape s = shape_of(state);
-  // Rows per tree: one per slot (root first), for target and draft alike.
-  const auto target = random_rows(s.rows(), s.vocab, 3, true);
-  const auto draft = random_rows(s.rows(), s.vocab, 4, true);
-  std::vector<std::int32_t> parents;
-  std::vector<TokenId> tokens;
-  std::vector<std::uint8_t> draws;
-  for (std::int32_t b = 0; b < s.batch; ++b) {
-    for (std::int32_t i = 0; i < s.k; ++i) {
-      parents.push_back(i - 1);
-      const float* q =
-          draft.data() + (static_cast<std::size_t>(b) * (s.k + 1) + i) * static_cast<std::size_t>(s.vocab);
-      tokens.push_back(static_cast<TokenId>(std::max_element(q, q + s.vocab) - q));
-    }
-    for (std::int32_t i = 0; i <= s.k; ++i) draws.push_back(1);
-  }
-  const std::size_t bytes = (target.size() + draft.size()) * sizeof(float);
-  const int copies = copies_for(bytes);
-  const DeviceCopies p = device_copies(target, copies), q = device_copies(draft, copies);
-  DeviceArray<std::int32_t> par(parents.size()), path(static_cast<std::size_t>(s.batch * s.k)),
-      count(static_cast<std::size_t>(s.batch)), used(static_cast<std::size_t>(s.batch));
-  DeviceArray<TokenId> tok(tokens.size()), emitted(static_cast<std::size_t>(s.batch));
-  DeviceArray<std::uint8_t> dr(draws.size());
-  par.upload(parents);
-  tok.upload(tokens);
-  dr.upload(draws);
+  const ChainTrees in(s);
+  DeviceArray<std::int32_t> path(static_cast<std::size_t>(s.batch * s.k)), count(static_cast<std::size_t>(s.batch)),
+      used(static_cast<std::size_t>(s.batch));
+  DeviceArray<TokenId> emitted(static_cast<std::size_t>(s.batch));
   std::uint64_t offset = 0;
-  time_launches(state, copies, [&](int c) {
+  time_launches(state, in.copies, [&](int c) {
     check(specdec::cuda::recursive_rejection_sampling(
-              par.ptr, tok.ptr, dr.ptr, q[static_cast<std::size_t>(c)]->ptr,
-              p[static_cast<std::size_t>(c)]->ptr, nullptr, path.ptr, count.ptr, emitted.ptr, used.ptr,
-              s.batch, s.k, s.k, s.vocab, 7, offset),
+              in.par->ptr, in.tok->ptr, in.dr->ptr, in.q[static_cast<std::size_t>(c)]->ptr,
+              in.p[static_cast<std::size_t>(c)]->ptr, nullptr, path.ptr, count.ptr, emitted.ptr, used.ptr, s.batch,
+              s.k, s.k, s.vocab, 7, offset),
           "recursive_rejection_sampling");
     offset += static_cast<std::uint64_t>(s.k) + 1;
   });
-  label(state, s, bytes);
+  label(state, s, in.bytes());
 }
 
-// Traversal verification (one thread per tree) over the same chains as
-// BM_RecursiveRejectionSampling: k i.i.d. drafts, argmax of their draft rows.
+// Traversal verification (one thread per tree) over the same chains.
 void BM_TraversalVerification(benchmark::State& state) {
   if (!have_device()) return state.SkipWithError("skipped: no CUDA device");
   const Shape s = shape_of(state);
-  const auto target = random_rows(s.rows(), s.vocab, 3, true);
-  const auto draft = random_rows(s.rows(), s.vocab, 4, true);
-  std::vector<std::int32_t> parents;
-  std::vector<TokenId> tokens;
-  std::vector<std::uint8_t> draws;
-  for (std::int32_t b = 0; b < s.batch; ++b) {
-    for (std::int32_t i = 0; i < s.k; ++i) {
-      parents.push_back(i - 1);
-      const float* q =
-          draft.data() + (static_cast<std::size_t>(b) * (s.k + 1) + i) * static_cast<std::size_t>(s.vocab);
-      tokens.push_back(static_cast<TokenId>(std::max_element(q, q + s.vocab) - q));
-    }
-    for (std::int32_t i = 0; i <= s.k; ++i) draws.push_back(1);
-  }
-  const std::size_t bytes = (target.size() + draft.size()) * sizeof(float);
-  const int copies = copies_for(bytes);
-  const DeviceCopies p = device_copies(target, copies), q = device_copies(draft, copies);
-  DeviceArray<std::int32_t> par(parents.size()), path(static_cast<std::size_t>(s.batch * s.k)),
-      count(static_cast<std::size_t>(s.batch));
-  DeviceArray<TokenId> tok(tokens.size()), emitted(static_cast<std::size_t>(s.batch));
-  DeviceArray<std::uint8_t> dr(draws.size());
-  par.upload(parents);
-  tok.upload(tokens);
-  dr.upload(draws);
+  const ChainTrees in(s);
+  DeviceArray<std::int32_t> path(static_cast<std::size_t>(s.batch * s.k)), count(static_cast<std::size_t>(s.batch));
+  DeviceArray<TokenId> emitted(static_cast<std::size_t>(s.batch));
   const std::size_t ws_bytes = specdec::cuda::traversal_verification_workspace_bytes(s.batch, s.k, s.vocab);
   DeviceArray<char> ws(ws_bytes);
   std::uint64_t offset = 0;
-  time_launches(state, copies, [&](int c) {
-    check(specdec::cuda::traversal_verification(par.ptr, tok.ptr, dr.ptr, q[static_cast<std::size_t>(c)]->ptr,
-                                                p[static_cast<std::size_t>(c)]->ptr, path.ptr, count.ptr,
+  time_launches(state, in.copies, [&](int c) {
+    check(specdec::cuda::traversal_verification(in.par->ptr, in.tok->ptr, in.dr->ptr,
+                                                in.q[static_cast<std::size_t>(c)]->ptr,
+                                                in.p[static_cast<std::size_t>(c)]->ptr, path.ptr, count.ptr,
                                                 emitted.ptr, s.batch, s.k, s.k, s.vocab, ws.ptr, ws_bytes, 7,
                                                 offset),
           "traversal_verification");
     offset += static_cast<std::uint64_t>(s.k) + 1;
   });
-  label(state, s, bytes);
+  label(state, s, in.bytes());
 }
 
 // Typical acceptance (lossy) over chains of k argmax drafts, Medusa's defaults.

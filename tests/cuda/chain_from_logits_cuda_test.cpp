@@ -69,7 +69,10 @@ Round make_round(std::mt19937& gen, std::int32_t batch, std::int32_t gamma, std:
       for (std::size_t k = 0; k < v; ++k) x[k] = shape == 3 ? static_cast<float>(gen() % 7) : normal(gen);
       if (gen() % 3 == 0)
         for (std::size_t m = 0; m < v / 4; ++m) x[gen() % v] = -kInf;
-      if (vocab > 16384 && gen() % 4 == 0) std::fill(x + 8192, x + 16384, -kInf);  // a chunk with no finite logit
+      if (vocab > 8192 && gen() % 4 == 0) {  // a chunk with no finite logit
+        const std::size_t c = 8192 * (gen() % ((v + 8191) / 8192));
+        std::fill(x + c, x + std::min(v, c + 8192), -kInf);
+      }
       if (std::all_of(x, x + v, [](float l) { return std::isinf(l); })) x[0] = 0.0f;
       if (i == gamma) break;
       // q: the softmax of the target's logits plus noise (in double).
@@ -91,6 +94,26 @@ Round make_round(std::mt19937& gen, std::int32_t batch, std::int32_t gamma, std:
     }
   }
   return r;
+}
+
+// Puts every other request's drafts on the edge of acceptance: q(x) = p(x) /
+// u in float, so that u * q(x) < p(x) turns on the last bits of p(x), and a
+// device p(x) one ulp off the host's would flip about half of the tests.
+void put_on_the_edge(Round& r, std::uint64_t seed, std::uint64_t offset) {
+  const auto v = static_cast<std::size_t>(r.vocab);
+  specdec::Warper warp;
+  std::vector<float> p(v);
+  for (std::int32_t b = 0; b < r.batch; b += 2) {
+    const specdec::PhiloxUniforms u{seed, static_cast<std::uint64_t>(b), offset};
+    for (std::int32_t i = 0; i < r.gamma; ++i) {
+      warp(std::span<const float>(r.target_logits.data() + (static_cast<std::size_t>(b) * (r.gamma + 1) + i) * v, v),
+           specdec::SamplingParams{.temperature = r.temperatures[static_cast<std::size_t>(b)]}, p);
+      const auto x = static_cast<std::size_t>(r.draft_tokens[static_cast<std::size_t>(b) * r.gamma + i]);
+      const double ui = u[static_cast<std::uint64_t>(i)];
+      if (p[x] > 0.0f && ui > 0.0)
+        r.draft_probs[(static_cast<std::size_t>(b) * r.gamma + i) * v + x] = static_cast<float>(p[x] / ui);
+    }
+  }
 }
 
 struct Result {
@@ -205,9 +228,10 @@ TEST_CASE("chain_speculative_sampling_from_logits emits exactly the warp and the
                        Case{32000, 32, 4, 8}, Case{40000, 16, 0, 4}, Case{128256, 8, 4, 6},
                        Case{1 << 18, 2, 8, 2}}) {
     for (std::int32_t rep = 0; rep < (quick ? 1 : c.repeats); ++rep) {
-      const Round r = make_round(gen, c.batch, c.gamma, c.vocab);
-      const bool with_q = rep % 2 == 0;
+      Round r = make_round(gen, c.batch, c.gamma, c.vocab);
+      const bool with_q = (rep + launches) % 2 == 0;
       const std::uint64_t seed = 1000 + static_cast<std::uint64_t>(launches), offset = gen() % 1000;
+      if (with_q) put_on_the_edge(r, seed, offset);
       const Result want = run_host(r, with_q, seed, offset);
       REQUIRE(ws.bytes >= specdec::cuda::chain_from_logits_workspace_bytes(c.batch, c.gamma, c.vocab));
       const Result got = run_device(r, with_q, seed, offset, ws);
@@ -265,4 +289,38 @@ TEST_CASE("chain_speculative_sampling_from_logits flags the requests the host re
   const Result want = run_host(first, true, 5, 0);
   CHECK(got.accepted[0] == want.accepted[0]);
   CHECK(std::vector<TokenId>(got.tokens.begin(), got.tokens.begin() + kGamma + 1) == want.tokens);
+}
+
+TEST_CASE("chain_speculative_sampling_from_logits falls back to p when the residual is empty, as the host does",
+          "[cuda]") {
+  if (!have_cuda_device()) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  // Request 0, greedy: q one-hot at the argmax, the draft another token.
+  // Request 1, T = 0.8: q equal to the warped p, the draft a masked token.
+  // Both reject, and p - q has no positive mass: the host draws from p.
+  std::mt19937 gen(47);
+  constexpr std::int32_t kGamma = 2;
+  constexpr std::int64_t kVocab = 9000;
+  Round r = make_round(gen, 2, kGamma, kVocab);
+  r.temperatures = {0.0f, 0.8f};
+  specdec::Warper warp;
+  const auto v = static_cast<std::size_t>(kVocab);
+  for (std::int32_t b = 0; b < 2; ++b) {
+    const std::size_t row = static_cast<std::size_t>(b) * (kGamma + 1) * v;  // row 0 of request b
+    float* x = r.target_logits.data() + row;
+    x[5] = -kInf;
+    float* q = r.draft_probs.data() + static_cast<std::size_t>(b) * kGamma * v;
+    warp(std::span<const float>(x, v), specdec::SamplingParams{.temperature = r.temperatures[b]},
+         std::span<float>(q, v));
+    r.draft_tokens[static_cast<std::size_t>(b) * kGamma] = 5;
+  }
+  Workspace ws(specdec::cuda::chain_from_logits_workspace_bytes(2, kGamma, kVocab));
+  const Result want = run_host(r, true, 9, 3);
+  const Result got = run_device(r, true, 9, 3, ws);
+  CHECK(want.accepted == std::vector<std::int32_t>{0, 0});
+  CHECK(want.tokens[0] == specdec::argmax(std::span<const float>(r.target_logits.data(), v)));
+  CHECK(got.accepted == want.accepted);
+  CHECK(got.tokens == want.tokens);
 }

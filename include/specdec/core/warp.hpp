@@ -111,17 +111,17 @@ class Warper {
     constexpr float kInf = std::numeric_limits<float>::infinity();
     float lane[8] = {-kInf, -kInf, -kInf, -kInf, -kInf, -kInf, -kInf, -kInf};
     int bad = 0;  // NaN and +inf fail v < inf
-    const std::size_t n = logits.size();
-    std::size_t i = 0;
-    for (; i + 8 <= n; i += 8)
+    const float* x = logits.data();
+    const std::size_t n = logits.size(), full = n - n % 8;
+    for (std::size_t i = 0; i < full; i += 8)
       for (std::size_t j = 0; j < 8; ++j) {
-        const float v = logits[i + j];
-        bad += !(v < kInf);
+        const float v = x[i + j];
+        bad |= !(v < kInf);
         lane[j] = v > lane[j] ? v : lane[j];
       }
-    for (; i < n; ++i) {
-      bad += !(logits[i] < kInf);
-      lane[0] = logits[i] > lane[0] ? logits[i] : lane[0];
+    for (std::size_t i = full; i < n; ++i) {
+      bad |= !(x[i] < kInf);
+      lane[0] = x[i] > lane[0] ? x[i] : lane[0];
     }
     if (bad) check_logits(logits);
     float m = lane[0];
@@ -147,10 +147,10 @@ class Warper {
   static float max_of(const float* x, std::int64_t n) {
     constexpr float kInf = std::numeric_limits<float>::infinity();
     float lane[8] = {-kInf, -kInf, -kInf, -kInf, -kInf, -kInf, -kInf, -kInf};
-    std::int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
+    const std::int64_t full = n - n % 8;
+    for (std::int64_t i = 0; i < full; i += 8)
       for (int j = 0; j < 8; ++j) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
-    for (; i < n; ++i) lane[0] = x[i] > lane[0] ? x[i] : lane[0];
+    for (std::int64_t i = full; i < n; ++i) lane[0] = x[i] > lane[0] ? x[i] : lane[0];
     float m = lane[0];
     for (const float v : lane) m = v > m ? v : m;
     return m;

@@ -87,8 +87,8 @@ Status chain_speculative_sampling(const float* draft_probs,     // [batch, gamma
 //
 // Returns kInvalidArgument, before touching the device, for the arguments
 // chain_speculative_sampling refuses, and when gamma > 31, vocab > 2^18,
-// batch * (gamma + 1) > 65535, temperatures or (for batch > 0) workspace is
-// null or misaligned, or workspace_bytes is short; kCudaError when a launch
+// batch * (gamma + 1) > 65535, (for batch > 0) temperatures or workspace is
+// null or workspace is misaligned, or workspace_bytes is short; kCudaError when a launch
 // fails; kOk otherwise.
 Status chain_speculative_sampling_from_logits(const float* draft_probs,     // [batch, gamma, vocab]
                                               const TokenId* draft_tokens,  // [batch, gamma]

@@ -3,6 +3,7 @@
 // restatements of their definitions. The CUDA tests hold the kernels to the
 // same functions bit for bit; these hold the functions to their definitions.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -135,4 +136,35 @@ TEST_CASE("log_positive and exp_nonpositive_double are within 2 ulp of the libra
   CHECK(log_positive(1.0) == 0.0);
   CHECK(exp_nonpositive_double(0.0) == 1.0);
   CHECK(exp_nonpositive_double(-800.0) == 0.0);
+}
+
+namespace {
+
+// A fingerprint of bitexact.hpp's results over fixed grids: the bits the CUDA
+// kernels compute. A compiler that fuses the host's multiplies and adds into
+// FMAs (GCC by default where the target has them: aarch64, -march=native)
+// changes it, and the host no longer equals the device.
+std::uint64_t bitexact_fingerprint() {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto mix = [&h](std::uint64_t bits) { h = (h ^ bits) * 1099511628211ull; };
+  namespace bx = specdec::bitexact;
+  for (int k = 0; k <= 20000; ++k) {
+    const float x = -90.0f * static_cast<float>(k) / 20000.0f;
+    mix(std::bit_cast<std::uint32_t>(bx::exp_nonpositive(x)));
+    mix(std::bit_cast<std::uint32_t>(bx::softmax_exponent(x, 1.5f, 1.0f / 0.7f)));
+    const float scale = bx::softmax_chunk_scale(x * 0.1f, 0.0f, 1.25f);
+    const double z = bx::softmax_normaliser_add(1.0 + k * 1e-3, 3.0 - k * 1e-4, scale);
+    mix(std::bit_cast<std::uint64_t>(z));
+    mix(std::bit_cast<std::uint32_t>(bx::softmax_chunk_factor(scale, z)));
+    mix(std::bit_cast<std::uint64_t>(bx::log_positive(1e-300 + k * 0.37)));
+    mix(std::bit_cast<std::uint64_t>(bx::exp_nonpositive_double(-0.031 * k)));
+  }
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("bitexact's functions give the reference bits (no FMA contraction on the host)", "[unit][bitexact]") {
+  // Recorded from an x86-64 build (no FMA), the bits the CUDA tests matched.
+  CHECK(bitexact_fingerprint() == 0xf75e7294cc4dc365ull);
 }
