@@ -164,10 +164,20 @@ __device__ inline std::int64_t block_argmax(const float* row, std::int64_t n, Bl
   float best = -std::numeric_limits<float>::infinity();
   std::int64_t at = -1;
   int bad = 0;
-  for (std::int64_t i = threadIdx.x; i < n; i += kBlock) {
-    const float v = row[i];
-    bad |= !(v < std::numeric_limits<float>::infinity());
-    if (at < 0 || v > best) best = v, at = i;  // i increases: ties keep the lowest
+  // Eight independent loads in flight per thread, then the comparisons in
+  // index order (i increases: ties keep the lowest).
+  for (std::int64_t base = threadIdx.x; base < n; base += 8 * kBlock) {
+    float v[8];
+    for (int j = 0; j < 8; ++j) {
+      const std::int64_t i = base + j * kBlock;
+      v[j] = i < n ? row[i] : 0.0f;
+    }
+    for (int j = 0; j < 8; ++j) {
+      const std::int64_t i = base + j * kBlock;
+      if (i >= n) break;
+      bad |= !(v[j] < std::numeric_limits<float>::infinity());
+      if (at < 0 || v[j] > best) best = v[j], at = i;
+    }
   }
   if (non_finite != nullptr) *non_finite = __syncthreads_or(bad) != 0;
   for (int s = 16; s >= 1; s /= 2) {

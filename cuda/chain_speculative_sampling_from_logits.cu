@@ -1,10 +1,11 @@
 // Chain speculative sampling from the target's logits, warping fused with the
 // rule (Leviathan et al., arXiv 2211.17192, Algorithm 1), in two launches
-// whose blocks each hold one chunk of 8192 logits of one row, so that even a
-// batch of one spreads over the SMs:
-//  1. stats_and_tests_kernel: each block computes its chunk's softmax
-//     statistics (bitexact.hpp's chunked softmax: the chunk's largest logit
-//     and its sum of exponents; at temperature 0 its argmax). The last block
+// whose blocks work on chunks of 8192 logits of one row, so that even a batch
+// of one spreads over the SMs:
+//  1. stats_and_tests_kernel: each block computes the softmax statistics of
+//     its chunks (one at batch 1; a whole row at large batches), in
+//     bitexact.hpp's chunked softmax: each chunk's largest logit and its sum
+//     of exponents, at temperature 0 its argmax. The last block
 //     of a request to finish combines them into each row's normaliser and
 //     runs the acceptance tests, which need p(x) at the drafted tokens only.
 //  2. draw_kernel: each block sums the fixed-point masses of its chunk of the
@@ -22,6 +23,7 @@
 // count). No block waits for another, so any grid size is safe.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -105,19 +107,17 @@ __device__ std::uint64_t load_cg(const std::uint64_t* p) {
 
 __device__ bool sampled(float temperature) { return temperature > 0.0f && temperature < kInf; }
 
-// Publishes this block's result (thread 0 wrote it), then counts the block in;
-// true in every thread of the block that completes `total`, which resets the
-// counter for the next launch.
+// Thread 0 wrote this block's results: it fences them and counts the block
+// in. True in every thread of the block that completes `total`, which resets
+// the counter for the next launch.
 __device__ bool last_block_of(unsigned* count, unsigned total) {
   __shared__ bool last;
-  __threadfence();
-  __syncthreads();
   if (threadIdx.x == 0) {
+    __threadfence();  // the results before the count
     last = atomicAdd(count, 1u) + 1 == total;
     if (last) *count = 0;
   }
   __syncthreads();
-  if (last) __threadfence();
   return last;
 }
 
@@ -130,7 +130,7 @@ __device__ float target_prob(float logit, float chunk_max, float inv_t, float fa
 // Phase 1, the last block of a request: combine the chunks into each row's
 // largest logit, normaliser and argmax (thread i: row i), run the tests
 // (thread 0), and write the accepted drafts and the decision.
-__device__ void decide(const float* __restrict__ logits, const float* __restrict__ draft_probs,
+__device__ __noinline__ void decide(const float* __restrict__ logits, const float* __restrict__ draft_probs,
                        const TokenId* __restrict__ tokens, float temperature, TokenId* __restrict__ out,
                        std::int32_t* __restrict__ num_accepted, const ChunkStat* stats, Decision* decision,
                        std::int32_t gamma, std::int64_t vocab, std::int32_t chunks, PhiloxUniforms uniforms) {
@@ -208,41 +208,47 @@ __device__ void decide(const float* __restrict__ logits, const float* __restrict
   decision->argmax = row_arg[i];
 }
 
+// Block (s, row) computes chunks [s * per_block, (s + 1) * per_block) of the
+// row; two blocks share an SM, one loading while the other reduces.
 __global__ void __launch_bounds__(kBlock, 2) stats_and_tests_kernel(
     const float* __restrict__ logits, const float* __restrict__ draft_probs, const TokenId* __restrict__ tokens,
     const float* __restrict__ temperatures, TokenId* __restrict__ out, std::int32_t* __restrict__ num_accepted,
-    Workspace ws, std::int32_t gamma, std::int64_t vocab, std::int32_t chunks, std::uint64_t seed,
-    std::uint64_t offset) {
+    Workspace ws, std::int32_t gamma, std::int64_t vocab, std::int32_t chunks, std::int32_t per_block,
+    std::uint64_t seed, std::uint64_t offset) {
   __shared__ BlockScratch sh;
   const int t = threadIdx.x;
   const std::int32_t rows = gamma + 1;
   const std::int64_t row = blockIdx.y;  // b * rows + i
   const auto b = static_cast<std::int32_t>(row / rows);
-  const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kChunk;
-  const std::int64_t n = vocab - c0 < kChunk ? vocab - c0 : kChunk;
-  const float* x = logits + row * vocab + c0;
   const float temperature = temperatures[b];
+  const float* x = logits + row * vocab;
+  const std::int32_t first = static_cast<std::int32_t>(blockIdx.x) * per_block;
+  const std::int32_t last = first + per_block < chunks ? first + per_block : chunks;
 
-  float v[8];
-  int bad = 0;
-  for (int j = 0; j < 8; ++j) {
-    const std::int64_t k = j * kBlock + t;
-    v[j] = k < n ? x[k] : -kInf;
-    bad |= !(v[j] < kInf);
-  }
-  ChunkStat stat{0.0, 0.0f, -1};
-  if (!__syncthreads_or(bad)) {
-    if (sampled(temperature)) {
-      float e[8];
-      const detail::SoftmaxChunk chunk = detail::block_softmax_chunk(v, -kInf, 1.0f / temperature, e, sh);
-      stat = {chunk.sum, chunk.max, 0};
-    } else {
-      const std::int64_t a = detail::block_argmax(x, n, sh);
-      stat = {0.0, x[a], static_cast<std::int32_t>(c0 + a)};
+  for (std::int32_t c = first; c < last; ++c) {
+    const std::int64_t c0 = c * kChunk;
+    float v[8];
+    int bad = 0;
+    for (int j = 0; j < 8; ++j) {
+      const std::int64_t k = c0 + j * kBlock + t;
+      v[j] = k < vocab ? x[k] : -kInf;
+      bad |= !(v[j] < kInf);
     }
+    ChunkStat stat{0.0, 0.0f, -1};
+    if (!__syncthreads_or(bad)) {
+      if (sampled(temperature)) {
+        float e[8];
+        const detail::SoftmaxChunk chunk = detail::block_softmax_chunk(v, -kInf, 1.0f / temperature, e, sh);
+        stat = {chunk.sum, chunk.max, 0};
+      } else {
+        const std::int64_t a = c0 + detail::block_argmax(x + c0, vocab - c0 < kChunk ? vocab - c0 : kChunk, sh);
+        stat = {0.0, x[a], static_cast<std::int32_t>(a)};
+      }
+    }
+    if (t == 0) ws.stats[row * chunks + c] = stat;
   }
-  if (t == 0) ws.stats[row * chunks + blockIdx.x] = stat;
-  if (!last_block_of(&ws.counts[2 * b], static_cast<unsigned>(rows * chunks))) return;
+  const auto segments = static_cast<unsigned>((chunks + per_block - 1) / per_block);
+  if (!last_block_of(&ws.counts[2 * b], static_cast<unsigned>(rows) * segments)) return;
   const std::int64_t first_row = static_cast<std::int64_t>(b) * rows;
   decide(logits + first_row * vocab,
          draft_probs == nullptr ? nullptr : draft_probs + static_cast<std::int64_t>(b) * gamma * vocab,
@@ -313,10 +319,17 @@ __global__ void __launch_bounds__(kBlock, 2) draw_kernel(const float* __restrict
 
   // The last block: the chunk where the running mass passes the threshold
   // (thread 0, over at most 32 chunks), then the token within it.
+  // The chunks' masses, loaded in parallel (one round trip), past the L1.
+  __shared__ std::uint64_t residual_mass[kMaxChunks], target_mass[kMaxChunks];
   const ChunkMass* masses = ws.masses + static_cast<std::int64_t>(b) * chunks;
+  if (t < chunks) {
+    residual_mass[t] = load_cg(&masses[t].residual);
+    target_mass[t] = load_cg(&masses[t].target);
+  }
+  __syncthreads();
   if (t == 0) {
     std::uint64_t residual = 0, target = 0;
-    for (std::int32_t c = 0; c < chunks; ++c) residual += load_cg(&masses[c].residual), target += load_cg(&masses[c].target);
+    for (std::int32_t c = 0; c < chunks; ++c) residual += residual_mass[c], target += target_mass[c];
     // sample_residual: the residual, or p when rounding left it empty (and for the bonus).
     draw_residual = rejected && residual != 0;
     const std::uint64_t total = draw_residual ? residual : target;
@@ -326,7 +339,7 @@ __global__ void __launch_bounds__(kBlock, 2) draw_kernel(const float* __restrict
       const std::uint64_t threshold = row_math::draw_threshold(u, total);
       std::uint64_t run = 0;
       for (std::int32_t c = 0; c < chunks; ++c) {
-        const std::uint64_t m = draw_residual ? load_cg(&masses[c].residual) : load_cg(&masses[c].target);
+        const std::uint64_t m = draw_residual ? residual_mass[c] : target_mass[c];
         if (run + m > threshold) {
           found_chunk = c;
           local_threshold = threshold - run;
@@ -370,6 +383,17 @@ __global__ void __launch_bounds__(kBlock, 2) draw_kernel(const float* __restrict
   }
 }
 
+// The current device's SM count (132 on an H100 SXM): a cached attribute.
+int multiprocessors() {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count <= 0) {
+    (void)cudaGetLastError();
+    return 132;
+  }
+  return count;
+}
+
 bool valid_from_logits_shape(std::int32_t batch, std::int32_t gamma, std::int64_t vocab) {
   return batch >= 0 && gamma >= 0 && gamma + 1 <= kMaxRows && vocab > 0 && vocab <= kMaxVocab &&
          std::int64_t{batch} * (gamma + 1) <= kMaxRequests;
@@ -399,9 +423,17 @@ Status chain_speculative_sampling_from_logits(const float* draft_probs, const To
   const auto chunks = static_cast<std::int32_t>((vocab + kChunk - 1) / kChunk);
   const Workspace ws = Workspace::at(workspace, batch, gamma + 1, chunks);
   const auto s = static_cast<cudaStream_t>(stream);
-  stats_and_tests_kernel<<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(batch * (gamma + 1))), kBlock,
-                           0, s>>>(target_logits, draft_probs, draft_tokens, temperatures, output_tokens,
-                                   num_accepted, ws, gamma, vocab, chunks, seed, offset);
+  // Phase 1's blocks: as few chunks each as fill every SM with two blocks
+  // (one chunk each at batch 1), as many as that allows at large batches
+  // (fewer blocks, each streaming its chunks).
+  const std::int64_t rows = std::int64_t{batch} * (gamma + 1);
+  const std::int64_t slots = 2 * std::int64_t{multiprocessors()};
+  const auto per_block = static_cast<std::int32_t>(
+      std::clamp<std::int64_t>((rows * chunks + slots - 1) / slots, 1, chunks));
+  const auto segments = static_cast<unsigned>((chunks + per_block - 1) / per_block);
+  stats_and_tests_kernel<<<dim3(segments, static_cast<unsigned>(rows)), kBlock, 0, s>>>(
+      target_logits, draft_probs, draft_tokens, temperatures, output_tokens, num_accepted, ws, gamma, vocab, chunks,
+      per_block, seed, offset);
   if (cudaGetLastError() != cudaSuccess) return Status::kCudaError;
   draw_kernel<<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(batch)), kBlock, 0, s>>>(
       target_logits, draft_probs, draft_tokens, temperatures, output_tokens, ws, gamma, vocab, chunks, seed,

@@ -5,7 +5,8 @@
 # writes logs and JSON into OUT_DIR and prints a summary against the goals
 # last. Sized to finish in a few minutes on an H100 / H200.
 #   bash scripts/gpu-check.sh [PACK=.gpu] [OUT_DIR=gpu-out]
-# BENCH_FILTER (a Google Benchmark regex) limits the benchmarks to a subset.
+# BENCH_FILTER (a Google Benchmark regex) limits the benchmarks to a subset,
+# MEMCHECK_FILTER (a Catch2 test spec, default "[cuda]") the memcheck run.
 set -uo pipefail
 pack=${1:-.gpu}
 out=${2:-gpu-out}
@@ -22,7 +23,7 @@ if ! timeout 240 "$pack/bin/cuda_test" --durations yes > "$out/cuda_test.log" 2>
 tail -4 "$out/cuda_test.log"
 
 step "cuda tests under compute-sanitizer memcheck (the [cuda] cases; few χ² decodes)"
-if ! SPECDEC_STATISTICAL_OUTCOMES=2000 SPECDEC_CUDA_QUICK=1 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$pack/bin/cuda_test" "[cuda]" \
+if ! SPECDEC_STATISTICAL_OUTCOMES=2000 SPECDEC_CUDA_QUICK=1 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$pack/bin/cuda_test" "${MEMCHECK_FILTER:-[cuda]}" \
     > "$out/memcheck.log" 2>&1; then status=1; fi
 tail -3 "$out/memcheck.log"
 

@@ -53,20 +53,19 @@ SPECDEC_HOST_DEVICE double weight_after_rejection(double p, double z) {
   return d > 0.0 ? z / d : 1.0;
 }
 
-// The exact double-precision mass of a row.
+// A row's mass in double, summed in bitexact::lane_sum's shape (a CUDA block
+// of 1024 threads sums it to the same bits).
 SPECDEC_HOST_DEVICE double row_mass(const float* row, std::int64_t vocab) {
-  double m = 0.0;
-  for (std::int64_t y = 0; y < vocab; ++y) m += static_cast<double>(row[y]);
-  return m;
+  return bitexact::lane_sum(row, vocab);
 }
 
 // Z = sum_y max(p * b(y) - q(y), 0) for a target row b and a draft row q.
+// Summed in bitexact::lane_sum's shape, like row_mass.
 SPECDEC_HOST_DEVICE double sampled_residual_mass(double p, const float* b, const float* q,
                                                  std::int64_t vocab) {
-  double z = 0.0;
-  for (std::int64_t y = 0; y < vocab; ++y)
-    z += residual_weight(p, static_cast<double>(b[y]), static_cast<double>(q[y]));
-  return z;
+  return bitexact::lane_sum_of(
+      [p, b, q](std::int64_t y) { return residual_weight(p, static_cast<double>(b[y]), static_cast<double>(q[y])); },
+      vocab);
 }
 
 // The same for a one-hot draft at x, in O(1): with b = row / total over the

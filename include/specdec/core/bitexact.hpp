@@ -157,7 +157,7 @@ inline constexpr int kSumLanes = 1024;
 inline constexpr std::int64_t kSumChunk = 8 * kSumLanes;
 
 // The 32-way pairwise sum above, in place: v[0] += v[16], ... ends with the sum in v[0].
-inline void pair_off_32(double* v) {
+SPECDEC_HOST_DEVICE void pair_off_32(double* v) {
   for (int s = 16; s >= 1; s /= 2)
     for (int k = 0; k < s; ++k) v[k] += v[k + s];
 }
@@ -165,7 +165,7 @@ inline void pair_off_32(double* v) {
 // One chunk's sum in lane_sum's shape: the values f(c), ..., f(c + m - 1),
 // m <= kSumChunk.
 template <class F>
-inline double chunk_sum_of(F f, std::int64_t c, std::int64_t m) {
+SPECDEC_HOST_DEVICE double chunk_sum_of(F f, std::int64_t c, std::int64_t m) {
   double lane[kSumLanes] = {};
   std::int64_t j = 0;
   for (; j + kSumLanes <= m; j += kSumLanes)
@@ -182,14 +182,14 @@ inline double chunk_sum_of(F f, std::int64_t c, std::int64_t m) {
 
 // lane_sum of the values f(0..n) (doubles).
 template <class F>
-inline double lane_sum_of(F f, std::int64_t n) {
+SPECDEC_HOST_DEVICE double lane_sum_of(F f, std::int64_t n) {
   double total = 0.0;
   for (std::int64_t c = 0; c < n; c += kSumChunk) total += chunk_sum_of(f, c, n - c < kSumChunk ? n - c : kSumChunk);
   return total;
 }
 
 template <class T>
-inline double lane_sum(const T* x, std::int64_t n) {
+SPECDEC_HOST_DEVICE double lane_sum(const T* x, std::int64_t n) {
   return lane_sum_of([x](std::int64_t i) { return static_cast<double>(x[i]); }, n);
 }
 

@@ -1,16 +1,19 @@
 // Batched block verification on a CUDA device (Sun et al., arXiv 2403.10444,
 // Algorithm 2). Lossless.
 //
-// Each batch row runs row_math::block_verification_row, the function the host
-// rule BlockVerification runs, with the same Philox draws: row b's j-th
+// Each batch row (one block of 1024 threads) computes what
+// row_math::block_verification_row computes, the function the host rule
+// BlockVerification runs: the same tests, its vocabulary sums in
+// bitexact::lane_sum's shape, the same fixed-point draws and the same Philox
+// draws: row b's j-th
 // uniform (j in [0, gamma]) is philox_uniform(seed, b, offset + j), what the
 // host rule draws from a RandomStream(seed, b, offset). Host and device emit
 // identical tokens for identical inputs; the next call's offset is
 // offset + gamma + 1.
 //
 // Arguments, their layout, the flagging of out-of-vocabulary drafts and the
-// returned Status are those of cuda::chain_speculative_sampling (one thread
-// per row, rows used as given: validate upstream). No CUDA headers needed.
+// returned Status are those of cuda::chain_speculative_sampling (vocab up to
+// 2^21; rows used as given: validate upstream). No CUDA headers needed.
 #pragma once
 
 #include <cstdint>
