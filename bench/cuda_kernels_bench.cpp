@@ -206,14 +206,16 @@ void BM_GreedyVerification(benchmark::State& state) {
     for (std::int32_t i = 0; i < s.k; ++i) parents.push_back(i - 1), tokens.push_back(i);
   DeviceArray<std::int32_t> par(parents.size()), path(static_cast<std::size_t>(s.batch * s.k)),
       count(static_cast<std::size_t>(s.batch));
-  DeviceArray<TokenId> tok(tokens.size()), argmax(static_cast<std::size_t>(s.rows())),
-      emitted(static_cast<std::size_t>(s.batch));
+  DeviceArray<TokenId> tok(tokens.size()), emitted(static_cast<std::size_t>(s.batch));
   par.upload(parents);
   tok.upload(tokens);
+  const std::size_t ws_bytes = specdec::cuda::greedy_verification_workspace_bytes(s.batch, s.k);
+  DeviceArray<char> ws(ws_bytes);
+  check(cudaMemset(ws.ptr, 0, ws_bytes), "memset");
   time_launches(state, copies, [&](int c) {
     check(specdec::cuda::greedy_verification(in[static_cast<std::size_t>(c)]->ptr, par.ptr, tok.ptr, nullptr,
-                                             argmax.ptr, path.ptr, count.ptr, emitted.ptr, s.batch, s.k, s.k,
-                                             s.vocab),
+                                             path.ptr, count.ptr, emitted.ptr, s.batch, s.k, s.k, s.vocab,
+                                             ws.ptr, ws_bytes),
           "greedy_verification");
   });
   label(state, s, bytes);

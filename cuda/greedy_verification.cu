@@ -1,59 +1,58 @@
-// Greedy verification: the argmax of every target row a tree can reach (one
-// block per row), then one thread per tree walks it (the host rule
-// GreedyAcceptance's walk).
+// Greedy verification in one launch: blocks of 1024 threads each take a
+// segment of one target row (a chunk of 8192 tokens at batch 1, the whole row
+// at large batches, so that every SM has work) and fold its argmax into the
+// row's with a 64-bit atomicMax; the last block of a tree to finish (see
+// chain_speculative_sampling_from_logits.cu) walks it as the host rule
+// GreedyAcceptance does, and returns the row keys to zero.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
 #include "block_math.cuh"
-#include "launch_checks.hpp"
 #include "specdec/cuda/greedy_verification.hpp"
 
 namespace specdec::cuda {
 namespace {
 
 using detail::kBlock;
+constexpr std::int64_t kChunk = bitexact::kSumChunk;
+constexpr std::int64_t kMaxTrees = 65535;
+constexpr std::uint64_t kBadRow = ~std::uint64_t{0};  // a NaN or +inf in the row
 
-// A row's argmax, or kNoToken when it holds a NaN or +inf (the host rule
-// throws there). Rows past a tree's node count are padding: not read.
-__global__ void __launch_bounds__(kBlock)
-    row_argmax_kernel(const float* __restrict__ rows, const std::int32_t* __restrict__ tree_nodes,
-                      TokenId* __restrict__ argmax, std::int32_t nodes, std::int64_t vocab) {
-  __shared__ detail::BlockScratch sh;
-  const std::int64_t r = blockIdx.x;
-  const std::int64_t b = r / (nodes + 1), slot_row = r % (nodes + 1);
-  if (tree_nodes != nullptr && slot_row > tree_nodes[b]) return;
-  bool bad = false;
-  const std::int64_t best = detail::block_argmax(rows + r * vocab, vocab, sh, &bad);
-  if (threadIdx.x == 0) argmax[r] = bad ? kNoToken : static_cast<TokenId>(best);
+// A (value, token) pair as a key whose unsigned order is the host argmax's:
+// the larger value, then the lower token. Row keys start at 0, below any pair.
+__device__ std::uint64_t argmax_key(float value, std::int64_t token) {
+  return (static_cast<std::uint64_t>(bitexact::ordered_key(value)) << 32) |
+         (0xffffffffu - static_cast<std::uint32_t>(token));
 }
 
-__global__ void greedy_walk_kernel(const std::int32_t* __restrict__ parents,
-                                   const TokenId* __restrict__ tokens,
-                                   const std::int32_t* __restrict__ tree_nodes,
-                                   const TokenId* __restrict__ argmax,
-                                   std::int32_t* __restrict__ accepted_nodes,
-                                   std::int32_t* __restrict__ num_accepted, TokenId* __restrict__ emitted,
-                                   std::int32_t batch, std::int32_t nodes, std::int32_t max_depth,
-                                   std::int64_t vocab) {
-  const std::int64_t b = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (b >= batch) return;
-  const std::int32_t n = tree_nodes == nullptr ? nodes : tree_nodes[b];
-  const std::int32_t* par = parents + b * nodes;
-  const TokenId* tok = tokens + b * nodes;
-  const TokenId* am = argmax + b * (nodes + 1);
-  std::int32_t* path = accepted_nodes + b * max_depth;
+struct Workspace {
+  unsigned* counts;    // [kMaxTrees]: blocks counted in per tree (zero between launches)
+  std::uint64_t* keys;  // [batch, nodes + 1]: each row's argmax key (zero between launches)
+  static constexpr std::size_t kCountBytes = (kMaxTrees * sizeof(unsigned) + 15) / 16 * 16;
+  static Workspace at(void* base) {
+    auto* p = static_cast<char*>(base);
+    return {reinterpret_cast<unsigned*>(p), reinterpret_cast<std::uint64_t*>(p + kCountBytes)};
+  }
+};
+
+// The host rule's walk over one tree (thread 0 of its last block).
+__device__ __noinline__ void walk(const std::int32_t* par, const TokenId* tok, const std::uint64_t* keys, std::int32_t n,
+                     std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab, std::int32_t* path,
+                     std::int32_t* num_accepted, TokenId* emitted) {
   bool ok = n >= 0 && n <= nodes;
   for (std::int32_t j = 0; ok && j < n; ++j) ok = par[j] >= -1 && par[j] < j && tok[j] >= 0 && tok[j] < vocab;
   std::int32_t k = 0, slot = -1;
   TokenId y = kNoToken;
   while (ok) {
-    y = am[slot + 1];
-    if (y == kNoToken) {
+    const std::uint64_t key = __ldcg(reinterpret_cast<const unsigned long long*>(keys + slot + 1));
+    if (key == kBadRow) {
       ok = false;
       break;
     }
+    y = static_cast<TokenId>(0xffffffffu - static_cast<std::uint32_t>(key & 0xffffffffu));
     std::int32_t next = -1;
     for (std::int32_t c = slot + 1; c < n; ++c)
       if (par[c] == slot && tok[c] == y) {
@@ -70,34 +69,93 @@ __global__ void greedy_walk_kernel(const std::int32_t* __restrict__ parents,
   }
   if (!ok) k = 0;
   for (std::int32_t j = k; j < max_depth; ++j) path[j] = -1;
-  num_accepted[b] = ok ? k : -1;
-  emitted[b] = ok ? y : kNoToken;
+  *num_accepted = ok ? k : -1;
+  *emitted = ok ? y : kNoToken;
+}
+
+__global__ void __launch_bounds__(kBlock, 2)
+    greedy_kernel(const float* __restrict__ rows, const std::int32_t* __restrict__ parents,
+                  const TokenId* __restrict__ tokens, const std::int32_t* __restrict__ tree_nodes,
+                  std::int32_t* __restrict__ accepted_nodes, std::int32_t* __restrict__ num_accepted,
+                  TokenId* __restrict__ emitted, Workspace ws, std::int32_t nodes, std::int32_t max_depth,
+                  std::int64_t vocab, std::int64_t per_block) {
+  __shared__ detail::BlockScratch sh;
+  __shared__ bool last;
+  const std::int64_t r = blockIdx.y;
+  const std::int64_t b = r / (nodes + 1), slot_row = r % (nodes + 1);
+  // Rows past a tree's own size are padding: never read, never counted. A
+  // size out of range is the walk's to refuse: count its rows as `nodes`.
+  const std::int32_t given = tree_nodes == nullptr ? nodes : tree_nodes[b];
+  const std::int32_t n = given >= 0 && given <= nodes ? given : nodes;
+  if (slot_row > n) return;
+  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * per_block;
+  const std::int64_t len = std::min(per_block, vocab - begin);
+  bool bad = false;
+  const std::int64_t best = begin + detail::block_argmax(rows + r * vocab + begin, len, sh, &bad);
+  const auto segments = static_cast<unsigned>((vocab + per_block - 1) / per_block);
+  if (threadIdx.x == 0) {
+    atomicMax(reinterpret_cast<unsigned long long*>(ws.keys + r),
+              bad ? kBadRow : argmax_key(rows[r * vocab + best], best));
+    __threadfence();  // the key before the count
+    last = atomicAdd(ws.counts + b, 1u) + 1 == static_cast<unsigned>(n + 1) * segments;
+    if (last) ws.counts[b] = 0;
+  }
+  __syncthreads();
+  if (!last) return;
+  std::uint64_t* keys = ws.keys + b * (nodes + 1);
+  if (threadIdx.x == 0)
+    walk(parents + b * nodes, tokens + b * nodes, keys, given, nodes, max_depth, vocab,
+         accepted_nodes + b * max_depth, num_accepted + b, emitted + b);
+  __syncthreads();
+  for (std::int32_t j = static_cast<std::int32_t>(threadIdx.x); j <= n; j += kBlock) keys[j] = 0;
+}
+
+int multiprocessors() {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count <= 0) {
+    (void)cudaGetLastError();
+    return 132;
+  }
+  return count;
+}
+
+bool valid_shape(std::int32_t batch, std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab) {
+  if (batch < 0 || batch > kMaxTrees || nodes < 0 || max_depth < 0 || max_depth > nodes || vocab <= 0 ||
+      vocab > std::numeric_limits<TokenId>::max())
+    return false;
+  const std::int64_t rows = static_cast<std::int64_t>(batch) * (static_cast<std::int64_t>(nodes) + 1);
+  return rows <= 65535 && (rows == 0 || vocab <= std::numeric_limits<std::int64_t>::max() / rows);
 }
 
 }  // namespace
 
+std::size_t greedy_verification_workspace_bytes(std::int32_t batch, std::int32_t nodes) {
+  if (!valid_shape(batch, nodes, 0, 1)) return 0;
+  return Workspace::kCountBytes + static_cast<std::size_t>(batch) * (static_cast<std::size_t>(nodes) + 1) * 8;
+}
+
 Status greedy_verification(const float* target_rows, const std::int32_t* parents, const TokenId* tokens,
-                           const std::int32_t* tree_nodes, TokenId* row_argmax, std::int32_t* accepted_nodes,
-                           std::int32_t* num_accepted, TokenId* emitted, std::int32_t batch,
-                           std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab, void* stream) {
-  if (batch < 0 || nodes < 0 || nodes == std::numeric_limits<std::int32_t>::max() || max_depth < 0 ||
-      max_depth > nodes || vocab <= 0 || vocab > std::numeric_limits<TokenId>::max())
-    return Status::kInvalidArgument;
-  const std::int64_t rows = static_cast<std::int64_t>(batch) * (static_cast<std::int64_t>(nodes) + 1);
-  if (rows > std::numeric_limits<std::int32_t>::max()) return Status::kInvalidArgument;  // grid size
-  if (rows > 0 && vocab > std::numeric_limits<std::int64_t>::max() / rows) return Status::kInvalidArgument;
+                           const std::int32_t* tree_nodes, std::int32_t* accepted_nodes,
+                           std::int32_t* num_accepted, TokenId* emitted, std::int32_t batch, std::int32_t nodes,
+                           std::int32_t max_depth, std::int64_t vocab, void* workspace,
+                           std::size_t workspace_bytes, void* stream) {
+  if (!valid_shape(batch, nodes, max_depth, vocab)) return Status::kInvalidArgument;
   if (batch == 0) return Status::kOk;
-  if (target_rows == nullptr || row_argmax == nullptr || num_accepted == nullptr || emitted == nullptr ||
-      (nodes > 0 && (parents == nullptr || tokens == nullptr)) ||
-      (max_depth > 0 && accepted_nodes == nullptr))
+  if (target_rows == nullptr || num_accepted == nullptr || emitted == nullptr ||
+      (nodes > 0 && (parents == nullptr || tokens == nullptr)) || (max_depth > 0 && accepted_nodes == nullptr) ||
+      workspace == nullptr || reinterpret_cast<std::uintptr_t>(workspace) % 16 != 0 ||
+      workspace_bytes < greedy_verification_workspace_bytes(batch, nodes))
     return Status::kInvalidArgument;
-  const auto s = static_cast<cudaStream_t>(stream);
-  row_argmax_kernel<<<static_cast<unsigned>(rows), kBlock, 0, s>>>(target_rows, tree_nodes, row_argmax, nodes,
-                                                                   vocab);
-  if (cudaGetLastError() != cudaSuccess) return Status::kCudaError;
-  greedy_walk_kernel<<<detail::blocks_for(batch), detail::kThreadsPerBlock, 0, s>>>(
-      parents, tokens, tree_nodes, row_argmax, accepted_nodes, num_accepted, emitted, batch, nodes, max_depth,
-      vocab);
+  // Segments of whole chunks: as few chunks each as fill every SM with two
+  // blocks, as many as that allows at large batches.
+  const std::int64_t rows = static_cast<std::int64_t>(batch) * (nodes + 1);
+  const std::int64_t chunks = (vocab + kChunk - 1) / kChunk, slots = 2 * std::int64_t{multiprocessors()};
+  const std::int64_t per_block = kChunk * std::clamp<std::int64_t>((rows * chunks + slots - 1) / slots, 1, chunks);
+  const auto segments = static_cast<unsigned>((vocab + per_block - 1) / per_block);
+  greedy_kernel<<<dim3(segments, static_cast<unsigned>(rows)), kBlock, 0, static_cast<cudaStream_t>(stream)>>>(
+      target_rows, parents, tokens, tree_nodes, accepted_nodes, num_accepted, emitted, Workspace::at(workspace),
+      nodes, max_depth, vocab, per_block);
   return cudaGetLastError() == cudaSuccess ? Status::kOk : Status::kCudaError;
 }
 

@@ -1,6 +1,7 @@
 // Row-wise logit warping: one block of 1024 threads per row, the host Warper's
 // steps in its order (core/warp.hpp), each a pass over the row:
-//   1. the largest logit, and whether any is NaN or +inf;
+//   1. the largest logit, and whether any is NaN or +inf (for greedy and top-k
+//      rows; the others find both in step 4's pass);
 //   2. greedy: one-hot at the argmax; else
 //   3. top-k: the k-th largest logit (radix selection over ordered keys);
 //   4. softmax, chunk by chunk (bitexact.hpp): exponents stored and summed,
@@ -48,17 +49,22 @@ __global__ void __launch_bounds__(kBlock)
   };
   if (!valid_params(sp)) return fail(WarpRowStatus::kBadParams);
 
-  // 1. max, and NaN / +inf (both fail v < inf).
-  float m = -kInf;
-  int bad = 0;
-  for (std::int64_t i = t; i < vocab; i += kBlock) {
-    const float v = x[i];
-    bad |= !(v < kInf);
-    m = v > m ? v : m;
+  // 1. max, and NaN / +inf (both fail v < inf), before the greedy and top-k
+  //    steps; temperature-only rows find both in the softmax's pass (4).
+  const bool top_k = sp.top_k > 0 && sp.top_k < vocab;
+  const bool scan_first = sp.temperature == 0.0f || top_k;
+  if (scan_first) {
+    float m = -kInf;
+    int bad = 0;
+    for (std::int64_t i = t; i < vocab; i += kBlock) {
+      const float v = x[i];
+      bad |= !(v < kInf);
+      m = v > m ? v : m;
+    }
+    if (__syncthreads_or(bad)) return fail(WarpRowStatus::kNonFiniteLogit);
+    m = detail::block_max(m, sh);
+    if (m == -kInf) return fail(WarpRowStatus::kAllMasked);
   }
-  if (__syncthreads_or(bad)) return fail(WarpRowStatus::kNonFiniteLogit);
-  m = detail::block_max(m, sh);
-  if (m == -kInf) return fail(WarpRowStatus::kAllMasked);
 
   // 2. greedy.
   if (sp.temperature == 0.0f) {
@@ -70,7 +76,7 @@ __global__ void __launch_bounds__(kBlock)
 
   // 3. top-k: the k-th largest logit is the admission threshold.
   float threshold = -kInf;
-  if (sp.top_k > 0 && sp.top_k < vocab) {
+  if (top_k) {
     std::uint32_t key = 0;
     std::uint64_t unused = 0;
     detail::block_select_from_top([x](std::int64_t i) { return bitexact::ordered_key(x[i]); },
@@ -85,27 +91,36 @@ __global__ void __launch_bounds__(kBlock)
   //    (bitexact.hpp): each chunk's exponents stored as they are summed, then
   //    scaled in place by the thread that stored them (lane t owns tokens
   //    t + 1024 j).
-  __shared__ float factors[kMaxChunks];
+  __shared__ float factors[kMaxChunks];  // each chunk's largest logit, then its factor
+  __shared__ double sums[kMaxChunks];
   const float inv_t = 1.0f / sp.temperature;
-  double normaliser = 0.0;  // every thread adds the chunks in order
-  for (std::int64_t c = 0; c < vocab; c += bitexact::kSumChunk) {
+  const std::int64_t chunks = (vocab + bitexact::kSumChunk - 1) / bitexact::kSumChunk;
+  for (std::int64_t c = 0; c < chunks; ++c) {
     float v[8], e[8];
+    int bad = 0;
     for (int j = 0; j < 8; ++j) {
-      const std::int64_t i = c + j * kBlock + t;
+      const std::int64_t i = c * bitexact::kSumChunk + j * kBlock + t;
       v[j] = i < vocab ? x[i] : -kInf;
+      bad |= !(v[j] < kInf);
     }
+    if (!scan_first && __syncthreads_or(bad)) return fail(WarpRowStatus::kNonFiniteLogit);
     const detail::SoftmaxChunk chunk = detail::block_softmax_chunk(v, threshold, inv_t, e, sh);
     for (int j = 0; j < 8; ++j) {
-      const std::int64_t i = c + j * kBlock + t;
+      const std::int64_t i = c * bitexact::kSumChunk + j * kBlock + t;
       if (i < vocab) out[i] = e[j];
     }
-    const float scale = bitexact::softmax_chunk_scale(chunk.max, m, inv_t);
-    if (t == 0) factors[c / bitexact::kSumChunk] = scale;
-    normaliser = bitexact::softmax_normaliser_add(normaliser, chunk.sum, scale);
+    if (t == 0) factors[c] = chunk.max, sums[c] = chunk.sum;
   }
-  const std::int64_t chunks = (vocab + bitexact::kSumChunk - 1) / bitexact::kSumChunk;
   __syncthreads();
-  for (std::int64_t c = t; c < chunks; c += kBlock) factors[c] = bitexact::softmax_chunk_factor(factors[c], normaliser);
+  float m = -kInf;  // the row's largest logit
+  for (std::int64_t c = 0; c < chunks; ++c) m = factors[c] > m ? factors[c] : m;
+  if (m == -kInf) return fail(WarpRowStatus::kAllMasked);
+  double normaliser = 0.0;  // every thread adds the chunks in order
+  for (std::int64_t c = 0; c < chunks; ++c)
+    normaliser = bitexact::softmax_normaliser_add(normaliser, sums[c], bitexact::softmax_chunk_scale(factors[c], m, inv_t));
+  __syncthreads();
+  for (std::int64_t c = t; c < chunks; c += kBlock)
+    factors[c] = bitexact::softmax_chunk_factor(bitexact::softmax_chunk_scale(factors[c], m, inv_t), normaliser);
   __syncthreads();
   for (std::int64_t i = t; i < vocab; i += kBlock)
     out[i] = bitexact::mul_rn(out[i], factors[i / bitexact::kSumChunk]);

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -77,19 +78,30 @@ TEST_CASE("cuda::greedy_verification rejects bad arguments before touching a dev
   std::int32_t ints[4] = {};
   TokenId ids[4] = {};
   float rows[8] = {};
+  const std::size_t need = specdec::cuda::greedy_verification_workspace_bytes(1, 1);
+  REQUIRE(need > 0);
+  std::vector<std::max_align_t> storage(need / sizeof(std::max_align_t) + 2);  // 16-byte aligned
+  char* ws = reinterpret_cast<char*>(storage.data());
   const auto call = [&](std::int32_t batch, std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab) {
-    return greedy_verification(rows, ints, ids, nullptr, ids, ints, ints, ids, batch, nodes, max_depth,
-                               vocab);
+    return greedy_verification(rows, ints, ids, nullptr, ints, ints, ids, batch, nodes, max_depth, vocab, ws,
+                               4 * need);
   };
   CHECK(call(-1, 1, 1, 2) == Status::kInvalidArgument);
   CHECK(call(1, -1, 0, 2) == Status::kInvalidArgument);
   CHECK(call(1, 1, 2, 2) == Status::kInvalidArgument);
   CHECK(call(1, 1, 1, 0) == Status::kInvalidArgument);
   CHECK(call(1, 1, 1, std::int64_t{1} << 31) == Status::kInvalidArgument);
-  CHECK(greedy_verification(nullptr, ints, ids, nullptr, ids, ints, ints, ids, 1, 1, 1, 2) ==
+  CHECK(call(65536, 0, 0, 2) == Status::kInvalidArgument);   // more trees than counters
+  CHECK(call(2, 32767, 0, 2) == Status::kInvalidArgument);   // 65536 rows
+  CHECK(greedy_verification(nullptr, ints, ids, nullptr, ints, ints, ids, 1, 1, 1, 2, ws, need) ==
         Status::kInvalidArgument);
-  CHECK(greedy_verification(rows, ints, ids, nullptr, nullptr, ints, ints, ids, 1, 1, 1, 2) ==
+  CHECK(greedy_verification(rows, ints, ids, nullptr, ints, ints, ids, 1, 1, 1, 2, nullptr, need) ==
         Status::kInvalidArgument);
+  CHECK(greedy_verification(rows, ints, ids, nullptr, ints, ints, ids, 1, 1, 1, 2, ws + 8, need) ==
+        Status::kInvalidArgument);  // misaligned
+  CHECK(greedy_verification(rows, ints, ids, nullptr, ints, ints, ids, 1, 1, 1, 2, ws, need - 1) ==
+        Status::kInvalidArgument);
+  CHECK(specdec::cuda::greedy_verification_workspace_bytes(2, 32767) == 0);
   CHECK(call(0, 1, 1, 2) == Status::kOk);
 }
 
@@ -102,6 +114,9 @@ TEST_CASE(
   }
   std::mt19937 gen(37);
   int deep = 0, cases = 0;
+  // One workspace, zeroed once, for every launch: the kernel leaves it zeroed.
+  const std::size_t ws_bytes = specdec::cuda::greedy_verification_workspace_bytes(200, 12);
+  const DeviceBuffer<char> workspace(std::vector<char>(ws_bytes, 0));
   for (const std::int64_t vocab :
        {std::int64_t{50}, std::int64_t{8192}, std::int64_t{32000}, std::int64_t{128256}}) {
     const std::int32_t batch = vocab >= 32000 ? 8 : 200, nodes = 12;
@@ -109,15 +124,13 @@ TEST_CASE(
     const DeviceBuffer<float> rows(in.rows);
     const DeviceBuffer<std::int32_t> parents(in.parents), sizes(in.sizes);
     const DeviceBuffer<TokenId> tokens(in.tokens);
-    const DeviceBuffer<TokenId> argmax(
-        std::vector<TokenId>(static_cast<std::size_t>(batch) * (nodes + 1), -7));
     const DeviceBuffer<std::int32_t> path(
         std::vector<std::int32_t>(static_cast<std::size_t>(batch) * in.max_depth, -7));
     const DeviceBuffer<std::int32_t> count(std::vector<std::int32_t>(static_cast<std::size_t>(batch), -7));
     const DeviceBuffer<TokenId> emitted(std::vector<TokenId>(static_cast<std::size_t>(batch), -7));
     const Status s = specdec::cuda::greedy_verification(rows.get(), parents.get(), tokens.get(), sizes.get(),
-                                                        argmax.get(), path.get(), count.get(), emitted.get(),
-                                                        batch, nodes, in.max_depth, vocab);
+                                                        path.get(), count.get(), emitted.get(), batch, nodes,
+                                                        in.max_depth, vocab, workspace.get(), ws_bytes);
     REQUIRE(std::string(specdec::status_string(s)) == "ok");
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
     const auto got_path = path.to_host();
