@@ -1,6 +1,7 @@
-// The CUDA round kernels, timed with device events (Google Benchmark's manual
-// time): the warp, greedy verification, chain speculative sampling, and the
-// time to read the same logits once (the floor a memory-bound kernel meets).
+// The CUDA round kernels, timed with device events over CUDA graph replays
+// (Google Benchmark's manual time; see time_launches): the warp, each rule,
+// warp and chain sampling fused, and the time to read the same logits once
+// (the floor a memory-bound kernel meets).
 //
 // Shapes: V = 32000 and 128256, batch 1 to 256 chains of k = 4 or 8 drafts
 // (k + 1 target rows each). Inputs are random logits and probability rows,
@@ -106,28 +107,44 @@ std::vector<float> random_rows(std::int64_t rows, std::int64_t vocab, std::uint3
   return out;
 }
 
-// Times `launch(copy)` with events, rotating over `copies` input copies.
+// Times `launch(copy, stream)`: max(8, copies) launches, rotating over the
+// input copies, captured as one CUDA graph and replayed; the time per launch
+// is the graph's device time (events) over its launches. So it is the
+// kernels' own time and the gaps between them on the device, not the host's
+// launch latency, as an engine that replays its round as a graph sees it.
 template <class Launch>
 void time_launches(benchmark::State& state, int copies, Launch launch) {
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  for (int c = 0; c < copies; ++c) launch(c, stream);  // warm-up: module load, first touch
+  check(cudaStreamSynchronize(stream), "warm-up");
+  const int launches = std::max(8, copies);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "capture");
+  for (int i = 0; i < launches; ++i) launch(i % copies, stream);
+  check(cudaStreamEndCapture(stream, &graph), "capture");
+  check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  check(cudaGraphLaunch(exec, stream), "graph");
+  check(cudaStreamSynchronize(stream), "graph warm-up");
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "event");
   check(cudaEventCreate(&stop), "event");
-  for (int c = 0; c < copies; ++c) launch(c);  // warm-up: module load, first touch
-  check(cudaDeviceSynchronize(), "warm-up");
-  int c = 0;
   for (auto _ : state) {
-    check(cudaEventRecord(start), "record");
-    launch(c);
-    check(cudaEventRecord(stop), "record");
+    check(cudaEventRecord(start, stream), "record");
+    check(cudaGraphLaunch(exec, stream), "graph");
+    check(cudaEventRecord(stop, stream), "record");
     check(cudaEventSynchronize(stop), "sync");
     float ms = 0.0f;
     check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-    state.SetIterationTime(static_cast<double>(ms) * 1e-3);
-    c = (c + 1) % copies;
+    state.SetIterationTime(static_cast<double>(ms) * 1e-3 / launches);
   }
   check(cudaGetLastError(), "launch");
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
 }
 
 // Args: vocab, batch, k. rows = batch * (k + 1).
@@ -161,8 +178,8 @@ void BM_ReadLogitsOnce(benchmark::State& state) {
   std::vector<std::unique_ptr<DeviceArray<char>>> in;
   for (int c = 0; c < copies; ++c) in.push_back(std::make_unique<DeviceArray<char>>(bytes));
   DeviceArray<char> out(bytes / 2);
-  time_launches(state, copies, [&](int c) {
-    check(cudaMemcpyAsync(out.ptr, in[static_cast<std::size_t>(c)]->ptr, bytes / 2, cudaMemcpyDeviceToDevice),
+  time_launches(state, copies, [&](int c, cudaStream_t stream) {
+    check(cudaMemcpyAsync(out.ptr, in[static_cast<std::size_t>(c)]->ptr, bytes / 2, cudaMemcpyDeviceToDevice, stream),
           "copy");
   });
   label(state, s, bytes);
@@ -184,9 +201,9 @@ void BM_Warp(benchmark::State& state, WarpKind kind) {
   DeviceArray<specdec::cuda::RowSampling> params(static_cast<std::size_t>(s.rows()));
   params.upload(std::vector<specdec::cuda::RowSampling>(static_cast<std::size_t>(s.rows()), p));
   DeviceArray<std::int32_t> status(static_cast<std::size_t>(s.rows()));
-  time_launches(state, copies, [&](int c) {
+  time_launches(state, copies, [&](int c, cudaStream_t stream) {
     check(specdec::cuda::warp_rows(in[static_cast<std::size_t>(c)]->ptr, probs.ptr, params.ptr, status.ptr,
-                                   static_cast<std::int32_t>(s.rows()), s.vocab),
+                                   static_cast<std::int32_t>(s.rows()), s.vocab, stream),
           "warp_rows");
   });
   label(state, s, bytes);
@@ -212,10 +229,10 @@ void BM_GreedyVerification(benchmark::State& state) {
   const std::size_t ws_bytes = specdec::cuda::greedy_verification_workspace_bytes(s.batch, s.k);
   DeviceArray<char> ws(ws_bytes);
   check(cudaMemset(ws.ptr, 0, ws_bytes), "memset");
-  time_launches(state, copies, [&](int c) {
+  time_launches(state, copies, [&](int c, cudaStream_t stream) {
     check(specdec::cuda::greedy_verification(in[static_cast<std::size_t>(c)]->ptr, par.ptr, tok.ptr, nullptr,
                                              path.ptr, count.ptr, emitted.ptr, s.batch, s.k, s.k, s.vocab,
-                                             ws.ptr, ws_bytes),
+                                             ws.ptr, ws_bytes, stream),
           "greedy_verification");
   });
   label(state, s, bytes);
@@ -243,14 +260,14 @@ void BM_Chain(benchmark::State& state, ChainRule rule) {
   DeviceArray<std::int32_t> accepted(static_cast<std::size_t>(s.batch));
   tok.upload(tokens);
   std::uint64_t offset = 0;
-  time_launches(state, copies, [&](int c) {
+  time_launches(state, copies, [&](int c, cudaStream_t stream) {
     const float* qc = q[static_cast<std::size_t>(c)]->ptr;
     const float* pc = p[static_cast<std::size_t>(c)]->ptr;
     check(rule == ChainRule::kSpeculativeSampling
               ? specdec::cuda::chain_speculative_sampling(qc, tok.ptr, pc, out.ptr, accepted.ptr, s.batch,
-                                                          s.k, s.vocab, 7, offset)
+                                                          s.k, s.vocab, 7, offset, stream)
               : specdec::cuda::block_verification(qc, tok.ptr, pc, out.ptr, accepted.ptr, s.batch, s.k,
-                                                  s.vocab, 7, offset),
+                                                  s.vocab, 7, offset, stream),
           "chain rule");
     offset += static_cast<std::uint64_t>(s.k) + 1;
   });
@@ -281,10 +298,10 @@ void BM_ChainFromLogits(benchmark::State& state) {
   DeviceArray<char> ws(ws_bytes);
   check(cudaMemset(ws.ptr, 0, ws_bytes), "memset");
   std::uint64_t offset = 0;
-  time_launches(state, copies, [&](int c) {
+  time_launches(state, copies, [&](int c, cudaStream_t stream) {
     check(specdec::cuda::chain_speculative_sampling_from_logits(
               q[static_cast<std::size_t>(c)]->ptr, tok.ptr, p[static_cast<std::size_t>(c)]->ptr, temperatures.ptr,
-              out.ptr, accepted.ptr, s.batch, s.k, s.vocab, 7, offset, ws.ptr, ws_bytes),
+              out.ptr, accepted.ptr, s.batch, s.k, s.vocab, 7, offset, ws.ptr, ws_bytes, stream),
           "chain_speculative_sampling_from_logits");
     offset += static_cast<std::uint64_t>(s.k) + 1;
   });
@@ -339,11 +356,11 @@ void BM_RecursiveRejectionSampling(benchmark::State& state) {
       used(static_cast<std::size_t>(s.batch));
   DeviceArray<TokenId> emitted(static_cast<std::size_t>(s.batch));
   std::uint64_t offset = 0;
-  time_launches(state, in.copies, [&](int c) {
+  time_launches(state, in.copies, [&](int c, cudaStream_t stream) {
     check(specdec::cuda::recursive_rejection_sampling(
               in.par->ptr, in.tok->ptr, in.dr->ptr, in.q[static_cast<std::size_t>(c)]->ptr,
               in.p[static_cast<std::size_t>(c)]->ptr, nullptr, path.ptr, count.ptr, emitted.ptr, used.ptr, s.batch,
-              s.k, s.k, s.vocab, 7, offset),
+              s.k, s.k, s.vocab, 7, offset, stream),
           "recursive_rejection_sampling");
     offset += static_cast<std::uint64_t>(s.k) + 1;
   });
@@ -360,12 +377,12 @@ void BM_TraversalVerification(benchmark::State& state) {
   const std::size_t ws_bytes = specdec::cuda::traversal_verification_workspace_bytes(s.batch, s.k, s.vocab);
   DeviceArray<char> ws(ws_bytes);
   std::uint64_t offset = 0;
-  time_launches(state, in.copies, [&](int c) {
+  time_launches(state, in.copies, [&](int c, cudaStream_t stream) {
     check(specdec::cuda::traversal_verification(in.par->ptr, in.tok->ptr, in.dr->ptr,
                                                 in.q[static_cast<std::size_t>(c)]->ptr,
                                                 in.p[static_cast<std::size_t>(c)]->ptr, path.ptr, count.ptr,
                                                 emitted.ptr, s.batch, s.k, s.k, s.vocab, ws.ptr, ws_bytes, 7,
-                                                offset),
+                                                offset, stream),
           "traversal_verification");
     offset += static_cast<std::uint64_t>(s.k) + 1;
   });
@@ -394,10 +411,10 @@ void BM_TypicalAcceptance(benchmark::State& state) {
   DeviceArray<TokenId> tok(tokens.size()), emitted(static_cast<std::size_t>(s.batch));
   par.upload(parents);
   tok.upload(tokens);
-  time_launches(state, copies, [&](int c) {
+  time_launches(state, copies, [&](int c, cudaStream_t stream) {
     check(specdec::cuda::typical_acceptance(par.ptr, tok.ptr, p[static_cast<std::size_t>(c)]->ptr, nullptr,
                                             path.ptr, count.ptr, emitted.ptr, s.batch, s.k, s.k, s.vocab,
-                                            0.09f, 0.3f, 7, 0),
+                                            0.09f, 0.3f, 7, 0, stream),
           "typical_acceptance");
   });
   label(state, s, bytes);

@@ -9,9 +9,10 @@
 //     of a request to finish combines them into each row's normaliser and
 //     runs the acceptance tests, which need p(x) at the drafted tokens only.
 //  2. draw_kernel: each block sums the fixed-point masses of its chunk of the
-//     row the request stopped at (the residual, and p for the fallback); the
-//     last block of the request finds the chunk, then the token, where the
-//     running mass passes the draw's threshold.
+//     row the request stopped at (the residual after a rejection, else p);
+//     the last block of the request finds the chunk, then the token, where
+//     the running mass passes the draw's threshold (p's masses too, should
+//     rounding have left the residual empty).
 // p(i) is computed where needed, exactly as warp_rows writes it, so the tokens
 // are those of warp_rows + chain_speculative_sampling (the host Warper +
 // row_math::chain_speculative_sampling_row). The logits are read once, plus
@@ -128,58 +129,77 @@ __device__ float target_prob(float logit, float chunk_max, float inv_t, float fa
 }
 
 // Phase 1, the last block of a request: combine the chunks into each row's
-// largest logit, normaliser and argmax (thread i: row i), run the tests
-// (thread 0), and write the accepted drafts and the decision.
+// largest logit, normaliser and argmax, run the tests, and write the
+// accepted drafts and the decision. Each step is spread over the threads
+// (a chunk, a row or a draft each), so that one thread's chain of dependent
+// instructions stays short; thread 0 only finds the first rejection.
 __device__ __noinline__ void decide(const float* __restrict__ logits, const float* __restrict__ draft_probs,
-                       const TokenId* __restrict__ tokens, float temperature, TokenId* __restrict__ out,
-                       std::int32_t* __restrict__ num_accepted, const ChunkStat* stats, Decision* decision,
-                       std::int32_t gamma, std::int64_t vocab, std::int32_t chunks, PhiloxUniforms uniforms) {
+                                    const TokenId* __restrict__ tokens, float temperature, TokenId* __restrict__ out,
+                                    std::int32_t* __restrict__ num_accepted, const ChunkStat* stats,
+                                    Decision* decision, std::int32_t gamma, std::int64_t vocab, std::int32_t chunks,
+                                    PhiloxUniforms uniforms) {
   __shared__ double sum[kMaxRows * kMaxChunks];
-  __shared__ float max[kMaxRows * kMaxChunks];
+  __shared__ float max[kMaxRows * kMaxChunks], scale[kMaxRows * kMaxChunks];
   __shared__ std::int32_t arg[kMaxRows * kMaxChunks];
-  __shared__ double row_z[kMaxRows];
+  __shared__ double row_z[kMaxRows], u[kMaxRows];
   __shared__ float row_m[kMaxRows], drafted_logit[kMaxRows], drafted_q[kMaxRows];
   __shared__ std::int32_t row_arg[kMaxRows];
-  __shared__ bool row_bad[kMaxRows];
+  __shared__ bool row_bad[kMaxRows], accepted[kMaxRows], tokens_ok;
   const int t = threadIdx.x;
-  const std::int32_t rows = gamma + 1;
+  const std::int32_t rows = gamma + 1, entries = rows * chunks;
+  const float inv_t = sampled(temperature) ? 1.0f / temperature : 1.0f;
+  if (t == 0) tokens_ok = true;
+  __syncthreads();
   // Other blocks wrote the stats: read them past the (incoherent) L1.
-  for (std::int32_t e = t; e < rows * chunks; e += kBlock) {
+  for (std::int32_t e = t; e < entries; e += kBlock) {
     sum[e] = __ldcg(&stats[e].sum);
     max[e] = __ldcg(&stats[e].max);
     arg[e] = __ldcg(&stats[e].argmax);
   }
-  const bool valid_tokens = [&] {
-    for (std::int32_t i = 0; i < gamma; ++i)
-      if (tokens[i] < 0 || tokens[i] >= vocab) return false;
-    return true;
-  }();
-  if (valid_tokens && t < gamma) {
+  if (t < gamma) {  // draft t: its token, p's logit and q at it, its uniform
     const TokenId x = tokens[t];
-    drafted_logit[t] = logits[static_cast<std::int64_t>(t) * vocab + x];
-    drafted_q[t] = draft_probs == nullptr ? 1.0f : draft_probs[static_cast<std::int64_t>(t) * vocab + x];
+    if (x < 0 || x >= vocab) {
+      tokens_ok = false;
+    } else {
+      drafted_logit[t] = logits[static_cast<std::int64_t>(t) * vocab + x];
+      drafted_q[t] = draft_probs == nullptr ? 1.0f : draft_probs[static_cast<std::int64_t>(t) * vocab + x];
+    }
+    u[t] = uniforms[static_cast<std::uint64_t>(t)];
   }
   __syncthreads();
-  const float inv_t = sampled(temperature) ? 1.0f / temperature : 1.0f;
-  if (t < rows) {
+  if (t < rows) {  // row t: its largest logit and argmax (chunks in order: ties keep the lowest token)
     float m = -kInf;
     std::int32_t a = -1;
     bool bad = false;
     for (std::int32_t c = 0; c < chunks; ++c) {
       const std::int32_t e = t * chunks + c;
       bad |= arg[e] < 0;
-      if (a < 0 || max[e] > m) m = max[e], a = arg[e];  // chunks in order: ties keep the lowest token
+      if (a < 0 || max[e] > m) m = max[e], a = arg[e];
     }
+    row_m[t] = m, row_arg[t] = a, row_bad[t] = bad || m == -kInf;
+  }
+  __syncthreads();
+  for (std::int32_t e = t; e < entries; e += kBlock)
+    scale[e] = bitexact::softmax_chunk_scale(max[e], row_m[e / chunks], inv_t);
+  __syncthreads();
+  if (t < rows) {  // row t's normaliser, its chunks in order
     double z = 0.0;
-    for (std::int32_t c = 0; c < chunks; ++c) {
-      const std::int32_t e = t * chunks + c;
-      z = bitexact::softmax_normaliser_add(z, sum[e], bitexact::softmax_chunk_scale(max[e], m, inv_t));
+    for (std::int32_t c = 0; c < chunks; ++c) z = bitexact::softmax_normaliser_add(z, sum[t * chunks + c], scale[t * chunks + c]);
+    row_z[t] = z;
+  }
+  __syncthreads();
+  if (t < gamma && tokens_ok) {  // draft t's test
+    const TokenId x = tokens[t];
+    float p_x = x == row_arg[t] ? 1.0f : 0.0f;
+    if (sampled(temperature)) {
+      const std::int32_t e = t * chunks + static_cast<std::int32_t>(x / kChunk);
+      p_x = target_prob(drafted_logit[t], max[e], inv_t, bitexact::softmax_chunk_factor(scale[e], row_z[t]));
     }
-    row_m[t] = m, row_z[t] = z, row_arg[t] = a, row_bad[t] = bad || m == -kInf;
+    accepted[t] = row_math::accept_draft(p_x, drafted_q[t], u[t]);
   }
   __syncthreads();
   if (t != 0) return;
-  bool flagged = !valid_tokens || !(temperature >= 0.0f && temperature < kInf);
+  bool flagged = !tokens_ok || !(temperature >= 0.0f && temperature < kInf);
   for (std::int32_t i = 0; i < rows; ++i) flagged |= row_bad[i];
   if (flagged) {
     for (std::int32_t j = 0; j < rows; ++j) out[j] = kNoToken;
@@ -188,18 +208,7 @@ __device__ __noinline__ void decide(const float* __restrict__ logits, const floa
     return;
   }
   std::int32_t i = 0;
-  for (; i < gamma; ++i) {
-    const TokenId x = tokens[i];
-    float p_x = x == row_arg[i] ? 1.0f : 0.0f;
-    if (sampled(temperature)) {
-      const std::int32_t e = i * chunks + static_cast<std::int32_t>(x / kChunk);
-      const float factor =
-          bitexact::softmax_chunk_factor(bitexact::softmax_chunk_scale(max[e], row_m[i], inv_t), row_z[i]);
-      p_x = target_prob(drafted_logit[i], max[e], inv_t, factor);
-    }
-    if (!row_math::accept_draft(p_x, drafted_q[i], uniforms[static_cast<std::uint64_t>(i)])) break;
-    out[i] = x;
-  }
+  for (; i < gamma && accepted[i]; ++i) out[i] = tokens[i];
   for (std::int32_t j = i + 1; j < rows; ++j) out[j] = kNoToken;
   *num_accepted = i;
   decision->stop = i;
@@ -298,22 +307,26 @@ __global__ void __launch_bounds__(kBlock, 2) draw_kernel(const float* __restrict
                                           d.normaliser);
   };
 
-  {  // This block's chunk: its masses.
-    const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kChunk;
+  // Chunk c's mass: of the residual after a rejection, else of p.
+  const auto chunk_mass = [&](std::int64_t c, bool residual) {
+    const std::int64_t c0 = c * kChunk;
     const std::int64_t n = vocab - c0 < kChunk ? vocab - c0 : kChunk;
-    const float chunk_max = stats[blockIdx.x].max;
+    const float chunk_max = stats[c].max;
     const float factor = chunk_factor(chunk_max);
-    std::uint64_t residual = 0, target = 0;
+    std::uint64_t mass = 0;
     for (int j = 0; j < 8; ++j) {
       const std::int64_t k = c0 + j * kBlock + t;
       if (k >= c0 + n) break;
       const float p = p_of(k, chunk_max, factor);
-      target += bitexact::fixed_mass(static_cast<double>(p));
-      if (rejected) residual += bitexact::fixed_mass(residual_of(k, p));
+      mass += bitexact::fixed_mass(residual ? residual_of(k, p) : static_cast<double>(p));
     }
-    residual = detail::block_sum_u64(residual, sh);
-    target = detail::block_sum_u64(target, sh);
-    if (t == 0) ws.masses[static_cast<std::int64_t>(b) * chunks + blockIdx.x] = {residual, target};
+    return detail::block_sum_u64(mass, sh);
+  };
+  {
+    const std::uint64_t mass = chunk_mass(blockIdx.x, rejected);
+    if (t == 0)
+      ws.masses[static_cast<std::int64_t>(b) * chunks + blockIdx.x] =
+          rejected ? ChunkMass{mass, 0} : ChunkMass{0, mass};
   }
   if (!last_block_of(&ws.counts[2 * b + 1], static_cast<unsigned>(chunks))) return;
 
@@ -321,11 +334,24 @@ __global__ void __launch_bounds__(kBlock, 2) draw_kernel(const float* __restrict
   // (thread 0, over at most 32 chunks), then the token within it.
   // The chunks' masses, loaded in parallel (one round trip), past the L1.
   __shared__ std::uint64_t residual_mass[kMaxChunks], target_mass[kMaxChunks];
+  __shared__ bool empty_residual;
   const ChunkMass* masses = ws.masses + static_cast<std::int64_t>(b) * chunks;
   if (t < chunks) {
     residual_mass[t] = load_cg(&masses[t].residual);
     target_mass[t] = load_cg(&masses[t].target);
   }
+  __syncthreads();
+  if (t == 0) {
+    std::uint64_t residual = 0;
+    for (std::int32_t c = 0; c < chunks; ++c) residual += residual_mass[c];
+    empty_residual = rejected && residual == 0;
+  }
+  __syncthreads();
+  if (empty_residual)  // rounding left the residual empty (p == q): p's masses, here (rare)
+    for (std::int32_t c = 0; c < chunks; ++c) {
+      const std::uint64_t mass = chunk_mass(c, false);
+      if (t == 0) target_mass[c] = mass;
+    }
   __syncthreads();
   if (t == 0) {
     std::uint64_t residual = 0, target = 0;
