@@ -114,6 +114,9 @@ std::vector<float> random_rows(std::int64_t rows, std::int64_t vocab, std::uint3
 // launch latency, as an engine that replays its round as a graph sees it.
 template <class Launch>
 void time_launches(benchmark::State& state, int copies, Launch launch) {
+  // The inputs were written on the legacy stream, which a non-blocking
+  // stream does not wait for.
+  check(cudaDeviceSynchronize(), "setup");
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
   for (int c = 0; c < copies; ++c) launch(c, stream);  // warm-up: module load, first touch
