@@ -95,6 +95,18 @@ Status chain_speculative_sampling(const float* draft_probs,     // [batch, gamma
   return cudaGetLastError() == cudaSuccess ? Status::kOk : Status::kCudaError;
 }
 
+namespace detail {
+int multiprocessors() {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count <= 0) {
+    (void)cudaGetLastError();  // clear it, so it does not surface at an unrelated later call
+    return 132;
+  }
+  return count;
+}
+}  // namespace detail
+
 Status cuda_device_count(int* count) {
   if (count == nullptr) return Status::kInvalidArgument;
   *count = 0;

@@ -409,17 +409,6 @@ __global__ void __launch_bounds__(kBlock, 2) draw_kernel(const float* __restrict
   }
 }
 
-// The current device's SM count (132 on an H100 SXM): a cached attribute.
-int multiprocessors() {
-  int device = 0, count = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count <= 0) {
-    (void)cudaGetLastError();
-    return 132;
-  }
-  return count;
-}
-
 bool valid_from_logits_shape(std::int32_t batch, std::int32_t gamma, std::int64_t vocab) {
   return batch >= 0 && gamma >= 0 && gamma + 1 <= kMaxRows && vocab > 0 && vocab <= kMaxVocab &&
          std::int64_t{batch} * (gamma + 1) <= kMaxRequests;
@@ -453,7 +442,7 @@ Status chain_speculative_sampling_from_logits(const float* draft_probs, const To
   // (one chunk each at batch 1), as many as that allows at large batches
   // (fewer blocks, each streaming its chunks).
   const std::int64_t rows = std::int64_t{batch} * (gamma + 1);
-  const std::int64_t slots = 2 * std::int64_t{multiprocessors()};
+  const std::int64_t slots = 2 * std::int64_t{detail::multiprocessors()};
   const auto per_block = static_cast<std::int32_t>(
       std::clamp<std::int64_t>((rows * chunks + slots - 1) / slots, 1, chunks));
   const auto segments = static_cast<unsigned>((chunks + per_block - 1) / per_block);

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "block_math.cuh"
+#include "launch_checks.hpp"
 #include "specdec/cuda/greedy_verification.hpp"
 
 namespace specdec::cuda {
@@ -110,16 +111,6 @@ __global__ void __launch_bounds__(kBlock, 2)
   for (std::int32_t j = static_cast<std::int32_t>(threadIdx.x); j <= n; j += kBlock) keys[j] = 0;
 }
 
-int multiprocessors() {
-  int device = 0, count = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count <= 0) {
-    (void)cudaGetLastError();
-    return 132;
-  }
-  return count;
-}
-
 bool valid_shape(std::int32_t batch, std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab) {
   if (batch < 0 || batch > kMaxTrees || nodes < 0 || max_depth < 0 || max_depth > nodes || vocab <= 0 ||
       vocab > std::numeric_limits<TokenId>::max())
@@ -150,7 +141,7 @@ Status greedy_verification(const float* target_rows, const std::int32_t* parents
   // Segments of whole chunks: as few chunks each as fill every SM with two
   // blocks, as many as that allows at large batches.
   const std::int64_t rows = static_cast<std::int64_t>(batch) * (nodes + 1);
-  const std::int64_t chunks = (vocab + kChunk - 1) / kChunk, slots = 2 * std::int64_t{multiprocessors()};
+  const std::int64_t chunks = (vocab + kChunk - 1) / kChunk, slots = 2 * std::int64_t{detail::multiprocessors()};
   const std::int64_t per_block = kChunk * std::clamp<std::int64_t>((rows * chunks + slots - 1) / slots, 1, chunks);
   const auto segments = static_cast<unsigned>((vocab + per_block - 1) / per_block);
   greedy_kernel<<<dim3(segments, static_cast<unsigned>(rows)), kBlock, 0, static_cast<cudaStream_t>(stream)>>>(

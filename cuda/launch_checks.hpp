@@ -1,6 +1,6 @@
-// Argument checks and grid sizes shared by the chain kernels' launchers
-// (chain speculative sampling, block verification): same inputs, one thread
-// per batch row. Internal to specdec::cuda; needs no CUDA headers.
+// Argument checks and grid sizes shared by the kernels' launchers (the chain
+// rules take the same inputs). Internal to specdec::cuda; needs no CUDA
+// headers.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,10 @@
 namespace specdec::cuda::detail {
 
 inline constexpr int kThreadsPerBlock = 128;
+
+// The current device's SM count (132 on an H100 SXM; that when the query
+// fails): the launchers that split rows over blocks size their grids by it.
+int multiprocessors();
 
 inline unsigned blocks_for(std::int64_t rows) {
   return static_cast<unsigned>((rows + kThreadsPerBlock - 1) / kThreadsPerBlock);
