@@ -155,6 +155,22 @@ __device__ inline std::uint64_t block_exclusive_scan_u64(std::uint64_t v, BlockS
   return before;
 }
 
+// "The last block": thread 0 wrote this block's results; it fences them and
+// counts the block in on `count`. True in every thread of the block that
+// brings the count to `total`, which also resets it for the next launch; that
+// block may then read every block's results (past the L1: __ldcg). No block
+// waits for another, so any grid size is safe.
+__device__ inline bool last_block_of(unsigned* count, unsigned total) {
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    __threadfence();  // the results before the count
+    last = atomicAdd(count, 1u) + 1 == total;
+    if (last) *count = 0;
+  }
+  __syncthreads();
+  return last;
+}
+
 // The index of the largest value, ties to the lowest index (the host argmax);
 // (value, index) pairs under that order form a total order, so any reduction
 // tree finds the same one. -1 when n == 0. In the same pass, *non_finite

@@ -18,14 +18,9 @@
 // row_math::chain_speculative_sampling_row). The logits are read once, plus
 // the stopping row and its draft row again.
 //
-// "The last block of a request": each block publishes its result, fences, and
-// counts itself in on an atomic counter; the block that brings the count to
-// the request's total reads every result (the fence orders them before the
-// count). No block waits for another, so any grid size is safe.
+// "The last block of a request": detail::last_block_of (block_math.cuh).
 #include <cuda_runtime.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -107,20 +102,6 @@ __device__ std::uint64_t load_cg(const std::uint64_t* p) {
 }
 
 __device__ bool sampled(float temperature) { return temperature > 0.0f && temperature < kInf; }
-
-// Thread 0 wrote this block's results: it fences them and counts the block
-// in. True in every thread of the block that completes `total`, which resets
-// the counter for the next launch.
-__device__ bool last_block_of(unsigned* count, unsigned total) {
-  __shared__ bool last;
-  if (threadIdx.x == 0) {
-    __threadfence();  // the results before the count
-    last = atomicAdd(count, 1u) + 1 == total;
-    if (last) *count = 0;
-  }
-  __syncthreads();
-  return last;
-}
 
 // p(i) for token c0 + k of a chunk whose largest logit is m_c, as warp_rows
 // writes it: the exponent against m_c times the chunk's factor.
@@ -257,7 +238,7 @@ __global__ void __launch_bounds__(kBlock, 2) stats_and_tests_kernel(
     if (t == 0) ws.stats[row * chunks + c] = stat;
   }
   const auto segments = static_cast<unsigned>((chunks + per_block - 1) / per_block);
-  if (!last_block_of(&ws.counts[2 * b], static_cast<unsigned>(rows) * segments)) return;
+  if (!detail::last_block_of(&ws.counts[2 * b], static_cast<unsigned>(rows) * segments)) return;
   const std::int64_t first_row = static_cast<std::int64_t>(b) * rows;
   decide(logits + first_row * vocab,
          draft_probs == nullptr ? nullptr : draft_probs + static_cast<std::int64_t>(b) * gamma * vocab,
@@ -328,7 +309,7 @@ __global__ void __launch_bounds__(kBlock, 2) draw_kernel(const float* __restrict
       ws.masses[static_cast<std::int64_t>(b) * chunks + blockIdx.x] =
           rejected ? ChunkMass{mass, 0} : ChunkMass{0, mass};
   }
-  if (!last_block_of(&ws.counts[2 * b + 1], static_cast<unsigned>(chunks))) return;
+  if (!detail::last_block_of(&ws.counts[2 * b + 1], static_cast<unsigned>(chunks))) return;
 
   // The last block: the chunk where the running mass passes the threshold
   // (thread 0, over at most 32 chunks), then the token within it.
@@ -438,13 +419,9 @@ Status chain_speculative_sampling_from_logits(const float* draft_probs, const To
   const auto chunks = static_cast<std::int32_t>((vocab + kChunk - 1) / kChunk);
   const Workspace ws = Workspace::at(workspace, batch, gamma + 1, chunks);
   const auto s = static_cast<cudaStream_t>(stream);
-  // Phase 1's blocks: as few chunks each as fill every SM with two blocks
-  // (one chunk each at batch 1), as many as that allows at large batches
-  // (fewer blocks, each streaming its chunks).
+  // Phase 1's blocks: detail::chunks_per_block chunks each.
   const std::int64_t rows = std::int64_t{batch} * (gamma + 1);
-  const std::int64_t slots = 2 * std::int64_t{detail::multiprocessors()};
-  const auto per_block = static_cast<std::int32_t>(
-      std::clamp<std::int64_t>((rows * chunks + slots - 1) / slots, 1, chunks));
+  const auto per_block = static_cast<std::int32_t>(detail::chunks_per_block(rows, chunks));
   const auto segments = static_cast<unsigned>((chunks + per_block - 1) / per_block);
   stats_and_tests_kernel<<<dim3(segments, static_cast<unsigned>(rows)), kBlock, 0, s>>>(
       target_logits, draft_probs, draft_tokens, temperatures, output_tokens, num_accepted, ws, gamma, vocab, chunks,

@@ -81,7 +81,6 @@ __global__ void __launch_bounds__(kBlock, 2)
                   TokenId* __restrict__ emitted, Workspace ws, std::int32_t nodes, std::int32_t max_depth,
                   std::int64_t vocab, std::int64_t per_block) {
   __shared__ detail::BlockScratch sh;
-  __shared__ bool last;
   const std::int64_t r = blockIdx.y;
   const std::int64_t b = r / (nodes + 1), slot_row = r % (nodes + 1);
   // Rows past a tree's own size are padding: never read, never counted. A
@@ -94,15 +93,10 @@ __global__ void __launch_bounds__(kBlock, 2)
   bool bad = false;
   const std::int64_t best = begin + detail::block_argmax(rows + r * vocab + begin, len, sh, &bad);
   const auto segments = static_cast<unsigned>((vocab + per_block - 1) / per_block);
-  if (threadIdx.x == 0) {
+  if (threadIdx.x == 0)
     atomicMax(reinterpret_cast<unsigned long long*>(ws.keys + r),
               bad ? kBadRow : argmax_key(rows[r * vocab + best], best));
-    __threadfence();  // the key before the count
-    last = atomicAdd(ws.counts + b, 1u) + 1 == static_cast<unsigned>(n + 1) * segments;
-    if (last) ws.counts[b] = 0;
-  }
-  __syncthreads();
-  if (!last) return;
+  if (!detail::last_block_of(ws.counts + b, static_cast<unsigned>(n + 1) * segments)) return;
   std::uint64_t* keys = ws.keys + b * (nodes + 1);
   if (threadIdx.x == 0)
     walk(parents + b * nodes, tokens + b * nodes, keys, given, nodes, max_depth, vocab,
@@ -138,11 +132,9 @@ Status greedy_verification(const float* target_rows, const std::int32_t* parents
       workspace == nullptr || reinterpret_cast<std::uintptr_t>(workspace) % 16 != 0 ||
       workspace_bytes < greedy_verification_workspace_bytes(batch, nodes))
     return Status::kInvalidArgument;
-  // Segments of whole chunks: as few chunks each as fill every SM with two
-  // blocks, as many as that allows at large batches.
+  // Segments of whole chunks (detail::chunks_per_block).
   const std::int64_t rows = static_cast<std::int64_t>(batch) * (nodes + 1);
-  const std::int64_t chunks = (vocab + kChunk - 1) / kChunk, slots = 2 * std::int64_t{detail::multiprocessors()};
-  const std::int64_t per_block = kChunk * std::clamp<std::int64_t>((rows * chunks + slots - 1) / slots, 1, chunks);
+  const std::int64_t per_block = kChunk * detail::chunks_per_block(rows, (vocab + kChunk - 1) / kChunk);
   const auto segments = static_cast<unsigned>((vocab + per_block - 1) / per_block);
   greedy_kernel<<<dim3(segments, static_cast<unsigned>(rows)), kBlock, 0, static_cast<cudaStream_t>(stream)>>>(
       target_rows, parents, tokens, tree_nodes, accepted_nodes, num_accepted, emitted, Workspace::at(workspace),

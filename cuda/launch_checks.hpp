@@ -17,6 +17,15 @@ inline constexpr int kThreadsPerBlock = 128;
 // fails): the launchers that split rows over blocks size their grids by it.
 int multiprocessors();
 
+// Chunks per block for kernels that split `rows` rows of `chunks` chunks over
+// blocks (two per SM): as few as fill every SM (one at batch 1), as many as
+// that allows at large batches (whole rows: fewer blocks, each streaming).
+inline std::int64_t chunks_per_block(std::int64_t rows, std::int64_t chunks) {
+  const std::int64_t slots = 2 * std::int64_t{multiprocessors()};
+  const std::int64_t n = (rows * chunks + slots - 1) / slots;
+  return n < 1 ? 1 : n > chunks ? chunks : n;
+}
+
 inline unsigned blocks_for(std::int64_t rows) {
   return static_cast<unsigned>((rows + kThreadsPerBlock - 1) / kThreadsPerBlock);
 }
