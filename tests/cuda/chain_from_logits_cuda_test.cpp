@@ -37,7 +37,6 @@ using specdec::kNoToken;
 using specdec::Status;
 using specdec::TokenId;
 using specdec::testing::DeviceBuffer;
-using specdec::testing::have_cuda_device;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -211,10 +210,7 @@ TEST_CASE("chain_speculative_sampling_from_logits rejects bad arguments before t
 }
 
 TEST_CASE("chain_speculative_sampling_from_logits emits exactly the warp and the host rule's tokens", "[cuda]") {
-  if (!have_cuda_device()) {
-    WARN("skipped: no CUDA device");
-    return;
-  }
+  SPECDEC_SKIP_WITHOUT_DEVICE();
   std::mt19937 gen(41);
   // Under compute-sanitizer (scripts/gpu-check.sh sets SPECDEC_CUDA_QUICK): one launch per shape.
   const bool quick = std::getenv("SPECDEC_CUDA_QUICK") != nullptr;
@@ -254,10 +250,7 @@ TEST_CASE("chain_speculative_sampling_from_logits emits exactly the warp and the
 }
 
 TEST_CASE("chain_speculative_sampling_from_logits flags the requests the host refuses, and only those", "[cuda]") {
-  if (!have_cuda_device()) {
-    WARN("skipped: no CUDA device");
-    return;
-  }
+  SPECDEC_SKIP_WITHOUT_DEVICE();
   std::mt19937 gen(43);
   constexpr std::int32_t kBatch = 6, kGamma = 3;
   constexpr std::int64_t kVocab = 20000;
@@ -293,10 +286,7 @@ TEST_CASE("chain_speculative_sampling_from_logits flags the requests the host re
 
 TEST_CASE("chain_speculative_sampling_from_logits falls back to p when the residual is empty, as the host does",
           "[cuda]") {
-  if (!have_cuda_device()) {
-    WARN("skipped: no CUDA device");
-    return;
-  }
+  SPECDEC_SKIP_WITHOUT_DEVICE();
   // Request 0, greedy: q one-hot at the argmax, the draft another token.
   // Request 1, T = 0.8: q equal to the warped p, the draft a masked token.
   // Both reject, and p - q has no positive mass: the host draws from p.

@@ -34,7 +34,6 @@ using specdec::kNoToken;
 using specdec::Status;
 using specdec::TokenId;
 using specdec::testing::DeviceBuffer;
-using specdec::testing::have_cuda_device;
 
 enum class Kernel { kSpeculativeSampling, kBlockVerification };
 const char* name(Kernel k) {
@@ -182,10 +181,7 @@ TEST_CASE("The chain kernels' launchers reject bad arguments before touching a d
 TEST_CASE("The chain kernels emit exactly the host row functions' tokens", "[cuda]") {
   const auto kernel = GENERATE(Kernel::kSpeculativeSampling, Kernel::kBlockVerification);
   INFO(name(kernel));
-  if (!have_cuda_device()) {
-    WARN("skipped: no CUDA device");
-    return;
-  }
+  SPECDEC_SKIP_WITHOUT_DEVICE();
   std::mt19937_64 gen(20240611);  // the inputs; the draws are Philox(seed, row, offset)
   std::int32_t total_accepted = 0, total_rejections = 0;
   for (const std::int64_t vocab : {std::int64_t{1000}, std::int64_t{8192}, std::int64_t{32000}, std::int64_t{128256}}) {
@@ -219,10 +215,7 @@ TEST_CASE("The chain kernels emit exactly the host row functions' tokens", "[cud
 TEST_CASE("The chain kernels draw row b from Philox stream b at the offset", "[cuda]") {
   const auto kernel = GENERATE(Kernel::kSpeculativeSampling, Kernel::kBlockVerification);
   INFO(name(kernel));
-  if (!have_cuda_device()) {
-    WARN("skipped: no CUDA device");
-    return;
-  }
+  SPECDEC_SKIP_WITHOUT_DEVICE();
   // gamma = 0: the single emitted token is the inverse-CDF draw of uniform
   // philox_uniform(seed, b, offset) from the row's target distribution.
   std::mt19937_64 gen(7);
@@ -244,10 +237,7 @@ TEST_CASE("The chain kernels draw row b from Philox stream b at the offset", "[c
 TEST_CASE("The chain kernels flag rows whose drafted token is out of range", "[cuda]") {
   const auto kernel = GENERATE(Kernel::kSpeculativeSampling, Kernel::kBlockVerification);
   INFO(name(kernel));
-  if (!have_cuda_device()) {
-    WARN("skipped: no CUDA device");
-    return;
-  }
+  SPECDEC_SKIP_WITHOUT_DEVICE();
   std::mt19937_64 gen(11);
   const std::int32_t batch = 3, gamma = 4;
   const std::int64_t vocab = 1000;

@@ -26,7 +26,6 @@ namespace {
 using specdec::Status;
 using specdec::TokenId;
 using specdec::testing::DeviceBuffer;
-using specdec::testing::have_cuda_device;
 
 // Trees of up to `nodes` nodes padded to `nodes`; target rows are random
 // logits in which, for about two thirds of the nodes, the node's token is
@@ -108,10 +107,7 @@ TEST_CASE("cuda::greedy_verification rejects bad arguments before touching a dev
 TEST_CASE(
     "cuda::greedy_verification accepts exactly the host rule's path, trees of mixed sizes in one launch",
     "[cuda]") {
-  if (!have_cuda_device()) {
-    WARN("skipped: no CUDA device");
-    return;
-  }
+  SPECDEC_SKIP_WITHOUT_DEVICE();
   std::mt19937 gen(37);
   int deep = 0, cases = 0;
   // One workspace, zeroed once, for every launch: the kernel leaves it zeroed.

@@ -119,10 +119,7 @@ st::FitResult run_device_fit(const st::PairCase& c, const sd::SamplingParams& pa
 
 TEST_CASE("cuda::recursive_rejection_sampling is lossless on chains and trees in every child mode",
           "[cuda]") {
-  if (!st::have_cuda_device()) {
-    WARN("skipped: no CUDA device");
-    return;
-  }
+  SPECDEC_SKIP_WITHOUT_DEVICE();
   const auto cases = st::pair_cases();
   const auto settings = st::warp_settings();
   for (const auto s : {st::Strategy::kChainSampled, st::Strategy::kChainGreedyDraft, st::Strategy::kTreeIid,
@@ -140,10 +137,7 @@ TEST_CASE("cuda::recursive_rejection_sampling is lossless on chains and trees in
 }
 
 TEST_CASE("The device losslessness test rejects MSS on pruned slots chosen by their draws", "[cuda]") {
-  if (!st::have_cuda_device()) {
-    WARN("skipped: no CUDA device");
-    return;
-  }
+  SPECDEC_SKIP_WITHOUT_DEVICE();
   const auto fit =
       run_device_fit(st::pair_cases()[0], st::warp_settings()[0], st::Strategy::kTreePrunedKeepingModes);
   INFO("first token: " << fit.first.describe());

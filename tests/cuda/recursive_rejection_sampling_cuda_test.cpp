@@ -26,7 +26,6 @@ namespace {
 using specdec::Status;
 using specdec::TokenId;
 using specdec::testing::DeviceBuffer;
-using specdec::testing::have_cuda_device;
 
 // Random mixed-mode trees of up to `nodes` nodes, padded to `nodes`. A third
 // of the slots get a target row equal to their draft row, so that sampled
@@ -94,10 +93,7 @@ TEST_CASE("cuda::recursive_rejection_sampling rejects bad arguments before touch
 
 TEST_CASE("cuda::recursive_rejection_sampling emits exactly the host rule's path, token and draws",
           "[cuda]") {
-  if (!have_cuda_device()) {
-    WARN("skipped: no CUDA device");
-    return;
-  }
+  SPECDEC_SKIP_WITHOUT_DEVICE();
   std::mt19937 gen(41);
   int cases = 0, deep = 0, rejected_all = 0;
   struct Size {

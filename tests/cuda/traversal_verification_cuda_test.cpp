@@ -24,7 +24,6 @@ namespace {
 using specdec::Status;
 using specdec::TokenId;
 using specdec::testing::DeviceBuffer;
-using specdec::testing::have_cuda_device;
 
 // `batch` random trees of exactly `nodes` nodes each (the kernel's rows share
 // one node count), flattened row after row.
@@ -122,10 +121,7 @@ TEST_CASE("cuda::traversal_verification rejects bad arguments before touching a 
 }
 
 TEST_CASE("cuda::traversal_verification emits exactly the host row function's path and token", "[cuda]") {
-  if (!have_cuda_device()) {
-    WARN("skipped: no CUDA device");
-    return;
-  }
+  SPECDEC_SKIP_WITHOUT_DEVICE();
   std::mt19937 gen(20261125);
   std::int64_t accepted = 0, rejections = 0;
   for (const std::int64_t vocab : {std::int64_t{1000}, std::int64_t{32000}}) {
@@ -165,10 +161,7 @@ TEST_CASE("cuda::traversal_verification emits exactly the host row function's pa
 }
 
 TEST_CASE("cuda::traversal_verification flags rows it cannot walk", "[cuda]") {
-  if (!have_cuda_device()) {
-    WARN("skipped: no CUDA device");
-    return;
-  }
+  SPECDEC_SKIP_WITHOUT_DEVICE();
   std::mt19937 gen(3);
   const std::int32_t batch = 3, nodes = 4;
   const std::int64_t vocab = 100;

@@ -24,7 +24,6 @@ namespace {
 using specdec::Status;
 using specdec::TokenId;
 using specdec::testing::DeviceBuffer;
-using specdec::testing::have_cuda_device;
 
 }  // namespace
 
@@ -51,10 +50,7 @@ TEST_CASE("cuda::typical_acceptance rejects bad arguments before touching a devi
 }
 
 TEST_CASE("cuda::typical_acceptance accepts exactly the host rule's path and emits its token", "[cuda]") {
-  if (!have_cuda_device()) {
-    WARN("skipped: no CUDA device");
-    return;
-  }
+  SPECDEC_SKIP_WITHOUT_DEVICE();
   std::mt19937 gen(43);
   int cases = 0, deep = 0;
   struct Size {

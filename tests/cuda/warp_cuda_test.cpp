@@ -27,7 +27,6 @@ using specdec::Status;
 using specdec::cuda::RowSampling;
 using specdec::cuda::WarpRowStatus;
 using specdec::testing::DeviceBuffer;
-using specdec::testing::have_cuda_device;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -92,10 +91,7 @@ TEST_CASE("cuda::warp_rows rejects bad arguments before touching a device", "[un
 }
 
 TEST_CASE("cuda::warp_rows equals the host Warper bit for bit, each row with its own parameters", "[cuda]") {
-  if (!have_cuda_device()) {
-    WARN("skipped: no CUDA device");
-    return;
-  }
+  SPECDEC_SKIP_WITHOUT_DEVICE();
   std::mt19937 gen(29);
   specdec::Warper warp;
   std::int64_t rows_checked = 0, nucleus_cut = 0, top_k_cut = 0;
@@ -139,10 +135,7 @@ TEST_CASE("cuda::warp_rows equals the host Warper bit for bit, each row with its
 }
 
 TEST_CASE("cuda::warp_rows flags the rows the host Warper refuses, and only those", "[cuda]") {
-  if (!have_cuda_device()) {
-    WARN("skipped: no CUDA device");
-    return;
-  }
+  SPECDEC_SKIP_WITHOUT_DEVICE();
   const std::int64_t vocab = 5003;
   std::mt19937 gen(31);
   std::vector<float> logits;
