@@ -30,9 +30,10 @@ inline Outputs generate(HostLlama& target, HostLlama& draft, const HostLyannaHea
                         const std::vector<std::vector<specdec::TokenId>>& prompts, std::int64_t max_new_tokens,
                         std::size_t max_batch) {
   namespace sd = specdec;
-  sd::ModelVerifier<HostLlama> verifier(target, sd::SamplingParams{0.0f});
+  sd::ModelVerifier<HostLlama> verifier(target);
   sd::GenerationOptions options;
   options.max_new_tokens = max_new_tokens;
+  options.sampling.temperature = 0.0f;  // greedy requests: drafts ranked at temperature 1, top-1 chains
   const auto run = [&](auto& scheduler) {
     for (const auto& p : prompts) scheduler.submit(p, options);
     Outputs out;
@@ -43,12 +44,12 @@ inline Outputs generate(HostLlama& target, HostLlama& draft, const HostLyannaHea
   };
   using ModelDrafter = sd::ModelDrafter<HostLlama>;
   const auto model_drafter = [&](std::int32_t seq) {
-    return std::make_unique<ModelDrafter>(draft, seq, sd::SamplingParams{1.0f});  // ranks candidates
+    return std::make_unique<ModelDrafter>(draft, seq);
   };
   if (method == "chain") {
     using Engine = sd::SpeculativeEngine<ModelDrafter, sd::ChainBuilder, sd::ModelVerifier<HostLlama>,
                                          sd::GreedyAcceptance, sd::FixedLength>;
-    Engine engine(sd::ChainBuilder{sd::ChainBuilder::Pick::kTop1}, verifier, sd::GreedyAcceptance{});
+    Engine engine(sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{});
     Scheduler<Engine, ModelDrafter, sd::FixedLength> scheduler(engine, model_drafter, sd::FixedLength::chain(4),
                                                                max_batch);
     return run(scheduler);
@@ -64,7 +65,7 @@ inline Outputs generate(HostLlama& target, HostLlama& draft, const HostLyannaHea
   if (method == "ngram") {
     using Engine = sd::SpeculativeEngine<sd::NgramDrafter, sd::ChainBuilder, sd::ModelVerifier<HostLlama>,
                                          sd::GreedyAcceptance, sd::FixedLength>;
-    Engine engine(sd::ChainBuilder{sd::ChainBuilder::Pick::kTop1}, verifier, sd::GreedyAcceptance{});
+    Engine engine(sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{});
     Scheduler<Engine, sd::NgramDrafter, sd::FixedLength> scheduler(
         engine, [&](std::int32_t) { return std::make_unique<sd::NgramDrafter>(target.vocab_size(), 1, 3); },
         sd::FixedLength::chain(4), max_batch);
@@ -94,7 +95,7 @@ inline Outputs generate(HostLlama& target, HostLlama& draft, const HostLyannaHea
     // forward would go to the GPU from here and the drafts stay on the CPU).
     using Engine = sd::SpeculativeEngine<ModelDrafter, sd::MultiSequenceBuilder, sd::ModelVerifier<HostLlama>,
                                          sd::GreedyAcceptance, sd::HardwareBudget, sd::SelectAll, sd::LaggedTail>;
-    Engine engine(sd::MultiSequenceBuilder(sd::MultiSequenceOptions{8, 0, /*sample=*/false}), verifier,
+    Engine engine(sd::MultiSequenceBuilder(sd::MultiSequenceOptions{8, 0}), verifier,
                   sd::GreedyAcceptance{});
     sd::DraftWorker worker;
     engine.set_draft_worker(&worker);

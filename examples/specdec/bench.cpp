@@ -220,7 +220,8 @@ int run_batched_bench(const BenchCommand& b) {
       w.first.push_back(prompts[i % prompts.size()]);
       GenerationOptions o;
       o.max_new_tokens = b.max_new_tokens;
-      o.seed = b.sampling.seed + i;
+      o.sampling = b.sampling;
+      o.sampling.seed = b.sampling.seed + i;
       w.second.push_back(o);
     }
     return w;
@@ -333,7 +334,7 @@ std::vector<std::optional<SameDraftsComparison>> compare_rules_on_same_drafts(st
                                                                              const std::string& set_name) {
   std::vector<std::optional<SameDraftsComparison>> out(methods.size());
   for (std::size_t m = 0; m < methods.size(); ++m) {
-    auto& cmp = out[m].emplace(options.seed);
+    auto& cmp = out[m].emplace(options.sampling.seed);
     try {
       methods[m].set_round_view_observer([&cmp](const RoundView& v) { cmp.observe(v); });
     } catch (const UnsupportedError&) {
@@ -569,7 +570,7 @@ int run_bench(const BenchCommand& b) {
   };
   GenerationOptions options;
   options.max_new_tokens = b.max_new_tokens;
-  options.seed = b.sampling.seed;  // no EOS stop: every run generates the same length
+  options.sampling = b.sampling;  // no EOS stop: every run generates the same length
 
   std::vector<std::pair<std::string, std::vector<std::string>>> sets;
   std::size_t total_runs = 0;

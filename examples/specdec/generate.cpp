@@ -99,7 +99,7 @@ int run_generate(const GenerateCommand& g) {
   GenerationOptions options;
   options.max_new_tokens = g.max_new_tokens;
   options.stop_tokens = {s.tokenizer.eos_id()};
-  options.seed = g.sampling.seed;
+  options.sampling = g.sampling;
   std::optional<AnyDecoder> ar;
   if (g.baseline && config.name != "autoregressive") {
     ar.emplace(torch_backend::make_method(torch_backend::parse_method("autoregressive"), s.target, nullptr, g.sampling));

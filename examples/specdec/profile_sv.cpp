@@ -108,7 +108,6 @@ int run_profile_sv(const ProfileSvCommand& c) {
   if (companion.max_context() < s.target.max_context())
     throw InvalidArgumentError(fmt::format("profile-sv: the companion holds {} tokens of context, the target {}",
                                            companion.max_context(), s.target.max_context()));
-  const auto draft_sampling = torch_backend::draft_sampling_for(c.sampling);
 
   std::map<std::string, std::vector<AcceptanceSample>> by_set;
   std::map<std::int32_t, std::vector<AcceptanceSample>> by_length;
@@ -124,7 +123,7 @@ int run_profile_sv(const ProfileSvCommand& c) {
       o.max_new_tokens = c.max_new_tokens;
       o.batch = static_cast<std::size_t>(c.batch);
       const auto got =
-          torch_backend::profile_sv_samples(s.target, *s.draft, companion, c.sampling, draft_sampling, prompts, o);
+          torch_backend::profile_sv_samples(s.target, *s.draft, companion, c.sampling, prompts, o);
       auto& set = by_set[path.stem().string()];
       set.insert(set.end(), got.begin(), got.end());
       by_length[length].insert(by_length[length].end(), got.begin(), got.end());

@@ -54,14 +54,15 @@ int run_sequoia(const SequoiaCommand& c) {
     spine = first;
   }
   const auto n = static_cast<std::int32_t>(nodes.size());
-  ModelVerifier verifier(s.target, SamplingParams{0.0f});
-  ModelDrafter drafter(*s.draft, 0, SamplingParams{1.0f});
+  ModelVerifier verifier(s.target);
+  ModelDrafter drafter(*s.draft, 0);  // a greedy request: candidates ranked at temperature 1
   SpeculativeDecoder decoder(drafter, StaticTreeBuilder{StaticTreeShape(std::move(nodes))}, verifier,
                              GreedyAcceptance{}, FixedLength(DraftBudget{c.depth, n, n, 0.0f}));
   PositionalAcceptance measured;
   decoder.set_round_observer([&](const DraftTree& tree, const VerifyResult& r) { measured.observe(tree, r); });
   GenerationOptions options;
   options.max_new_tokens = c.max_new_tokens;
+  options.sampling.temperature = 0.0f;
   for (const auto& path : c.prompt_sets) {
     std::ifstream in(path);
     if (!in) throw IoError(fmt::format("{}: cannot open the prompt set", path.string()));

@@ -12,6 +12,7 @@
 #include "specdec/core/draft_tree.hpp"
 #include "specdec/core/prob_matrix.hpp"
 #include "specdec/core/rng.hpp"
+#include "specdec/core/sampling_params.hpp"
 #include "specdec/core/round.hpp"
 #include "specdec/core/target_features.hpp"
 #include "specdec/core/types.hpp"
@@ -29,7 +30,9 @@ struct Stats;
 // accepted path and bonus token. kLossless says whether the output keeps the
 // target distribution; kNeedsDraftProbs whether it reads every drafted
 // token's draft probability q (so the drafter must provide probabilities:
-// RuleFitsDrafter).
+// RuleFitsDrafter). A rule that is right for greedy decoding only
+// (GreedyAcceptance) declares kGreedyOnly: the engine refuses sampled
+// requests for it (kRuleGreedyOnly).
 template <class R>
 concept AcceptanceRule = requires(R& rule, const DraftTree& tree, const ProbRows& target,
                                   const ProbRows& draft, RandomStream& rng) {
@@ -38,22 +41,31 @@ concept AcceptanceRule = requires(R& rule, const DraftTree& tree, const ProbRows
   { R::kNeedsDraftProbs } -> std::convertible_to<bool>;
 };
 
+template <class R>
+inline constexpr bool kRuleGreedyOnly = requires { requires R::kGreedyOnly; };
+
 // Proposes next-token distributions for frontier nodes of a tree, and keeps
 // (or rolls back) its own state as tokens are committed. One drafter follows
 // one sequence; a batch has one per request. Lifecycle names after
 // llama.cpp's common/speculative: begin, propose, commit.
-//   begin(prompt):          a new sequence starts with these tokens
+//   begin(prompt, sampling): a new sequence starts with these tokens, for a
+//                           request that samples with `sampling` (a drafter
+//                           that warps its rows follows it:
+//                           draft_sampling_for, core/sampling_params.hpp)
 //   propose(request, rows): append one distribution per frontier slot to rows
 //   commit(tokens):         these tokens (accepted drafts + bonus) extend the context
 //   end():                  the sequence is over (free its draft cache)
 // A feature-level drafter (EAGLE, Lyanna) also has target_features(): the
 // TargetFeatures it reads, which the engine hands to the Verifier so the
 // target's hidden states of each commit land there (core/target_features.hpp).
+// A drafter that warps its rows also says, with sampling(), how its request
+// samples: builders that pick a chain's tokens follow it (ChainBuilder: the
+// top-1 token for a greedy request, a draw otherwise).
 template <class D>
-concept Drafter = requires(D& d, const D& cd, std::span<const TokenId> tokens,
+concept Drafter = requires(D& d, const D& cd, std::span<const TokenId> tokens, const SamplingParams& sampling,
                            const DraftRequest& request, ProbMatrix& rows) {
   { cd.vocab_size() } -> std::convertible_to<std::int64_t>;
-  d.begin(tokens);
+  d.begin(tokens, sampling);
   d.propose(request, rows);
   d.commit(tokens);
   d.end();
@@ -83,7 +95,7 @@ namespace archetypes {
 struct Drafter {
   static constexpr bool kProvidesProbs = true;
   std::int64_t vocab_size() const { return 0; }
-  void begin(std::span<const TokenId>) {}
+  void begin(std::span<const TokenId>, const SamplingParams&) {}
   void propose(const DraftRequest&, ProbMatrix&) {}
   void commit(std::span<const TokenId>) {}
   void end() {}

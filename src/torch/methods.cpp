@@ -237,11 +237,6 @@ DraftHead load_head(const MethodContext& c, HeadKind kind) {
 
 }  // namespace methods
 
-SamplingParams draft_sampling_for(const SamplingParams& sampling) {
-  if (sampling.is_greedy()) return SamplingParams{1.0f, 0, 1.0f, sampling.seed};
-  return sampling;
-}
-
 std::string describe_rule(const MethodConfig& config, const SamplingParams& sampling) {
   if (config.name == "autoregressive") return "no acceptance rule";
   const auto& info = find_method(config.name);
@@ -264,9 +259,7 @@ AnyDecoder make_method(const MethodConfig& config, LlamaModel& target, LlamaMode
   if (draft != nullptr && draft->vocab_size() != target.vocab_size())
     throw ShapeError(fmt::format("the draft model's vocabulary ({}) differs from the target's ({})",
                                  draft->vocab_size(), target.vocab_size()));
-  // Greedy decoding ranks draft candidates at temperature 1; sampling warps
-  // the draft exactly like the target (the lossless rules compare the two).
-  return info.make(MethodContext{config, target, draft, sampling, draft_sampling_for(sampling), heads_dir});
+  return info.make(MethodContext{config, target, draft, sampling, heads_dir});
 }
 
 }  // namespace specdec::torch_backend

@@ -98,10 +98,11 @@ sd::testing::ChiSquareResult fit_three_tokens(const HashedContextModel& target, 
   return sd::testing::chi_square_gof(counts, three_token_law(target, prompt, sampling));
 }
 
-sd::GenerationOptions three_tokens(std::uint64_t seed) {
+sd::GenerationOptions three_tokens(std::uint64_t seed, const sd::SamplingParams& sampling) {
   sd::GenerationOptions g;
   g.max_new_tokens = 3;
-  g.seed = seed;
+  g.sampling = sampling;
+  g.sampling.seed = seed;
   return g;
 }
 
@@ -114,12 +115,12 @@ template <class Builder, class Rule>
 sd::testing::ChiSquareResult draft_model_fit(Builder builder, Rule rule, sd::DraftBudget budget,
                                              const sd::SamplingParams& sampling) {
   Models m;
-  Verifier verifier(m.target, sampling);
-  Drafter drafter(m.draft, 0, sampling);
+  Verifier verifier(m.target);
+  Drafter drafter(m.draft, 0);
   sd::SpeculativeDecoder decoder(drafter, std::move(builder), verifier, std::move(rule), sd::FixedLength(budget));
   const std::vector<sd::TokenId> prompt = {3, 1, 4};
   return fit_three_tokens(m.target, prompt, sampling, [&](std::uint64_t seed) {
-    return decoder.generate(prompt, three_tokens(seed));
+    return decoder.generate(prompt, three_tokens(seed, sampling));
   });
 }
 
@@ -133,14 +134,14 @@ sd::testing::ChiSquareResult duo_fit(std::int32_t gamma, std::int32_t sequences,
   using Engine = sd::SpeculativeEngine<Drafter, sd::MultiSequenceBuilder, Verifier, Rule, sd::HardwareBudget,
                                        sd::SelectAll, sd::LaggedTail>;
   Models m;
-  Verifier verifier(m.target, sampling);
-  Drafter drafter(m.draft, 0, sampling);
+  Verifier verifier(m.target);
+  Drafter drafter(m.draft, 0);
   sd::HardwareBudget policy(gamma);
-  Engine engine(sd::MultiSequenceBuilder(sd::MultiSequenceOptions{8, sequences, true}), verifier, Rule{});
+  Engine engine(sd::MultiSequenceBuilder(sd::MultiSequenceOptions{8, sequences, sd::ChainPick::kSample}), verifier, Rule{});
   engine.set_draft_worker(worker);
   const std::vector<sd::TokenId> prompt = {3, 1, 4};
   return fit_three_tokens(m.target, prompt, sampling, [&](std::uint64_t seed) {
-    typename Engine::Request r(0, drafter, policy, three_tokens(seed));
+    typename Engine::Request r(0, drafter, policy, three_tokens(seed, sampling));
     engine.begin(r, prompt);
     while (r.active()) engine.step(r);
     if (totals != nullptr) totals->lag += r.result().stats.lag;
@@ -166,9 +167,9 @@ sd::testing::ChiSquareResult ragged_batch_fit(Engine& engine, HashedContextModel
     std::deque<Drafter> drafters;
     std::deque<typename Engine::Request> requests;
     for (std::size_t r = 0; r < prompts.size(); ++r) {
-      drafters.emplace_back(draft, static_cast<std::int32_t>(r), sampling);
+      drafters.emplace_back(draft, static_cast<std::int32_t>(r));
       requests.emplace_back(static_cast<std::int32_t>(r), drafters.back(), policy,
-                            three_tokens(static_cast<std::uint64_t>(i) * 4 + r));
+                            three_tokens(static_cast<std::uint64_t>(i) * 4 + r, sampling));
     }
     for (std::size_t r = 0; r + 1 < prompts.size(); ++r) engine.begin(requests[r], prompts[r]);
     for (int step = 0;; ++step) {
@@ -204,7 +205,7 @@ SvFit sv_batch_fit(const sd::SamplingParams& sampling, sd::ChainBuilder::Pick pi
   using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, Rule, sd::FixedLength, Selector>;
   Models m;
   HashedContextModel companion_model(kVocab, 11);
-  Verifier verifier(m.target, sampling), companion(companion_model, sampling);
+  Verifier verifier(m.target), companion(companion_model);
   const std::vector<std::int32_t> batches{1, 2, 4};
   const std::vector<std::int32_t> tokens{1, 2, 4};
   std::vector<double> seconds;
@@ -246,13 +247,13 @@ sd::testing::ChiSquareResult method_fit(const std::string& method, const sd::Sam
   if constexpr (sd::RuleFitsDrafter<Rule, sd::NgramDrafter>) {
     if (method == "n-gram") {
       Models m;
-      Verifier verifier(m.target, sampling);
+      Verifier verifier(m.target);
       sd::NgramDrafter drafter(kVocab, 1, 2);
       sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{sd::ChainBuilder::Pick::kTop1}, verifier, rule,
                                      sd::FixedLength::chain(3));
       const std::vector<sd::TokenId> repeats = {3, 1, 4, 3, 1, 4, 3, 1};  // the lookup finds matches
       return fit_three_tokens(m.target, repeats, sampling,
-                              [&](std::uint64_t seed) { return decoder.generate(repeats, three_tokens(seed)); });
+                              [&](std::uint64_t seed) { return decoder.generate(repeats, three_tokens(seed, sampling)); });
     }
   }
   if constexpr (!sd::kVerifiesChainsOnly<Rule>) {
@@ -269,14 +270,14 @@ sd::testing::ChiSquareResult method_fit(const std::string& method, const sd::Sam
       return draft_model_fit(sd::StaticTreeBuilder(sd::sequoia_shape(p, 6, 3)), rule, tree_budget, sampling);
     }
     Models m;
-    Verifier verifier(m.target, sampling);
+    Verifier verifier(m.target);
     FakeFeatureHead head(m.draft, kHot, 3);
     if (method == "eagle head") {
-      sd::EagleHeadDrafter drafter(head, sampling);
+      sd::EagleHeadDrafter drafter(head);
       sd::SpeculativeDecoder decoder(drafter, sd::DynamicTreeBuilder{2, 3, 6}, verifier, rule,
                                      sd::FixedLength(tree_budget));
       return fit_three_tokens(m.target, prompt, sampling,
-                              [&](std::uint64_t seed) { return decoder.generate(prompt, three_tokens(seed)); });
+                              [&](std::uint64_t seed) { return decoder.generate(prompt, three_tokens(seed, sampling)); });
     }
     if (method.starts_with("lyanna")) {
       sd::LyannaDrafter drafter(head);
@@ -288,12 +289,12 @@ sd::testing::ChiSquareResult method_fit(const std::string& method, const sd::Sam
       if (method == "lyanna, no re-sampling") {
         auto decoder = sd::lyanna_decoder_without_resampling(drafter, verifier, rule, o);
         return fit_three_tokens(m.target, prompt, sampling,
-                                [&](std::uint64_t seed) { return decoder.generate(prompt, three_tokens(seed)); });
+                                [&](std::uint64_t seed) { return decoder.generate(prompt, three_tokens(seed, sampling)); });
       }
       auto decoder = sd::lyanna_decoder(drafter, verifier, rule, o);
       std::int64_t resampled = 0;
       const auto fit = fit_three_tokens(m.target, prompt, sampling, [&](std::uint64_t seed) {
-        auto out = decoder.generate(prompt, three_tokens(seed));
+        auto out = decoder.generate(prompt, three_tokens(seed, sampling));
         resampled += out.stats.resampling.accepted;
         return out;
       });
@@ -353,7 +354,7 @@ TEST_CASE("Batched decoding (4 ragged requests per step) keeps each request's th
   using Engine = sd::SpeculativeEngine<Drafter, sd::DynamicTreeBuilder, Verifier, sd::RecursiveRejectionSampling,
                                        sd::FixedLength>;
   Models m;
-  Verifier verifier(m.target, sampling);
+  Verifier verifier(m.target);
   Engine engine(sd::DynamicTreeBuilder{2, 3, 6}, verifier, sd::RecursiveRejectionSampling{});
   const auto fit = ragged_batch_fit(engine, m.target, m.draft, sampling, sd::FixedLength(sd::DraftBudget{3, 6, 6, 0.0f}));
   INFO(fit.describe());
@@ -429,12 +430,12 @@ sd::testing::ChiSquareResult hot_vocabulary_fit(Builder builder, Rule rule, sd::
   const HashedContextModel reference(kVocab, 11);
   m.draft.set_hot_vocabulary({0, 1, 3, 4, 6});  // the prompt's last token (4) is hot; 2, 5, 7 are never drafted
   if (restrict_target) m.target.set_hot_vocabulary({0, 1, 3, 4, 6});
-  Verifier verifier(m.target, sampling);
-  Drafter drafter(m.draft, 0, sampling);
+  Verifier verifier(m.target);
+  Drafter drafter(m.draft, 0);
   sd::SpeculativeDecoder decoder(drafter, std::move(builder), verifier, std::move(rule), sd::FixedLength(budget));
   const std::vector<sd::TokenId> prompt = {3, 1, 4};
   return fit_three_tokens(reference, prompt, sampling, [&](std::uint64_t seed) {
-    return decoder.generate(prompt, three_tokens(seed));
+    return decoder.generate(prompt, three_tokens(seed, sampling));
   });
 }
 
@@ -466,8 +467,8 @@ TEST_CASE("A cost-aware budget (re-planned every other round) keeps the three-to
   const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
   INFO(st::describe(sampling));
   Models m;
-  Verifier verifier(m.target, sampling);
-  Drafter drafter(m.draft, 0, sampling);
+  Verifier verifier(m.target);
+  Drafter drafter(m.draft, 0);
   sd::CostAwareOptions o;
   o.min_rounds = 3;
   o.replan_every = 2;
@@ -481,7 +482,7 @@ TEST_CASE("A cost-aware budget (re-planned every other round) keeps the three-to
   const auto fit = fit_three_tokens(m.target, prompt, sampling, [&](std::uint64_t seed) {
     const auto b = decoder.policy().budget();
     budgets.emplace(b.max_depth, b.verify_nodes, b.branch);
-    return decoder.generate(prompt, three_tokens(seed));
+    return decoder.generate(prompt, three_tokens(seed, sampling));
   });
   INFO(fit.describe() << "; " << budgets.size() << " budgets used");
   CHECK_FALSE(fit.rejects(st::kAlpha));

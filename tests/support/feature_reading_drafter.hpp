@@ -14,7 +14,7 @@ namespace specdec::testing {
 struct FeatureReadingDrafter {
   static constexpr bool kProvidesProbs = true;
   std::int64_t vocab_size() const { return 8; }
-  void begin(std::span<const TokenId>) {}
+  void begin(std::span<const TokenId>, const SamplingParams& = {}) {}
   void propose(const DraftRequest&, ProbMatrix&) {}
   void commit(std::span<const TokenId>) {}
   void end() {}

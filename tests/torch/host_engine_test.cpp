@@ -108,7 +108,7 @@ TEST_CASE("The host engine decodes concurrent requests exactly like greedy decod
   REQUIRE(prompts.size() == 6);
   constexpr std::int64_t kTokens = 24;
   std::vector<std::vector<sd::TokenId>> reference;
-  sd::AutoregressiveDecoder ar(reference_model, sd::SamplingParams{0.0f});
+  sd::AutoregressiveDecoder ar(reference_model);
   for (const auto& p : prompts) {
     sd::GenerationOptions o;
     o.max_new_tokens = kTokens;

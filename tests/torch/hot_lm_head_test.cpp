@@ -170,7 +170,7 @@ TEST_CASE("Methods with hot=H decode greedily exactly like autoregressive decodi
     INFO(sd::dtype_name(dtype));
     target.set_inference_dtype(dtype);
     draft.set_inference_dtype(dtype);
-    sd::AutoregressiveDecoder ar(target, sd::SamplingParams{0.0f}, 9);
+    sd::AutoregressiveDecoder ar(target, 9);
     sd::GenerationOptions o;
     o.max_new_tokens = 32;
     const auto reference = ar.generate(prompt, o).tokens;

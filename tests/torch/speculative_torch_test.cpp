@@ -45,7 +45,7 @@ std::vector<sd::DType> inference_dtypes() {
 }
 
 std::vector<sd::TokenId> greedy(tb::LlamaModel& target, std::span<const sd::TokenId> prompt, std::int64_t n) {
-  sd::AutoregressiveDecoder ar(target, sd::SamplingParams{0.0f}, 9);
+  sd::AutoregressiveDecoder ar(target, 9);
   sd::GenerationOptions o;
   o.max_new_tokens = n;
   return ar.generate(prompt, o).tokens;
@@ -98,8 +98,8 @@ void write_sv_files(const std::filesystem::path& heads, const sd::io::LlamaConfi
 TEST_CASE("Greedy chain speculation on Llama models equals greedy decoding", "[torch][engine]") {
   auto target = tb::LlamaModel::random(st::tiny_decoding_config(2, 32), 1);
   auto draft = tb::LlamaModel::random(st::tiny_decoding_config(1, 16), 2);
-  sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
-  sd::ModelDrafter drafter(draft, 0, sd::SamplingParams{1.0f});
+  sd::ModelVerifier verifier(target);
+  sd::ModelDrafter drafter(draft, 0);
   for (const std::int32_t k : {1, 3, 6}) {
     sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{},
                                    sd::FixedLength::chain(k));
@@ -189,7 +189,7 @@ TEST_CASE("A sampled request draws the same tokens alone and in batches of 4 to 
   const std::vector<sd::TokenId> prompt{7, 3, 9, 3, 7, 3, 9};
   sd::GenerationOptions mine;
   mine.max_new_tokens = 16;
-  mine.seed = 5;
+  mine.sampling = sd::SamplingParams{1.0f, 0, 1.0f, 5};
   mine.request_id = 3;
   for (const char* spec : {"autoregressive", "chain:k=3", "tree", "dynamic:top_k=3:depth=3:total=8",
                            "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram:k=3", "lyanna", "eagle",
@@ -215,7 +215,7 @@ TEST_CASE("A sampled request draws the same tokens alone and in batches of 4 to 
         prompts.push_back({static_cast<sd::TokenId>(1 + i % 29), 3, static_cast<sd::TokenId>(2 + i % 17)});
         sd::GenerationOptions o;
         o.max_new_tokens = 4 + static_cast<std::int64_t>(i % 13);
-        o.seed = i % 3 == 0 ? mine.seed : 100 + i;
+        o.sampling = sd::SamplingParams{1.0f, 0, 1.0f, i % 3 == 0 ? mine.sampling.seed : 100 + i};
         o.request_id = 10 + i;
         options.push_back(o);
       }
@@ -254,6 +254,7 @@ TEST_CASE("Lyanna and the EAGLE-style head decode greedily exactly like autoregr
   auto sampled = tb::make_method(tb::parse_method("lyanna"), target, nullptr, sd::SamplingParams{0.8f, 0, 0.9f}, heads);
   sd::GenerationOptions o;
   o.max_new_tokens = 20;
+  o.sampling = sd::SamplingParams{0.8f, 0, 0.9f};
   CHECK(sampled.generate(std::vector<sd::TokenId>{1, 2, 3}, o).tokens.size() == 20);
   CHECK_THROWS_AS(tb::make_method(tb::parse_method("lyanna:head=" + (heads / "eagle").string()), target, nullptr, {}),
                   sd::InvalidArgumentError);
@@ -268,7 +269,7 @@ void check_batched_feature_heads(tb::LlamaModel& target, Builder builder, Carry 
   using Verifier = sd::ModelVerifier<tb::LlamaModel>;
   using Engine = sd::SpeculativeEngine<Drafter, Builder, Verifier, sd::GreedyAcceptance, sd::FixedLength,
                                        sd::SelectAll, Carry>;
-  Verifier verifier(target, sd::SamplingParams{0.0f});
+  Verifier verifier(target);
   Engine engine(std::move(builder), verifier, sd::GreedyAcceptance{}, sd::SelectAll{}, std::move(carry));
   const std::vector<std::vector<sd::TokenId>> prompts = {{7, 3, 9, 3, 7, 3, 9}, {4}, {11, 12, 13, 5}};
   std::deque<tb::DraftHead> heads;
@@ -316,7 +317,7 @@ TEST_CASE("Batched Lyanna and EAGLE-head decoding (a head fork per request) equa
       target, sd::DynamicTreeBuilder{2, 3, 6}, sd::NoCarryOver{}, sd::DraftBudget{3, 6, 6, 0.0f},
       [&](std::deque<tb::DraftHead>& heads) {
         heads.push_back(eagle.fork());
-        return sd::EagleHeadDrafter<tb::DraftHead>(heads.back(), sd::SamplingParams{1.0f});
+        return sd::EagleHeadDrafter<tb::DraftHead>(heads.back());
       });
 }
 
@@ -371,6 +372,7 @@ TEST_CASE("The registry lists every method, specs round-trip, and lossy rules sa
   auto typical = tb::make_method(tb::parse_method("chain:k=3:rule=typical"), target, &draft, sampled);
   sd::GenerationOptions o;
   o.max_new_tokens = 16;
+  o.sampling = sampled;
   const auto out = typical.generate(std::vector<sd::TokenId>{1, 2, 3}, o);
   CHECK_FALSE(out.stats.acceptance.lossless);
 }
@@ -409,8 +411,8 @@ TEST_CASE("The default models in models/ load, share a tokenizer and generate", 
   auto draft = tb::LlamaModel::load(models / "draft");
   target.check_tokenizer_vocab(tok.vocab_size(), "models/tokenizer.model");
   draft.check_tokenizer_vocab(tok.vocab_size(), "models/tokenizer.model");
-  sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
-  sd::ModelDrafter drafter(draft, 0, sd::SamplingParams{1.0f});
+  sd::ModelVerifier verifier(target);
+  sd::ModelDrafter drafter(draft, 0);
   sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{},
                                  sd::FixedLength::chain(4));
   const auto prompt = tok.encode("And God said, Let there be");

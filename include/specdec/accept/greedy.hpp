@@ -22,6 +22,7 @@ class GreedyAcceptance {
  public:
   static constexpr bool kLossless = true;
   static constexpr bool kNeedsDraftProbs = false;
+  static constexpr bool kGreedyOnly = true;  // lossless at temperature 0 only: the engine refuses sampled requests
   static constexpr const char* kName = "greedy";
 
   // target: [tree.size() + 1, vocab] rows (root first), probabilities or logits

@@ -10,6 +10,7 @@
 #include "specdec/core/bit_matrix.hpp"
 #include "specdec/core/draft_tree.hpp"
 #include "specdec/core/prob_matrix.hpp"
+#include "specdec/core/sampling_params.hpp"
 #include "specdec/core/tensor_view.hpp"
 #include "specdec/core/types.hpp"
 #include "specdec/core/verify_result.hpp"
@@ -48,7 +49,8 @@ struct DraftRequest {
 // children were chosen by looking at the drawn tokens is kDeterministic
 // (prune_to_budget in core/draft_tree_ops.hpp does this). `draft_rows` are
 // the draft distributions the drafted tree's slots refer to (a selector that
-// scores the drafts, SV's GoodputSelector, reads them).
+// scores the drafts, SV's GoodputSelector, reads them); `sampling` is the
+// request's (a companion model warps its rows with it, as the target does).
 struct Selection {
   std::int32_t seq = 0;
   const DraftTree* drafted = nullptr;
@@ -56,6 +58,7 @@ struct Selection {
   DraftTree* selected = nullptr;
   bool use_selected = false;
   ProbRows draft_rows{};
+  SamplingParams sampling{};
 };
 
 // What one engine step cost (a selector that learns the round's time from
@@ -70,10 +73,12 @@ struct StepTiming {
 };
 
 // One sequence's tree in a Verifier's batched score: the root and the nodes
-// of `tree` are scored for sequence `seq`.
+// of `tree` are scored for sequence `seq`, and its rows warped with its
+// request's `sampling` (requests of one batch may sample differently).
 struct ScoreItem {
   std::int32_t seq = 0;
   const DraftTree* tree = nullptr;
+  SamplingParams sampling{};
 };
 
 // An ancestor mask in the packed form a kernel reads (SGLang's bit-packed

@@ -1,5 +1,8 @@
-// Sampling parameters: the one description of "how to turn logits into a
-// distribution" that target and draft share (see warp.hpp for the semantics).
+// Sampling parameters: how one request turns logits into a distribution
+// (see warp.hpp for the semantics). They belong to the request
+// (GenerationOptions::sampling): the verifier warps each request's target rows
+// with them and the request's drafter its draft rows, so one step can serve
+// greedy and sampled requests together.
 #pragma once
 
 #include <cmath>
@@ -20,7 +23,8 @@ struct SamplingParams {
   // 1 means off. Otherwise keep the smallest set of most probable tokens whose
   // mass reaches top_p, plus every token tied with the last one kept. In (0, 1].
   float top_p = 1.0f;
-  // Seed of the counter-based RNG (core/rng.hpp) that every rule draws from.
+  // Seeds the request's counter-based random streams (core/rng.hpp): its
+  // draft sampling and its acceptance tests.
   std::uint64_t seed = 0;
 
   bool is_greedy() const { return temperature == 0.0f; }
@@ -38,5 +42,15 @@ struct SamplingParams {
           fmt::format("SamplingParams.top_p must be in (0, 1] (1 = off), got {}", top_p));
   }
 };
+
+// How a drafter warps its rows for a request sampled at `s`: with the same
+// parameters, so that the drafts follow the target's law (acceptance is
+// highest when q = p), or at temperature 1 for a greedy request, whose
+// draft candidates are ranked (top-1 chains, top-k children), not drawn; a
+// greedy warp would leave a single candidate per node.
+inline SamplingParams draft_sampling_for(const SamplingParams& s) {
+  if (s.is_greedy()) return SamplingParams{1.0f, 0, 1.0f, s.seed};
+  return s;
+}
 
 }  // namespace specdec

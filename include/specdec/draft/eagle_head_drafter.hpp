@@ -7,7 +7,8 @@
 //
 // The root's feature comes from committing the verified tokens with the
 // target's hidden states (target_features(), filled by the verifier), exactly
-// as LyannaDrafter does; draft rows are the head's logits warped with `sampling`.
+// as LyannaDrafter does; draft rows are the head's logits warped for the
+// request's sampling (draft_sampling_for).
 #pragma once
 
 #include <cstdint>
@@ -32,10 +33,7 @@ class EagleHeadDrafter {
  public:
   static constexpr bool kProvidesProbs = true;
 
-  EagleHeadDrafter(H& head, const SamplingParams& sampling)
-      : head_(&head), cursor_(head, "EagleHeadDrafter"), sampling_(sampling) {
-    sampling_.validate();
-  }
+  explicit EagleHeadDrafter(H& head) : head_(&head), cursor_(head, "EagleHeadDrafter") {}
 
   H& head() { return *head_; }
   std::int64_t vocab_size() const { return head_->vocab_size(); }
@@ -43,8 +41,14 @@ class EagleHeadDrafter {
   // The verifier writes the target's hidden states of every commit here.
   TargetFeatures& target_features() { return cursor_.features(); }
 
-  void begin(std::span<const TokenId> prompt) {
+  // The request's sampling (begin).
+  const SamplingParams& sampling() const { return sampling_; }
+
+  void begin(std::span<const TokenId> prompt, const SamplingParams& sampling = {}) {
+    sampling.validate();
     cursor_.begin(prompt);
+    sampling_ = sampling;
+    warp_params_ = draft_sampling_for(sampling);
     staged_ = 0;
   }
 
@@ -62,7 +66,7 @@ class EagleHeadDrafter {
       if (!cursor_.has_output()) return;  // no target state yet (one-token prompt): no proposal
       logits_.resize(static_cast<std::size_t>(vocab));
       head_->logits(cursor_.output(), logits_);
-      warp_(logits_, sampling_, row);
+      warp_(logits_, warp_params_, row);
       return;
     }
     const auto n = static_cast<std::int32_t>(request.frontier.size());
@@ -97,7 +101,7 @@ class EagleHeadDrafter {
     head_->logits(outputs_, logits_);
     for (std::int32_t i = 0; i < n; ++i)
       warp_(std::span<const float>(logits_).subspan(static_cast<std::size_t>(i * vocab), static_cast<std::size_t>(vocab)),
-            sampling_, rows.append_row());
+            warp_params_, rows.append_row());
   }
 
   void commit(std::span<const TokenId> tokens) {
@@ -112,7 +116,7 @@ class EagleHeadDrafter {
  private:
   H* head_;
   detail::HeadCursor<H> cursor_;  // the root's feature
-  SamplingParams sampling_;
+  SamplingParams sampling_, warp_params_ = draft_sampling_for(SamplingParams{});  // the request's; the drafts'
   Warper warp_;
   std::vector<float> node_features_, inputs_, outputs_, logits_;
   std::vector<std::int32_t> node_staged_;

@@ -44,11 +44,9 @@ class LyannaDrafter {
  public:
   static constexpr bool kProvidesProbs = true;
 
-  // `sampling` warps the rows propose() returns (the one-pass logits are raw).
-  explicit LyannaDrafter(H& head, const SamplingParams& sampling = SamplingParams{1.0f})
-      : cursor_(head, "LyannaDrafter"), sampling_(sampling) {
-    sampling_.validate();
-  }
+  // The rows propose() returns are warped for the request's sampling
+  // (draft_sampling_for); the one-pass logits are raw.
+  explicit LyannaDrafter(H& head) : cursor_(head, "LyannaDrafter") {}
 
   H& head() { return cursor_.head(); }
   std::int64_t vocab_size() const { return cursor_.head().vocab_size(); }
@@ -57,8 +55,14 @@ class LyannaDrafter {
   // The verifier writes the target's hidden states of every commit here.
   TargetFeatures& target_features() { return cursor_.features(); }
 
-  void begin(std::span<const TokenId> prompt) {
+  // The request's sampling (begin).
+  const SamplingParams& sampling() const { return sampling_; }
+
+  void begin(std::span<const TokenId> prompt, const SamplingParams& sampling = {}) {
+    sampling.validate();
     cursor_.begin(prompt);
+    sampling_ = sampling;
+    warp_params_ = draft_sampling_for(sampling);
     rows_ = 0;
     current_ = false;
   }
@@ -98,7 +102,7 @@ class LyannaDrafter {
       const TokenId parent = slot == DraftTree::kRoot ? tree.root_token() : tree.token(slot);
       biased_.assign(logits_.begin() + depth * vocab, logits_.begin() + (depth + 1) * vocab);
       token_info().add_to(parent, biased_);
-      warp_(biased_, sampling_, out);
+      warp_(biased_, warp_params_, out);
     }
   }
 
@@ -114,7 +118,7 @@ class LyannaDrafter {
 
  private:
   detail::HeadCursor<H> cursor_;  // h_1 of the current root
-  SamplingParams sampling_;
+  SamplingParams sampling_, warp_params_ = draft_sampling_for(SamplingParams{});  // the request's; the drafts'
   Warper warp_;
   std::vector<float> chain_, logits_, biased_;
   std::int32_t rows_ = 0;  // rows of logits_ from the last one_pass_logits()

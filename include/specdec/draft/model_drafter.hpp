@@ -39,21 +39,24 @@ class ModelDrafter {
   static constexpr bool kProvidesProbs = true;
 
   // The drafter (re)opens sequence `seq` of `model` in begin(), with the
-  // `cache` policy, and closes it in end(). `sampling` warps the draft rows:
-  // the target's parameters when sampled drafts are verified losslessly; any
-  // temperature > 0 to rank candidates for greedy decoding (a greedy warp
-  // would leave one candidate per node).
-  ModelDrafter(M& model, std::int32_t seq, const SamplingParams& sampling, const CachePolicy& cache = {})
-      : model_(&model), seq_(seq), sampling_(sampling), cache_(cache) {
-    sampling_.validate();
-  }
+  // `cache` policy, and closes it in end().
+  ModelDrafter(M& model, std::int32_t seq, const CachePolicy& cache = {}) : model_(&model), seq_(seq), cache_(cache) {}
 
   std::int64_t vocab_size() const { return model_->vocab_size(); }
   std::int64_t max_context() const { return model_->max_context(); }
   M& model() { return *model_; }
+  // The request's sampling (begin); the draft rows are warped with
+  // draft_sampling_for(sampling()).
+  const SamplingParams& sampling() const { return sampling_; }
 
-  void begin(std::span<const TokenId> prompt) {
+  // A new sequence for a request that samples with `sampling`: the draft rows
+  // follow it (the same warp for a sampled request, temperature 1 to rank
+  // candidates for a greedy one: draft_sampling_for).
+  void begin(std::span<const TokenId> prompt, const SamplingParams& sampling = {}) {
     if (prompt.empty()) throw InvalidArgumentError("ModelDrafter: the prompt is empty (it needs at least one token)");
+    sampling.validate();
+    sampling_ = sampling;
+    warp_params_ = draft_sampling_for(sampling);
     model_->open(seq_, cache_);
     open_ = true;
     context_.assign(prompt.begin(), prompt.end());
@@ -175,7 +178,7 @@ class ModelDrafter {
   void append_rows(const ProbRows& logits, std::int64_t first, ProbMatrix& rows) {
     const auto n = static_cast<std::int64_t>(input_.tokens.size());
     const auto first_row = rows_from_root_ ? std::int64_t{root_staged_} : std::int64_t{0};
-    for (std::int64_t i = first_row; i < n; ++i) warp_(logits.row(first + i), sampling_, rows.append_row());
+    for (std::int64_t i = first_row; i < n; ++i) warp_(logits.row(first + i), warp_params_, rows.append_row());
   }
 
   struct Staged {
@@ -248,7 +251,7 @@ class ModelDrafter {
 
   M* model_;
   std::int32_t seq_;
-  SamplingParams sampling_;
+  SamplingParams sampling_, warp_params_ = draft_sampling_for(SamplingParams{});  // the request's; the drafts'
   CachePolicy cache_;
   bool open_ = false;  // seq_ is open in the model
   Warper warp_;

@@ -102,8 +102,9 @@ class BasicNgramDrafter {
   std::span<const TokenId> context() const { return context_; }
 
   // Starts a new sequence whose context is `prompt` (may be empty; propose
-  // then needs a commit first, since the tree's root is the last committed token).
-  void begin(std::span<const TokenId> prompt) {
+  // then needs a commit first, since the tree's root is the last committed
+  // token). Its rows are one-hot guesses whatever the request's sampling.
+  void begin(std::span<const TokenId> prompt, const SamplingParams& /*sampling*/ = {}) {
     check_tokens("begin", prompt);
     if (aliases_context(prompt)) {  // e.g. begin(context()): copy before clearing
       const std::vector<TokenId> copy(prompt.begin(), prompt.end());

@@ -17,8 +17,7 @@ namespace specdec {
 template <Model M>
 class AutoregressiveDecoder {
  public:
-  AutoregressiveDecoder(M& model, const SamplingParams& sampling, std::int32_t seq = 0)
-      : verifier_(model, sampling), seq_(seq) {}
+  explicit AutoregressiveDecoder(M& model, std::int32_t seq = 0) : verifier_(model), seq_(seq) {}
 
   void set_model_clock(const ModelClock* target) { target_clock_ = target; }
 
@@ -31,7 +30,7 @@ class AutoregressiveDecoder {
     stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
     TokenSink sink(options, out, on_token);
     sink.limit_context(verifier_.max_context(), stats.prompt_tokens, "AutoregressiveDecoder");
-    RandomStream rng(options.seed, options.rule_stream());  // the stream the rules draw bonus tokens from
+    RandomStream rng(options.sampling.seed, options.rule_stream());  // the stream the rules draw bonus tokens from
     const auto start = Clock::now();
     verifier_.begin(seq_, prompt);
     stats.prefill_seconds = seconds_between(start, Clock::now());
@@ -41,7 +40,7 @@ class AutoregressiveDecoder {
     bool done = sink.full();
     while (!done) {
       const auto t0 = Clock::now();
-      const ProbRows probs = verifier_.score(seq_, tree);
+      const ProbRows probs = verifier_.score(seq_, tree, options.sampling);
       const auto t1 = Clock::now();
       const auto row = probs.row(0);
       result.clear();

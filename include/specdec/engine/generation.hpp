@@ -17,6 +17,7 @@
 #include "specdec/core/context_limit.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/round.hpp"
+#include "specdec/core/sampling_params.hpp"
 #include "specdec/core/types.hpp"
 #include "specdec/engine/stats.hpp"
 
@@ -31,8 +32,11 @@ struct GenerationOptions {
   // generated tokens into that text.
   std::vector<std::string> stop_strings;
   std::function<std::string(std::span<const TokenId>)> detokenize;
-  // Seeds the decoder's random streams (draft sampling, acceptance).
-  std::uint64_t seed = 0;
+  // How this request samples: temperature (0 = greedy, the default: a
+  // request that says nothing decodes deterministically), top-k, top-p, and
+  // the seed of its random streams (draft sampling, acceptance). The target's
+  // rows and the drafter's are warped with it.
+  SamplingParams sampling{0.0f};
   // The host's id for this request, below 2^62. With the seed it keys the
   // request's random streams, so a request samples the same tokens alone or
   // in any batch, in any slot and under any sequence id. Requests that share
@@ -46,6 +50,7 @@ struct GenerationOptions {
   std::uint64_t rule_stream() const { return request_id << 2 | 2; }
 
   void validate() const {
+    sampling.validate();
     if (max_new_tokens < 0)
       throw InvalidArgumentError(fmt::format("GenerationOptions.max_new_tokens must be >= 0, got {}", max_new_tokens));
     for (const auto& s : stop_strings)

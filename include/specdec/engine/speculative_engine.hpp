@@ -102,14 +102,15 @@ class SpeculativeEngine {
           options_(std::move(options)),
           on_token_(std::move(on_token)),
           sink_(options_, out_, on_token_),
-          draft_rng_(options_.seed, options_.draft_stream()),
-          rule_rng_(options_.seed, options_.rule_stream()) {
+          draft_rng_(options_.sampling.seed, options_.draft_stream()),
+          rule_rng_(options_.sampling.seed, options_.rule_stream()) {
       options_.validate();
     }
     Request(const Request&) = delete;
     Request& operator=(const Request&) = delete;
 
     std::int32_t seq() const { return seq_; }
+    const SamplingParams& sampling() const { return options_.sampling; }
     D& drafter() { return *drafter_; }
     P& policy() { return *policy_; }
     // True once begun, until the engine finished it (done) or it was aborted.
@@ -195,9 +196,17 @@ class SpeculativeEngine {
   // Opens the request's sequence in the target and the drafter and prefills
   // the prompt; the request takes part in the next step. A request with
   // nothing to generate (max_new_tokens 0, or a full context) is done at once.
+  // A rule that verifies greedy decoding only (R::kGreedyOnly) refuses a
+  // sampled request here: it would emit the target's argmax while the
+  // request asked for samples.
   void begin(Request& r, std::span<const TokenId> prompt) {
     if (r.begun_) throw InvalidArgumentError(fmt::format("SpeculativeEngine: request {} was already begun", r.seq_));
     if (prompt.empty()) throw InvalidArgumentError("generate: the prompt is empty (it needs at least one token)");
+    if (kRuleGreedyOnly<R> && !r.sampling().is_greedy())
+      throw InvalidArgumentError(fmt::format(
+          "SpeculativeEngine: request {} samples at temperature {}, but the acceptance rule ({}) verifies greedy "
+          "decoding only; verify it with RecursiveRejectionSampling or another lossless rule, or set temperature 0",
+          r.seq_, r.sampling().temperature, rule_name()));
     auto& stats = r.out_.stats;
     stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
     r.sink_.limit_context(context_limit(*verifier_, *r.drafter_), stats.prompt_tokens, "SpeculativeEngine");
@@ -208,7 +217,7 @@ class SpeculativeEngine {
     const bool overlap = kOverlap && worker_ != nullptr;
     if constexpr (kOverlap)
       if (overlap) worker_->submit([&r, prompt] {
-          r.drafter_->begin(prompt);
+          r.drafter_->begin(prompt, r.options_.sampling);
           r.drafter_->prefill();
         });
     try {
@@ -224,7 +233,7 @@ class SpeculativeEngine {
       if (overlap)
         worker_->wait();
       else
-        r.drafter_->begin(prompt);
+        r.drafter_->begin(prompt, r.options_.sampling);
     } catch (...) {
       // The request never began: its sequences are closed again.
       verifier_->end(r.seq_);
@@ -328,14 +337,15 @@ class SpeculativeEngine {
       for (Request* r : batch) {
         r->verified_ = r->lagged_ ? &r->scored_ : &r->drafted_;
         if (!r->lagged_)
-          selections_.push_back(Selection{r->seq_, &r->drafted_, r->budget_, &r->selected_, false, r->rows_.view()});
+          selections_.push_back(Selection{r->seq_, &r->drafted_, r->budget_, &r->selected_, false, r->rows_.view(),
+                                          r->options_.sampling});
       }
       if (!selections_.empty()) selector_.select(selections_);
       items_.clear();
       std::size_t next_selection = 0;
       for (Request* r : batch) {
         if (!r->lagged_ && selections_[next_selection++].use_selected) r->verified_ = &r->selected_;
-        items_.push_back(ScoreItem{r->seq_, r->verified_});
+        items_.push_back(ScoreItem{r->seq_, r->verified_, r->options_.sampling});
       }
       select_seconds = seconds_between(t1, DecodeClock::now()) / static_cast<double>(batch.size());
       // score: one target forward for the whole batch
@@ -507,6 +517,13 @@ class SpeculativeEngine {
       worker_->wait();
     } catch (...) {  // NOLINT(bugprone-empty-catch): the score's exception is the one reported
     }
+  }
+
+  static const char* rule_name() {
+    if constexpr (requires { R::kName; })
+      return R::kName;
+    else
+      return "R";
   }
 
   bool selector_lossless() const {

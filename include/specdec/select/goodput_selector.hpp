@@ -129,7 +129,9 @@ class GoodputSelector {
       if (!s.drafted->is_chain())
         throw InvalidTreeError(fmt::format(
             "GoodputSelector: request {} drafted a tree; Speculative Verification chooses a prefix of a chain", s.seq));
-      items_.push_back(ScoreItem{s.seq, s.drafted});
+      // The companion's rows are warped as the drafter's are, so S and A
+      // compare like with like.
+      items_.push_back(ScoreItem{s.seq, s.drafted, draft_sampling_for(s.sampling)});
     }
     companion_rows_.resize(items_.size());
     companion_->score(items_, companion_rows_);  // one companion forward for the batch

@@ -14,9 +14,11 @@
 //   rrs           recursive rejection sampling (SpecInfer), lossless at any temperature
 //   speculative   speculative sampling (Leviathan et al.), lossless; chain methods only
 //   typical       Medusa's typical acceptance: LOSSY, labelled so in every output
-// Sampled decoding drafts chains by sampling the draft warped exactly like the
-// target and trees with deterministic top-k children; greedy decoding ranks
-// draft candidates at temperature 1.
+// Each request samples with its GenerationOptions::sampling. A sampled
+// request drafts chains by sampling the draft warped exactly like the target
+// and trees with deterministic top-k children; a greedy one ranks draft
+// candidates at temperature 1 and drafts top-1 chains
+// (draft_sampling_for, ChainPick::kByRequest).
 #pragma once
 
 #include <filesystem>
@@ -76,12 +78,15 @@ class MethodConfig {
 };
 
 // What a method's factory is handed.
+// `sampling` is what the method is set up for: rule=auto's choice, SV's
+// acceptance profile. Each request still samples with its own
+// (GenerationOptions::sampling): its target and draft rows follow it, and a
+// greedy-only rule refuses a sampled request.
 struct MethodContext {
   const MethodConfig& config;
   LlamaModel& target;
   LlamaModel* draft;                  // non-null for kDraftModel methods
-  const SamplingParams& sampling;     // the target's (and the lossless rules')
-  SamplingParams draft_sampling;      // how drafts are ranked / sampled
+  const SamplingParams& sampling;
   std::filesystem::path heads_dir;    // where lyanna/ and eagle/ heads live by default
 };
 
@@ -108,10 +113,6 @@ MethodConfig parse_method(std::string_view spec);
 // with "(lossy)" when it does not keep the target's distribution.
 std::string describe_rule(const MethodConfig& config, const SamplingParams& sampling);
 
-// How the draft's rows are warped at `sampling`: the same warp, or
-// temperature 1 when greedy (draft candidates are ranked, not drawn).
-SamplingParams draft_sampling_for(const SamplingParams& sampling);
-
 // The default static tree of the `tree` method (12 nodes, depth 4).
 std::string default_tree_shape();
 
@@ -135,8 +136,7 @@ struct SvProfileOptions {
   std::size_t batch = 8;
 };
 std::vector<AcceptanceSample> profile_sv_samples(LlamaModel& target, LlamaModel& draft, LlamaModel& companion,
-                                                 const SamplingParams& sampling, const SamplingParams& draft_sampling,
-                                                 std::span<const std::vector<TokenId>> prompts,
+                                                 const SamplingParams& sampling, std::span<const std::vector<TokenId>> prompts,
                                                  const SvProfileOptions& options);
 
 }  // namespace specdec::torch_backend

@@ -2,7 +2,8 @@
 // the previous one (Leviathan et al., arXiv 2211.17192, §2.3). Top-1 children
 // are deterministic (verified by the target-only rule, mode (c) of
 // docs/methods.md, or greedily); sampled children are verified by speculative
-// sampling (Leviathan et al., Algorithm 1).
+// sampling (Leviathan et al., Algorithm 1). By default the pick follows each
+// request: top-1 for a greedy request, a draw for a sampled one.
 #pragma once
 
 #include <algorithm>
@@ -14,15 +15,16 @@
 #include "specdec/accept/row_math.hpp"
 #include "specdec/concepts.hpp"
 #include "specdec/core/warp.hpp"
+#include "specdec/tree/child_selection.hpp"
 
 namespace specdec {
 
 class ChainBuilder {
  public:
   static constexpr bool kBuildsChainsOnly = true;  // chain-only rules (SpeculativeSampling) fit it
-  enum class Pick : std::uint8_t { kTop1, kSample };
+  using Pick = ChainPick;  // top-1, a draw, or as the request samples
 
-  explicit ChainBuilder(Pick pick = Pick::kTop1) : pick_(pick) {}
+  explicit ChainBuilder(Pick pick = Pick::kByRequest) : pick_(pick) {}
   Pick pick() const { return pick_; }
 
   // Drafts min(max_depth, max_nodes, verify_nodes) tokens, fewer when the
@@ -34,10 +36,11 @@ class ChainBuilder {
     tree.clear(root);
     rows.resize(0, drafter.vocab_size());
     const auto length = chain_length(budget);
+    const bool sample = draws_chain(pick_, drafter);
     std::array<std::int32_t, 1> frontier{DraftTree::kRoot};
     for (std::int32_t d = 0; d < length; ++d) {
       drafter.propose(DraftRequest{&tree, frontier}, rows);
-      if (!extend(budget, rng, tree, rows, frontier[0])) break;
+      if (!extend(budget, sample, rng, tree, rows, frontier[0])) break;
     }
   }
 
@@ -78,7 +81,8 @@ class ChainBuilder {
                          std::span<ProbMatrix* const>(rows));
         std::erase_if(growing, [&](std::size_t i) {
           const auto& it = items[i];
-          return !extend(it.budget, *it.rng, *it.tree, *it.rows, tips_[i]) || d + 1 >= lengths[i];
+          return !extend(it.budget, draws_chain(pick_, *it.drafter), *it.rng, *it.tree, *it.rows, tips_[i]) ||
+                 d + 1 >= lengths[i];
         });
       }
     }
@@ -91,20 +95,19 @@ class ChainBuilder {
 
   // Adds the child of `tip` from the last row the drafter appended; false
   // when the chain stops there (no proposal, or below budget.stop_below).
-  bool extend(const DraftBudget& budget, RandomStream& rng, DraftTree& tree, const ProbMatrix& rows,
-              std::int32_t& tip) const {
+  static bool extend(const DraftBudget& budget, bool sample, RandomStream& rng, DraftTree& tree,
+                     const ProbMatrix& rows, std::int32_t& tip) {
     const auto row_index = static_cast<std::int32_t>(rows.num_rows() - 1);
     const auto row = rows.row(row_index);
     TokenId token = kNoToken;
-    if (pick_ == Pick::kTop1) {
+    if (!sample) {
       const TokenId best = argmax(row);
       if (row[static_cast<std::size_t>(best)] > 0.0f) token = best;
     } else {
       token = row_math::sample_row(row.data(), static_cast<std::int64_t>(row.size()), rng.uniform());
     }
     if (token == kNoToken) return false;  // an all-zero row: no proposal
-    tree.set_children_source(tip, row_index,
-                             pick_ == Pick::kTop1 ? ChildMode::kDeterministic : ChildMode::kSampledWithReplacement);
+    tree.set_children_source(tip, row_index, sample ? ChildMode::kSampledWithReplacement : ChildMode::kDeterministic);
     const float q = row[static_cast<std::size_t>(token)];
     tip = tree.add_node(tip, token, q);
     return q >= budget.stop_below;

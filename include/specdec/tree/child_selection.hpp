@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -20,7 +21,29 @@
 #include "specdec/core/prob_matrix.hpp"
 #include "specdec/core/rng.hpp"
 #include "specdec/core/round.hpp"
+#include "specdec/core/sampling_params.hpp"
 #include "specdec/core/types.hpp"
+
+namespace specdec {
+
+// How a chain builder picks each next token from a draft row (ChainBuilder,
+// MultiSequenceBuilder's continuations): the top-1 token (deterministic
+// children) or a draw (sampled children, verified by speculative sampling).
+// kByRequest follows the drafter's request (Drafter::sampling()): top-1 for a
+// greedy request, or when the drafter does not say (an n-gram drafter's
+// one-hot guesses), a draw for a sampled one.
+enum class ChainPick : std::uint8_t { kByRequest, kTop1, kSample };
+
+template <class D>
+bool draws_chain(ChainPick pick, const D& drafter) {
+  if (pick != ChainPick::kByRequest) return pick == ChainPick::kSample;
+  if constexpr (requires { { drafter.sampling() } -> std::convertible_to<const SamplingParams&>; })
+    return !drafter.sampling().is_greedy();
+  else
+    return false;
+}
+
+}  // namespace specdec
 
 namespace specdec::detail {
 

@@ -36,7 +36,9 @@ namespace specdec {
 struct MultiSequenceOptions {
   std::int32_t max_sequences = 8;  // the paper's cap on k
   std::int32_t sequences = 0;      // 0: dynamic k; otherwise this many (snapped like k)
-  bool sample = true;              // continuations drawn from the draft; false: its top-1 (greedy)
+  // Continuations: drawn from the draft or its top-1, or as the request
+  // samples (ChainPick).
+  ChainPick pick = ChainPick::kByRequest;
 
   void validate() const {
     if (max_sequences < 1 || sequences < 0)
@@ -121,17 +123,17 @@ class MultiSequenceBuilder {
         for (std::size_t j = 0; j < ends_.size(); ++j)
           if (end_rows_[j] < 0) end_rows_[j] = row++;
       }
+      const bool sample = draws_chain(options_.pick, drafter);
       std::size_t alive = 0;
       for (std::size_t j = 0; j < ends_.size(); ++j) {
         const auto row_index = end_rows_[j];
         const auto row = rows.row(row_index);
         if (!detail::has_proposal(kName, row, row_index)) continue;  // this sequence ends here
-        const TokenId t = options_.sample
-                              ? row_math::sample_row(row.data(), static_cast<std::int64_t>(row.size()), rng.uniform())
-                              : argmax(row);
+        const TokenId t = sample ? row_math::sample_row(row.data(), static_cast<std::int64_t>(row.size()), rng.uniform())
+                        : argmax(row);
         const float q = row[static_cast<std::size_t>(t)];
         tree.set_children_source(ends_[j], static_cast<std::int32_t>(row_index),
-                                 options_.sample ? ChildMode::kSampledWithReplacement : ChildMode::kDeterministic);
+                                 sample ? ChildMode::kSampledWithReplacement : ChildMode::kDeterministic);
         const auto node = tree.add_node(ends_[j], t, q);
         if (q < budget.stop_below) continue;  // the confidence stop: no further tokens for this one
         ends_[alive] = node;

@@ -1,7 +1,8 @@
 // Verifier over any Model (docs/design.md §1-2): one target forward over the
 // root and every tree node of every scored sequence, under the tree attention
-// mask (SpecInfer, arXiv 2305.09781, §4.1-4.2), each row warped with the
-// target's sampling parameters; commit keeps the root and the accepted path
+// mask (SpecInfer, arXiv 2305.09781, §4.1-4.2), each sequence's rows warped
+// with its request's sampling parameters (ScoreItem::sampling, so greedy and
+// sampled requests share a forward); commit keeps the root and the accepted path
 // in the target's cache. It tracks each sequence's committed length itself
 // and passes positions to the model (a sink + window cache holds fewer
 // tokens than the position says).
@@ -31,16 +32,12 @@ namespace specdec {
 template <Model M>
 class ModelVerifier {
  public:
-  // `sampling` warps every target row; `cache` is the policy each sequence is
-  // opened with (begin() opens it in the model, end() closes it).
-  ModelVerifier(M& model, const SamplingParams& sampling, const CachePolicy& cache = {})
-      : model_(&model), sampling_(sampling), cache_(cache) {
-    sampling_.validate();
-  }
+  // `cache` is the policy each sequence is opened with (begin() opens it in
+  // the model, end() closes it).
+  explicit ModelVerifier(M& model, const CachePolicy& cache = {}) : model_(&model), cache_(cache) {}
 
   M& model() { return *model_; }
   std::int64_t max_context() const { return model_->max_context(); }
-  const SamplingParams& sampling() const { return sampling_; }
   // Tokens committed to sequence `seq`: the next root's position.
   std::int64_t committed_length(std::int32_t seq) const { return state(seq).length; }
 
@@ -84,15 +81,16 @@ class ModelVerifier {
   }
 
   // One target forward over every item's root and tree (ragged: each
-  // sequence its own prefix length and tree). out[i] gets item i's warped
-  // distributions for [root, node 0, ..., node N-1]; the views stay valid
-  // until the next call.
+  // sequence its own prefix length and tree). out[i] gets item i's
+  // distributions for [root, node 0, ..., node N-1], warped with
+  // items[i].sampling; the views stay valid until the next call.
   void score(std::span<const ScoreItem> items, std::span<ProbRows> out) {
     if (items.size() != out.size())
       throw ShapeError(fmt::format("ModelVerifier::score: {} items but {} outputs", items.size(), out.size()));
     std::size_t total = 0;
     for (const auto& item : items) {
       if (item.tree == nullptr) throw InvalidArgumentError("ModelVerifier::score: an item has no tree");
+      item.sampling.validate();
       total += static_cast<std::size_t>(item.tree->size()) + 1;
     }
     tokens_.resize(total);
@@ -131,25 +129,28 @@ class ModelVerifier {
     model_->forward(request);
     const auto logits = logit_rows(request.logits, rows, vocab, "ModelVerifier");
     if (want_hidden) hidden_rows_ = logit_rows(request.hidden, rows, model_->hidden_size(), "ModelVerifier (hidden states)");
-    ProbRows warped;
-    if (sampling_.is_greedy()) {
-      warped = one_hot_rows(logits);
-    } else {
-      probs_.resize(rows, vocab);
-      for (std::int64_t r = 0; r < rows; ++r) warp_(logits.row(r), sampling_, probs_.row(r));
-      warped = probs_.view();
-    }
+    // Each item's rows are warped with its own parameters: greedy rows into
+    // the one-hot buffer, sampled rows into probs_ (row r of the forward is
+    // row r of either).
     at = 0;
     for (std::size_t b = 0; b < items.size(); ++b) {
-      const auto n = static_cast<std::int64_t>(items[b].tree->size()) + 1;
-      out[b] = ProbRows(warped.row(static_cast<std::int64_t>(at)).data(), n, vocab, warped.row_stride());
+      const auto first = static_cast<std::int64_t>(at), n = std::int64_t{items[b].tree->size()} + 1;
+      const SamplingParams& sampling = items[b].sampling;
+      if (sampling.is_greedy()) {
+        one_hot_rows(logits, first, n);
+        out[b] = ProbRows(one_hot_.data() + first * vocab, n, vocab);
+      } else {
+        if (probs_.num_rows() < rows || probs_.vocab() != vocab) probs_.resize(rows, vocab);
+        for (auto r = first; r < first + n; ++r) warp_(logits.row(r), sampling, probs_.row(r));
+        out[b] = ProbRows(probs_.row(first).data(), n, vocab, probs_.view().row_stride());
+      }
       at += static_cast<std::size_t>(n);
     }
   }
 
   // One sequence's tree: score() of a single item.
-  ProbRows score(std::int32_t seq, const DraftTree& tree) {
-    const ScoreItem item{seq, &tree};
+  ProbRows score(std::int32_t seq, const DraftTree& tree, const SamplingParams& sampling) {
+    const ScoreItem item{seq, &tree, sampling};
     ProbRows rows;
     score(std::span(&item, 1), std::span(&rows, 1));
     return rows;
@@ -196,18 +197,19 @@ class ModelVerifier {
   // Greedy warping without rewriting whole rows: the buffer stays zero except
   // one entry per row, which is cleared before the row is reused (one pass
   // over each logit row, fused with the NaN/+inf check, instead of three).
-  ProbRows one_hot_rows(const ProbRows& logits) {
-    const auto n = logits.num_rows(), vocab = logits.vocab();
+  // Warps rows [first, first + n) of `logits` into the same rows of one_hot_.
+  void one_hot_rows(const ProbRows& logits, std::int64_t first, std::int64_t n) {
+    const auto vocab = logits.vocab(), rows = logits.num_rows();
     if (vocab != one_hot_vocab_) {
       one_hot_.clear();
       hot_.clear();
       one_hot_vocab_ = vocab;
     }
-    if (static_cast<std::int64_t>(hot_.size()) < n) {
-      one_hot_.resize(static_cast<std::size_t>(n * vocab), 0.0f);
-      hot_.resize(static_cast<std::size_t>(n), -1);
+    if (static_cast<std::int64_t>(hot_.size()) < rows) {
+      one_hot_.resize(static_cast<std::size_t>(rows * vocab), 0.0f);
+      hot_.resize(static_cast<std::size_t>(rows), -1);
     }
-    for (std::int64_t r = 0; r < n; ++r) {
+    for (auto r = first; r < first + n; ++r) {
       const auto row = logits.row(r);
       std::size_t best = 0;
       for (std::size_t i = 0; i < row.size(); ++i) {
@@ -224,11 +226,9 @@ class ModelVerifier {
       hot = static_cast<std::int64_t>(best);
       out[hot] = 1.0f;
     }
-    return {one_hot_.data(), n, vocab};
   }
 
   M* model_;
-  SamplingParams sampling_;
   CachePolicy cache_;
   std::unordered_map<std::int32_t, Sequence> seqs_;
   HostRows logits_, hidden_;  // this verifier's output buffers

@@ -15,7 +15,7 @@ struct NothingDrafted {
   static constexpr bool kProvidesProbs = true;
   std::int64_t vocab = 0;
   std::int64_t vocab_size() const { return vocab; }
-  void begin(std::span<const TokenId>) {}
+  void begin(std::span<const TokenId>, const SamplingParams&) {}
   void propose(const DraftRequest&, ProbMatrix&) {
     throw InvalidArgumentError("autoregressive: nothing is drafted (the budget is empty)");
   }
@@ -34,9 +34,7 @@ struct Autoregressive {
   Timed target;
   AutoregressiveDecoder<Timed> decoder;
   ModelVerifier<Timed> verifier;
-  SamplingParams sampling;
-  explicit Autoregressive(const MethodContext& c)
-      : target(c.target), decoder(target, c.sampling), verifier(target, c.sampling), sampling(c.sampling) {
+  explicit Autoregressive(const MethodContext& c) : target(c.target), decoder(target), verifier(target) {
     decoder.set_model_clock(&target.clock());
   }
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
@@ -44,7 +42,10 @@ struct Autoregressive {
   }
   BatchRun generate_batch(std::span<const std::vector<TokenId>> p, std::span<const GenerationOptions> o,
                           std::size_t max_batch) {
-    if (sampling.is_greedy()) return batch(GreedyAcceptance{}, p, o, max_batch);
+    // Recursive rejection sampling over an empty tree draws from the root's
+    // row: the argmax for a greedy request, so one rule serves a mixed batch.
+    if (std::all_of(o.begin(), o.end(), [](const GenerationOptions& x) { return x.sampling.is_greedy(); }))
+      return batch(GreedyAcceptance{}, p, o, max_batch);
     return batch(RecursiveRejectionSampling{}, p, o, max_batch);
   }
 

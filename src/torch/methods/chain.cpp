@@ -13,8 +13,7 @@ MethodInfo chain_method() {
   params.push_back(rule_param());
   return {"chain", "draft model, a chain of k drafted tokens", "2211.17192, 2302.01318", MethodModels::kDraftModel,
           true, std::move(params), [](const MethodContext& c) {
-            const auto pick = c.sampling.is_greedy() ? ChainBuilder::Pick::kTop1 : ChainBuilder::Pick::kSample;
-            return draft_model_method(c, ChainBuilder{pick}, chain_policy(c));
+            return draft_model_method(c, ChainBuilder{}, chain_policy(c));  // top-1 or drawn, as each request samples
           }};
 }
 

@@ -74,7 +74,6 @@ struct WithDuo {
   ModelVerifier<Timed> verifier;
   ModelDrafter<Timed> drafter;
   HardwareBudget policy;
-  SamplingParams draft_sampling;
   Engine engine;
 
   WithDuo(const MethodContext& c, Split s, Rule rule)
@@ -83,12 +82,11 @@ struct WithDuo {
         worker(c.config.flag("concurrent") ? thread_on(split.draft_cpus, split.draft_threads) : nullptr),
         target(c.target),
         draft(*c.draft),
-        verifier(target, c.sampling),
-        drafter(draft, 0, c.draft_sampling),
+        verifier(target),
+        drafter(draft, 0),
         policy(budget_of(c)),
-        draft_sampling(c.draft_sampling),
-        engine(MultiSequenceBuilder(MultiSequenceOptions{c.config.int32("max_seqs"), c.config.int32("seqs"),
-                                                         !c.sampling.is_greedy()}),
+        // continuations drawn for a sampled request, top-1 for a greedy one
+        engine(MultiSequenceBuilder(MultiSequenceOptions{c.config.int32("max_seqs"), c.config.int32("seqs")}),
                verifier, std::move(rule)) {
     engine.set_target_clock(&target.clock());
     engine.set_draft_worker(worker.get());
@@ -114,7 +112,7 @@ struct WithDuo {
     BatchRun out;
     target_thread->submit([&] {
       out = run_batch<ModelDrafter<Timed>>(engine, p, o, max_batch, policy, &draft.clock(), [&](std::int32_t seq) {
-        return std::tuple(std::ref(draft), seq, draft_sampling);
+        return std::tuple(std::ref(draft), seq);
       });
     });
     target_thread->wait();

@@ -18,13 +18,12 @@ struct WithEagleHead {
   WithEagleHead(const MethodContext& c, DraftHead h, Rule rule, RuntimePolicy policy)
       : target(c.target),
         head(std::move(h)),
-        verifier(target, c.sampling),
-        drafter(head, c.draft_sampling),
+        verifier(target),
+        drafter(head),
         decoder(drafter,
                 DynamicTreeBuilder{c.config.int32("top_k"), c.config.int32("depth"), c.config.int32("total")},
                 verifier, std::move(rule), policy),
-        initial_policy(policy),
-        draft_sampling(c.draft_sampling) {
+        initial_policy(policy) {
     decoder.set_model_clocks(&target.clock(), nullptr);
   }
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
@@ -35,11 +34,9 @@ struct WithEagleHead {
   }
   BatchRun generate_batch(std::span<const std::vector<TokenId>> p, std::span<const GenerationOptions> o,
                           std::size_t max_batch) {
-    return run_head_batch<EagleHeadDrafter<DraftHead>>(decoder.engine(), head, p, o, max_batch, initial_policy,
-                                                       draft_sampling);
+    return run_head_batch<EagleHeadDrafter<DraftHead>>(decoder.engine(), head, p, o, max_batch, initial_policy);
   }
   RuntimePolicy initial_policy;
-  SamplingParams draft_sampling;
 };
 
 }  // namespace

@@ -21,7 +21,7 @@ struct WithLyanna {
   WithLyanna(const MethodContext& c, DraftHead h, const LyannaOptions& o, Rule rule, Carry carry, RuntimePolicy policy)
       : target(c.target),
         head(std::move(h)),
-        verifier(target, c.sampling),
+        verifier(target),
         drafter(head),
         decoder(drafter, o.builder(), verifier, std::move(rule), policy, 0, SelectAll{}, std::move(carry)),
         initial_policy(policy) {

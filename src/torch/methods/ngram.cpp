@@ -18,7 +18,7 @@ struct WithNgram {
   std::int32_t min_n, max_n;
   WithNgram(const MethodContext& c, Rule rule)
       : target(c.target),
-        verifier(target, c.sampling),
+        verifier(target),
         drafter(c.target.vocab_size(), c.config.int32("min"), c.config.int32("max")),
         decoder(drafter, ChainBuilder{ChainBuilder::Pick::kTop1}, verifier, std::move(rule), chain_policy(c)),
         initial_policy(chain_policy(c)),

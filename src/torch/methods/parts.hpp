@@ -241,16 +241,14 @@ struct WithDraftModel {
   ModelVerifier<Timed> verifier;
   ModelDrafter<Timed> drafter;
   RuntimePolicy initial_policy;  // each batched request starts from it
-  SamplingParams draft_sampling;
   SpeculativeDecoder<ModelDrafter<Timed>, Builder, ModelVerifier<Timed>, Rule, RuntimePolicy> decoder;
   std::shared_ptr<const HotLmHead> hot;  // hot=H; installed on the shared draft model while this method decodes
   WithDraftModel(const MethodContext& c, Builder builder, Rule rule, RuntimePolicy policy)
       : target(c.target),
         draft(*c.draft),
-        verifier(target, c.sampling),
-        drafter(draft, 0, c.draft_sampling),
+        verifier(target),
+        drafter(draft, 0),
         initial_policy(policy),
-        draft_sampling(c.draft_sampling),
         decoder(drafter, std::move(builder), verifier, std::move(rule), std::move(policy)),
         hot(hot_lm_head_for(c, c.draft->lm_head(), c.draft->inference_dtype())) {
     decoder.set_model_clocks(&target.clock(), &draft.clock());
@@ -266,7 +264,7 @@ struct WithDraftModel {
                           std::size_t max_batch) {
     const HotLmHeadScope scope(draft.inner(), hot);
     return run_batch<ModelDrafter<Timed>>(decoder.engine(), p, o, max_batch, initial_policy, &draft.clock(),
-                                          [&](std::int32_t seq) { return std::tuple(std::ref(draft), seq, draft_sampling); });
+                                          [&](std::int32_t seq) { return std::tuple(std::ref(draft), seq); });
   }
 };
 

@@ -38,20 +38,17 @@ struct SvParts {
   using Engine = SpeculativeEngine<ModelDrafter<Timed>, ChainBuilder, ModelVerifier<Timed>, Rule, RuntimePolicy, Selector>;
   Timed target, draft, companion_model;
   ModelVerifier<Timed> verifier;
-  Companion companion;
-  SamplingParams draft_sampling;
+  Companion companion;  // warps its rows as the drafter does (GoodputSelector), so S and A compare like with like
   RuntimePolicy policy;  // each request starts from a copy
   Engine engine;
 
-  SvParts(LlamaModel& t, LlamaModel& d, LlamaModel& c, const SamplingParams& sampling,
-          const SamplingParams& draft_sampling_, std::int32_t k, bool adapt, bool sample, Rule rule,
+  SvParts(LlamaModel& t, LlamaModel& d, LlamaModel& c, std::int32_t k, bool adapt, bool sample, Rule rule,
           io::SvProfile tables, VerifyLatency latency, GoodputOptions options)
       : target(t),
         draft(d),
         companion_model(c),
-        verifier(target, sampling),
-        companion(companion_model, draft_sampling_),  // warped as the draft's rows, so S and A compare like with like
-        draft_sampling(draft_sampling_),
+        verifier(target),
+        companion(companion_model),
         policy(adapt ? RuntimePolicy(FollowVerified(k)) : RuntimePolicy(FixedLength::chain(k))),
         engine(ChainBuilder{sample ? ChainBuilder::Pick::kSample : ChainBuilder::Pick::kTop1}, verifier,
                std::move(rule),
@@ -61,7 +58,7 @@ struct SvParts {
   }
 
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
-    ModelDrafter<Timed> drafter(draft, 0, draft_sampling);
+    ModelDrafter<Timed> drafter(draft, 0);
     RuntimePolicy request_policy = policy;
     typename Engine::Request request(0, drafter, request_policy, o, cb);
     request.set_draft_clock(&draft.clock());
@@ -72,7 +69,7 @@ struct SvParts {
   BatchRun generate_batch(std::span<const std::vector<TokenId>> p, std::span<const GenerationOptions> o,
                           std::size_t max_batch) {
     return run_batch<ModelDrafter<Timed>>(engine, p, o, max_batch, policy, &draft.clock(), [&](std::int32_t seq) {
-      return std::tuple(std::ref(draft), seq, draft_sampling);
+      return std::tuple(std::ref(draft), seq);
     });
   }
 };
@@ -84,7 +81,7 @@ struct WithSv {
   WithSv(const MethodContext& c, LlamaModel companion, bool sample, Rule rule, io::SvProfile tables,
          VerifyLatency latency, GoodputOptions options)
       : companion_model(std::move(companion)),
-        parts(c.target, *c.draft, companion_model, c.sampling, c.draft_sampling, c.config.int32("k"),
+        parts(c.target, *c.draft, companion_model, c.config.int32("k"),
               c.config.flag("adapt"), sample, std::move(rule), std::move(tables), std::move(latency), options) {}
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
     return parts.generate(p, o, cb);
@@ -184,8 +181,7 @@ MethodInfo sv_method() {
 }  // namespace methods
 
 std::vector<AcceptanceSample> profile_sv_samples(LlamaModel& target, LlamaModel& draft, LlamaModel& companion,
-                                                 const SamplingParams& sampling, const SamplingParams& draft_sampling,
-                                                 std::span<const std::vector<TokenId>> prompts,
+                                                 const SamplingParams& sampling, std::span<const std::vector<TokenId>> prompts,
                                                  const SvProfileOptions& o) {
   using namespace methods;
   const bool sample = sampled_drafts(o.drafts, "profile-sv");
@@ -194,7 +190,7 @@ std::vector<AcceptanceSample> profile_sv_samples(LlamaModel& target, LlamaModel&
   all.verify_all = true;
   std::vector<AcceptanceSample> samples;
   auto run = [&]<class Rule>(Rule rule) {
-    SvParts<Rule> parts(target, draft, companion, sampling, draft_sampling, o.length, /*adapt=*/false, sample,
+    SvParts<Rule> parts(target, draft, companion, o.length, /*adapt=*/false, sample,
                         std::move(rule), {}, {}, all);
     parts.engine.set_round_view_observer([&](const typename SvParts<Rule>::Engine::RoundView& v) {
       const auto& round = parts.engine.selector().last_round(v.seq);
@@ -212,7 +208,8 @@ std::vector<AcceptanceSample> profile_sv_samples(LlamaModel& target, LlamaModel&
     std::vector<GenerationOptions> options(prompts.size());
     for (std::size_t i = 0; i < prompts.size(); ++i) {
       options[i].max_new_tokens = o.max_new_tokens;
-      options[i].seed = sampling.seed + i;
+      options[i].sampling = sampling;
+      options[i].sampling.seed = sampling.seed + i;
     }
     parts.generate_batch(prompts, options, o.batch);
   };

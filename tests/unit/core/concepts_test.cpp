@@ -39,7 +39,7 @@ struct RuleReturningWrongType {
 struct DrafterArchetype {
   static constexpr bool kProvidesProbs = true;
   std::int64_t vocab_size() const { return 8; }
-  void begin(std::span<const sd::TokenId>) {}
+  void begin(std::span<const sd::TokenId>, const sd::SamplingParams&) {}
   void propose(const sd::DraftRequest&, sd::ProbMatrix&) {}
   void commit(std::span<const sd::TokenId>) {}
   void end() {}
@@ -47,7 +47,7 @@ struct DrafterArchetype {
 struct DrafterWithoutCommit {
   static constexpr bool kProvidesProbs = true;
   std::int64_t vocab_size() const { return 8; }
-  void begin(std::span<const sd::TokenId>) {}
+  void begin(std::span<const sd::TokenId>, const sd::SamplingParams&) {}
   void propose(const sd::DraftRequest&, sd::ProbMatrix&) {}
 };
 

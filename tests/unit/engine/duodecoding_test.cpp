@@ -40,7 +40,7 @@ std::vector<sd::TokenId> prompt_of(std::int32_t seq) { return sd::testing::reque
 template <class Engine>
 struct Slot {
   Slot(HashedContextModel& draft, std::int32_t seq, std::int32_t gamma, sd::GenerationOptions o)
-      : drafter(draft, seq, sd::SamplingParams{1.0f}), policy(gamma), request(seq, drafter, policy, o) {}
+      : drafter(draft, seq), policy(gamma), request(seq, drafter, policy, o) {}
   Drafter drafter;
   sd::HardwareBudget policy;
   typename Engine::Request request;
@@ -58,7 +58,7 @@ Run run_batch(std::int32_t gamma, sd::MultiSequenceOptions options, const sd::Sa
               sd::DraftWorker* worker, float draft_noise = 0.7f) {
   using Engine = DuoEngine<Rule>;
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, draft_noise);
-  Verifier verifier(target, sampling);
+  Verifier verifier(target);
   Engine engine(sd::MultiSequenceBuilder(options), verifier, Rule{});
   engine.set_draft_worker(worker);
   std::vector<std::unique_ptr<Slot<Engine>>> running;
@@ -66,7 +66,8 @@ Run run_batch(std::int32_t gamma, sd::MultiSequenceOptions options, const sd::Sa
   auto join = [&](std::int32_t seq, std::int64_t n) {
     sd::GenerationOptions o;
     o.max_new_tokens = n;
-    o.seed = 100 + static_cast<std::uint64_t>(seq);
+    o.sampling = sampling;
+    o.sampling.seed = 100 + static_cast<std::uint64_t>(seq);
     running.push_back(std::make_unique<Slot<Engine>>(draft, seq, gamma, o));
     engine.begin(running.back()->request, prompt_of(seq));
   };
@@ -97,7 +98,7 @@ TEST_CASE("DuoDecoding's greedy output equals greedy autoregressive output", "[e
   INFO("gamma " << gamma << ", sequences " << sequences << (concurrent ? ", on a worker" : ", inline"));
   std::unique_ptr<sd::DraftWorker> worker;
   if (concurrent) worker = std::make_unique<sd::DraftWorker>();
-  const auto run = run_batch<sd::GreedyAcceptance>(gamma, sd::MultiSequenceOptions{8, sequences, false},
+  const auto run = run_batch<sd::GreedyAcceptance>(gamma, sd::MultiSequenceOptions{8, sequences, sd::ChainPick::kTop1},
                                                    sd::SamplingParams{0.0f}, worker.get());
   REQUIRE(run.tokens.size() == 6);
   std::int64_t accepted = 0;
@@ -119,7 +120,7 @@ TEST_CASE("DuoDecoding's greedy output equals greedy autoregressive output", "[e
 
 TEST_CASE("A draft equal to the target is always accepted: every tail whole, a sequence chosen every round",
           "[engine][duo]") {
-  const auto run = run_batch<sd::GreedyAcceptance>(4, sd::MultiSequenceOptions{8, 1, false}, sd::SamplingParams{0.0f},
+  const auto run = run_batch<sd::GreedyAcceptance>(4, sd::MultiSequenceOptions{8, 1, sd::ChainPick::kTop1}, sd::SamplingParams{0.0f},
                                                    nullptr, /*draft_noise=*/0.0f);
   for (const auto& [seq, stats] : run.stats) {
     INFO("request " << seq);
@@ -139,9 +140,9 @@ TEST_CASE("Drafting on the worker gives the same tokens as drafting on the calli
   const std::int32_t sequences = GENERATE(0, 2);
   sd::DraftWorker worker;
   const auto inline_run =
-      run_batch<sd::RecursiveRejectionSampling>(6, sd::MultiSequenceOptions{8, sequences, true}, sampling, nullptr);
+      run_batch<sd::RecursiveRejectionSampling>(6, sd::MultiSequenceOptions{8, sequences, sd::ChainPick::kSample}, sampling, nullptr);
   const auto worker_run =
-      run_batch<sd::RecursiveRejectionSampling>(6, sd::MultiSequenceOptions{8, sequences, true}, sampling, &worker);
+      run_batch<sd::RecursiveRejectionSampling>(6, sd::MultiSequenceOptions{8, sequences, sd::ChainPick::kSample}, sampling, &worker);
   CHECK(inline_run.tokens == worker_run.tokens);
   for (const auto& [seq, stats] : worker_run.stats) {
     CHECK(stats.lag.tail_nodes == inline_run.stats.at(seq).lag.tail_nodes);
@@ -157,8 +158,8 @@ TEST_CASE("With timed models the lag's profile is filled in, and the draft worke
                                        sd::LaggedTail>;
   HashedContextModel target_model(kVocab, 1), draft_model(kVocab, 1, 2, 2.0f, 0.7f);
   Timed target(target_model), draft(draft_model);
-  sd::ModelVerifier<Timed> verifier(target, sd::SamplingParams{1.0f});
-  sd::ModelDrafter<Timed> drafter(draft, 0, sd::SamplingParams{1.0f});
+  sd::ModelVerifier<Timed> verifier(target);
+  sd::ModelDrafter<Timed> drafter(draft, 0);
   sd::HardwareBudget policy(4);
   sd::DraftWorker worker;
   Engine engine(sd::MultiSequenceBuilder{}, verifier, sd::RecursiveRejectionSampling{});
@@ -166,6 +167,7 @@ TEST_CASE("With timed models the lag's profile is filled in, and the draft worke
   engine.set_draft_worker(&worker);
   sd::GenerationOptions o;
   o.max_new_tokens = 40;
+  o.sampling.temperature = 1.0f;
   Engine::Request r(0, drafter, policy, o);
   r.set_draft_clock(&draft.clock());
   engine.begin(r, prompt_of(3));
@@ -221,7 +223,7 @@ TEST_CASE("The hardware-aware budget snaps the cost coefficient and measures bot
 TEST_CASE("ModelDrafter: the root and a carried tail in one forward give the rows of one forward each",
           "[engine][duo]") {
   HashedContextModel draft_a(kVocab, 3, 2, 2.0f, 0.5f), draft_b(kVocab, 3, 2, 2.0f, 0.5f);
-  Drafter one_forward(draft_a, 0, sd::SamplingParams{1.0f}), level_by_level(draft_b, 0, sd::SamplingParams{1.0f});
+  Drafter one_forward(draft_a, 0), level_by_level(draft_b, 0);
   const auto prompt = prompt_of(4);
   one_forward.begin(prompt);
   level_by_level.begin(prompt);

@@ -74,7 +74,7 @@ TEST_CASE("Greedy Lyanna equals greedy autoregressive decoding", "[unit][engine]
   sd::Stats total;
   for (const auto& prompt : prompts) {
     HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.8f);
-    sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
+    sd::ModelVerifier verifier(target);
     FakeFeatureHead head(draft, kHot, 3);
     sd::LyannaDrafter drafter(head);
     sd::LyannaOptions o;
@@ -121,9 +121,9 @@ TEST_CASE("Greedy EAGLE-style head drafting equals greedy autoregressive decodin
   std::int64_t rounds = 0, tokens = 0;
   for (const auto& prompt : prompts) {
     HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.8f);
-    sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
+    sd::ModelVerifier verifier(target);
     FakeFeatureHead head(draft, kHot, 3);
-    sd::EagleHeadDrafter drafter(head, sd::SamplingParams{1.0f});
+    sd::EagleHeadDrafter drafter(head);
     sd::SpeculativeDecoder decoder(drafter, sd::DynamicTreeBuilder{3, 3, 10}, verifier, sd::GreedyAcceptance{},
                                    Fixed{{3, 10, 10}});
     sd::GenerationOptions g;
@@ -146,7 +146,7 @@ TEST_CASE("Sampled Lyanna keeps the target's law of the first two tokens", "[sta
   const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{0.8f, 8, 1.0f}, sd::SamplingParams{1.0f, 0, 0.9f});
   const bool fusion = GENERATE(false, true);
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/1.0f);
-  sd::ModelVerifier verifier(target, sampling);
+  sd::ModelVerifier verifier(target);
   FakeFeatureHead head(draft, kHot, 3);
   sd::LyannaDrafter drafter(head);
   sd::LyannaOptions o;
@@ -170,9 +170,10 @@ TEST_CASE("Sampled Lyanna keeps the target's law of the first two tokens", "[sta
   std::vector<std::int64_t> counts(expected.size(), 0);
   sd::GenerationOptions g;
   g.max_new_tokens = 2;
+  g.sampling = sampling;
   std::int64_t resampled_accepts = 0;
   for (int i = 0; i < 40000; ++i) {
-    g.seed = static_cast<std::uint64_t>(i);
+    g.sampling.seed = static_cast<std::uint64_t>(i);
     const auto out = decoder.generate(prompt, g);
     resampled_accepts += out.stats.resampling.accepted;
     ++counts[static_cast<std::size_t>(out.tokens[0] * kVocab + out.tokens[1])];
@@ -192,7 +193,7 @@ TEST_CASE("Lyanna and EAGLE-head generation that fills the context ends there", 
   const auto fusion = GENERATE(false, true);
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.8f);
   target.set_max_context(kContext);
-  sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
+  sd::ModelVerifier verifier(target);
   FakeFeatureHead head(draft, kHot, 3);
   sd::GenerationOptions g;
   g.max_new_tokens = 1000;
@@ -208,7 +209,7 @@ TEST_CASE("Lyanna and EAGLE-head generation that fills the context ends there", 
     CHECK(out.stop_reason == sd::StopReason::kContextLimit);
   }
   {
-    sd::EagleHeadDrafter drafter(head, sd::SamplingParams{1.0f});
+    sd::EagleHeadDrafter drafter(head);
     sd::SpeculativeDecoder decoder(drafter, sd::DynamicTreeBuilder{3, 3, 10}, verifier, sd::GreedyAcceptance{},
                                    Fixed{{3, 10, 10}});
     const auto out = decoder.generate(prompt, g);

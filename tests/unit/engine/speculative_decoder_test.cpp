@@ -50,7 +50,7 @@ std::vector<sd::TokenId> greedy_reference(std::span<const sd::TokenId> prompt, s
 
 TEST_CASE("Autoregressive decoding at temperature 0 is the model's greedy continuation", "[unit][engine]") {
   HashedContextModel target(kVocab, 1);
-  sd::AutoregressiveDecoder ar(target, sd::SamplingParams{0.0f});
+  sd::AutoregressiveDecoder ar(target);
   sd::GenerationOptions o;
   o.max_new_tokens = 40;
   for (std::uint64_t s = 0; s < 4; ++s) {
@@ -63,8 +63,8 @@ TEST_CASE("Greedy chain speculation equals greedy autoregressive decoding", "[un
   const auto depth = GENERATE(1, 2, 4, 7);
   const auto prompt_length = GENERATE(1, 5);
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/1.0f);
-  sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
-  sd::ModelDrafter drafter(draft, 5, sd::SamplingParams{1.0f});
+  sd::ModelVerifier verifier(target);
+  sd::ModelDrafter drafter(draft, 5);
   sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{},
                                  Fixed{{depth, depth, depth}}, 3);
   for (std::uint64_t s = 0; s < 4; ++s) {
@@ -88,8 +88,8 @@ TEST_CASE("Greedy chain speculation equals greedy autoregressive decoding", "[un
 
 TEST_CASE("A correlated draft is accepted often, and the drafter's cache tracks the text", "[unit][engine]") {
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.5f);
-  sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
-  sd::ModelDrafter drafter(draft, 0, sd::SamplingParams{1.0f});
+  sd::ModelVerifier verifier(target);
+  sd::ModelDrafter drafter(draft, 0);
   sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{}, Fixed{{4, 4, 4}});
   const auto prompt = random_prompt(11, 6);
   sd::GenerationOptions o;
@@ -127,9 +127,10 @@ sd::testing::ChiSquareResult first_two_tokens_fit(Decoder& decoder, HashedContex
   std::vector<std::int64_t> counts(expected.size(), 0);
   sd::GenerationOptions o;
   o.max_new_tokens = 2;
+  o.sampling = sampling;
   const int draws = 40000;
   for (int i = 0; i < draws; ++i) {
-    o.seed = static_cast<std::uint64_t>(i);
+    o.sampling.seed = static_cast<std::uint64_t>(i);
     const auto t = decoder.generate(prompt, o).tokens;
     ++counts[static_cast<std::size_t>(t[0] * kVocab + t[1])];
   }
@@ -149,8 +150,8 @@ TEST_CASE("Sampled speculation keeps the target's law of the first two tokens", 
   // Temperature 0.8 with top-k 8, and plain temperature 1 with top-p 0.9.
   const auto sampling = GENERATE(sd::SamplingParams{0.8f, 8, 1.0f}, sd::SamplingParams{1.0f, 0, 0.9f});
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/1.0f);
-  sd::ModelVerifier verifier(target, sampling);
-  sd::ModelDrafter drafter(draft, 0, sampling);
+  sd::ModelVerifier verifier(target);
+  sd::ModelDrafter drafter(draft, 0);
   SECTION("sampled chain") {
     sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, verifier,
                                    sd::RecursiveRejectionSampling{}, Fixed{{3, 3, 3}});
@@ -177,8 +178,8 @@ TEST_CASE("Sampled speculation keeps the target's law of the first two tokens", 
 TEST_CASE("The same test rejects a lossy rule (it has power)", "[statistical][engine]") {
   const sd::SamplingParams sampling{1.0f, 0, 1.0f};
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/1.0f);
-  sd::ModelVerifier verifier(target, sampling);
-  sd::ModelDrafter drafter(draft, 0, sampling);
+  sd::ModelVerifier verifier(target);
+  sd::ModelDrafter drafter(draft, 0);
   sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, verifier,
                                  sd::TypicalAcceptance{}, Fixed{{3, 3, 3}});
   const auto fit = first_two_tokens_fit(decoder, target, sampling);
@@ -188,8 +189,8 @@ TEST_CASE("The same test rejects a lossy rule (it has power)", "[statistical][en
 
 TEST_CASE("Greedy tree speculation equals greedy autoregressive decoding", "[unit][engine]") {
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.7f);
-  sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
-  sd::ModelDrafter drafter(draft, 0, sd::SamplingParams{1.0f});
+  sd::ModelVerifier verifier(target);
+  sd::ModelDrafter drafter(draft, 0);
   sd::SpeculativeDecoder stat(drafter, sd::StaticTreeBuilder{sd::parse_tree_shape("0;1;2;0.0;0.1;1.0;0.0.0;0.0.0.0")},
                               verifier, sd::GreedyAcceptance{}, Fixed{{4, 8, 8}});
   sd::SpeculativeDecoder dyn(drafter, sd::DynamicTreeBuilder{4, 4, 12}, verifier, sd::GreedyAcceptance{},
@@ -210,8 +211,8 @@ TEST_CASE("Greedy tree speculation equals greedy autoregressive decoding", "[uni
 
 TEST_CASE("Stop tokens, stop strings and max_new_tokens end generation exactly", "[unit][engine]") {
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, 0.5f);
-  sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
-  sd::ModelDrafter drafter(draft, 0, sd::SamplingParams{1.0f});
+  sd::ModelVerifier verifier(target);
+  sd::ModelDrafter drafter(draft, 0);
   sd::SpeculativeDecoder decoder(drafter, sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{}, Fixed{{5, 5, 5}});
   const auto prompt = random_prompt(5, 4);
   const auto reference = greedy_reference(prompt, 80);
@@ -268,8 +269,8 @@ TEST_CASE("Generation that fills the context ends there and keeps every token", 
   const auto reference = greedy_reference(prompt, kContext - 5);
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.5f);
   target.set_max_context(kContext);
-  sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
-  sd::ModelDrafter drafter(draft, 0, sd::SamplingParams{1.0f});
+  sd::ModelVerifier verifier(target);
+  sd::ModelDrafter drafter(draft, 0);
   sd::GenerationOptions o;
   o.max_new_tokens = 100000;
 
@@ -280,7 +281,7 @@ TEST_CASE("Generation that fills the context ends there and keeps every token", 
     CHECK(got.stats.new_tokens == context - 5);
   };
   SECTION("autoregressive") {
-    sd::AutoregressiveDecoder ar(target, sd::SamplingParams{0.0f});
+    sd::AutoregressiveDecoder ar(target);
     check_full(ar.generate(prompt, o), kContext);
   }
   SECTION("chain, static tree and dynamic tree; the draft's smaller context is the limit") {
@@ -314,7 +315,7 @@ TEST_CASE("Generation that fills the context ends there and keeps every token", 
     const auto longer = random_prompt(3, static_cast<int>(kContext) + 1);
     CHECK_THROWS_WITH(chain.generate(longer, o), Catch::Matchers::Contains("the prompt has 41 tokens") &&
                                                      Catch::Matchers::Contains("the context holds 40"));
-    sd::AutoregressiveDecoder ar(target, sd::SamplingParams{0.0f});
+    sd::AutoregressiveDecoder ar(target);
     CHECK_THROWS_AS(ar.generate(longer, o), sd::InvalidArgumentError);
   }
 }
@@ -353,8 +354,8 @@ TEST_CASE("Policies see the round: tree, draft probabilities, accepted path, dra
           "[unit][engine]") {
   HashedContextModel target_model(kVocab, 1), draft_model(kVocab, 1, 2, 2.0f, /*noise=*/0.7f);
   sd::TimedModel target(target_model), draft(draft_model);
-  sd::ModelVerifier verifier(target, sd::SamplingParams{0.0f});
-  sd::ModelDrafter drafter(draft, 0, sd::SamplingParams{1.0f});
+  sd::ModelVerifier verifier(target);
+  sd::ModelDrafter drafter(draft, 0);
   std::vector<Recording::Seen> seen;
   sd::SpeculativeDecoder decoder(drafter, sd::DynamicTreeBuilder{3, 3, 6}, verifier, sd::GreedyAcceptance{},
                                  Recording{{3, 12, 6}, &seen});

@@ -44,7 +44,7 @@ std::vector<sd::TokenId> greedy_reference(std::span<const sd::TokenId> prompt, s
 template <class Engine, class Policy>
 struct Slot {
   Slot(HashedContextModel& draft, std::int32_t seq, Policy p, sd::GenerationOptions o, sd::TokenCallback cb)
-      : drafter(draft, seq, sd::SamplingParams{1.0f}), policy(std::move(p)), request(seq, drafter, policy, o, cb) {}
+      : drafter(draft, seq), policy(std::move(p)), request(seq, drafter, policy, o, cb) {}
   Drafter drafter;
   Policy policy;
   typename Engine::Request request;
@@ -54,7 +54,7 @@ template <class Builder, class Policy, class Selector = sd::SelectAll>
 void check_batched(Builder builder, std::function<Policy()> policy, Selector selector = {}) {
   using Engine = sd::SpeculativeEngine<Drafter, Builder, Verifier, sd::GreedyAcceptance, Policy, Selector>;
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.7f);
-  Verifier verifier(target, sd::SamplingParams{0.0f});
+  Verifier verifier(target);
   Engine engine(std::move(builder), verifier, sd::GreedyAcceptance{}, std::move(selector));
   std::map<std::int32_t, std::int64_t> lengths;
   std::map<std::int32_t, std::vector<sd::TokenId>> streamed, results;
@@ -152,11 +152,11 @@ TEST_CASE("The selector decides what the target sees, and the outcome says how m
   using Engine = sd::SpeculativeEngine<Drafter, DraftAllBuilder, Verifier, sd::GreedyAcceptance, RecordingPolicy,
                                        sd::TopNodesSelector>;
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, 0.7f);
-  Verifier verifier(target, sd::SamplingParams{0.0f});
+  Verifier verifier(target);
   Engine engine(
       DraftAllBuilder{sd::StaticTreeBuilder(sd::StaticTreeShape::from_choices({{0}, {1}, {2}, {0, 0}, {0, 1}, {1, 0}}))},
       verifier, sd::GreedyAcceptance{});
-  Drafter drafter(draft, 0, sd::SamplingParams{1.0f});
+  Drafter drafter(draft, 0);
   RecordingPolicy policy{sd::DraftBudget{2, 6, 4, 0.0f}, {}};
   sd::GenerationOptions o;
   o.max_new_tokens = 12;
@@ -179,9 +179,9 @@ TEST_CASE("The selector decides what the target sees, and the outcome says how m
 TEST_CASE("The engine rejects bad requests with typed errors", "[unit][engine]") {
   using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, sd::GreedyAcceptance, sd::FixedLength>;
   HashedContextModel target(kVocab, 1), draft(kVocab, 1);
-  Verifier verifier(target, sd::SamplingParams{0.0f});
+  Verifier verifier(target);
   Engine engine(sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{});
-  Drafter drafter(draft, 0, sd::SamplingParams{1.0f});
+  Drafter drafter(draft, 0);
   sd::FixedLength policy = sd::FixedLength::chain(2);
   sd::GenerationOptions o;
   o.max_new_tokens = 5;
@@ -201,7 +201,7 @@ TEST_CASE("A batched request that fills the context ends there, and the others g
   constexpr std::int64_t kContext = 30;
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, /*noise=*/0.7f);
   target.set_max_context(kContext);
-  Verifier verifier(target, sd::SamplingParams{0.0f});
+  Verifier verifier(target);
   Engine engine(sd::DynamicTreeBuilder{3, 3, 8}, verifier, sd::GreedyAcceptance{});
   const std::map<std::int32_t, std::int64_t> max_new = {{0, 1000}, {1, 10}, {2, 1000}};
   std::deque<Drafter> drafters;
@@ -210,7 +210,7 @@ TEST_CASE("A batched request that fills the context ends there, and the others g
   for (const auto& [seq, n] : max_new) {
     sd::GenerationOptions o;
     o.max_new_tokens = n;
-    drafters.emplace_back(draft, seq, sd::SamplingParams{1.0f});
+    drafters.emplace_back(draft, seq);
     policies.emplace_back(sd::DraftBudget{3, 8, 8, 0.0f});
     requests.emplace_back(seq, drafters.back(), policies.back(), o);
     engine.begin(requests.back(), prompt_of(seq));
@@ -239,7 +239,7 @@ TEST_CASE("A batched request is charged its share of each step's host time, not 
   using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, sd::GreedyAcceptance, sd::FixedLength>;
   using EngineSlot = Slot<Engine, sd::FixedLength>;
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, 0.7f);
-  Verifier verifier(target, sd::SamplingParams{0.0f});
+  Verifier verifier(target);
   Engine engine(sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{});
   std::vector<std::vector<sd::TokenId>> prompts;
   for (std::int32_t s = 0; s < 8; ++s) prompts.push_back(prompt_of(s));

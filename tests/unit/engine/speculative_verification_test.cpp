@@ -47,8 +47,7 @@ sd::AcceptanceTable joint_table() { return sd::AcceptanceTable({0.5f}, {0.5f}, {
 sd::AcceptanceTable similarity_table() { return sd::AcceptanceTable({0.7f}, {}, {0.2f, 0.9f}, {1, 1}); }
 
 struct Slot {
-  Slot(HashedContextModel& draft, std::int32_t seq, const sd::SamplingParams& s, sd::FixedLength p)
-      : drafter(draft, seq, s), policy(p) {}
+  Slot(HashedContextModel& draft, std::int32_t seq, sd::FixedLength p) : drafter(draft, seq), policy(p) {}
   Drafter drafter;
   sd::FixedLength policy;
 };
@@ -66,8 +65,7 @@ Run<Rule> run_sv(const sd::SamplingParams& sampling, std::size_t max_batch, std:
                  sd::ChainBuilder::Pick pick = sd::ChainBuilder::Pick::kTop1) {
   using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, Rule, sd::FixedLength, Selector>;
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, 0.8f), companion_model(kVocab, 1, 2, 2.0f, 0.4f, 9);
-  const auto draft_sampling = sampling.is_greedy() ? sd::SamplingParams{1.0f} : sampling;
-  Verifier verifier(target, sampling), companion(companion_model, draft_sampling);
+  Verifier verifier(target), companion(companion_model);
   Engine engine(sd::ChainBuilder{pick}, verifier, Rule{},
                 Selector(companion, joint_table(), similarity_table(), steep_latency()));
   Run<Rule> run;
@@ -80,9 +78,8 @@ Run<Rule> run_sv(const sd::SamplingParams& sampling, std::size_t max_batch, std:
     if (round.verified < static_cast<std::int32_t>(round.indicators.size())) ++run.truncated;
   });
   struct RequestSlot {
-    RequestSlot(HashedContextModel& d, std::int32_t seq, const sd::SamplingParams& s, std::int32_t k,
-                const sd::GenerationOptions& o)
-        : slot(d, seq, s, sd::FixedLength::chain(k)), request(seq, slot.drafter, slot.policy, o) {}
+    RequestSlot(HashedContextModel& d, std::int32_t seq, std::int32_t k, const sd::GenerationOptions& o)
+        : slot(d, seq, sd::FixedLength::chain(k)), request(seq, slot.drafter, slot.policy, o) {}
     Slot slot;
     typename Engine::Request request;
   };
@@ -91,8 +88,9 @@ Run<Rule> run_sv(const sd::SamplingParams& sampling, std::size_t max_batch, std:
   const auto batch = sd::run_continuous_batch(engine, prompts, max_batch, [&](std::size_t i) {
     sd::GenerationOptions o;
     o.max_new_tokens = 10 + 5 * static_cast<std::int64_t>(i);
-    o.seed = 50 + i;
-    return std::make_unique<RequestSlot>(draft, static_cast<std::int32_t>(i), draft_sampling, k, o);
+    o.sampling = sampling;
+    o.sampling.seed = 50 + i;
+    return std::make_unique<RequestSlot>(draft, static_cast<std::int32_t>(i), k, o);
   });
   for (std::size_t i = 0; i < batch.results.size(); ++i) {
     run.tokens[static_cast<std::int32_t>(i)] = batch.results[i].tokens;
@@ -129,13 +127,12 @@ TEST_CASE("Speculative Verification's greedy output equals greedy autoregressive
 TEST_CASE("Batched chain drafting gives each request the tree and rows it drafts alone", "[engine][sv]") {
   const auto pick = GENERATE(sd::ChainBuilder::Pick::kTop1, sd::ChainBuilder::Pick::kSample);
   HashedContextModel draft_a(kVocab, 1, 2, 2.0f, 0.8f), draft_b(kVocab, 1, 2, 2.0f, 0.8f);
-  const sd::SamplingParams s{1.0f};
   std::vector<std::unique_ptr<Drafter>> alone, batched;
   std::vector<std::vector<sd::TokenId>> prompts;
   for (std::int32_t i = 0; i < 4; ++i) {
     prompts.push_back(sd::testing::request_prompt(i, kVocab));
-    alone.push_back(std::make_unique<Drafter>(draft_a, i, s));
-    batched.push_back(std::make_unique<Drafter>(draft_b, i, s));
+    alone.push_back(std::make_unique<Drafter>(draft_a, i));
+    batched.push_back(std::make_unique<Drafter>(draft_b, i));
     alone.back()->begin(prompts.back());
     batched.back()->begin(prompts.back());
   }
@@ -180,7 +177,7 @@ TEST_CASE("Batched chain drafting gives each request the tree and rows it drafts
     }
   }
   std::vector<Drafter*> two{batched[0].get()};
-  Drafter other(draft_a, 9, s);
+  Drafter other(draft_a, 9);
   two.push_back(&other);
   other.begin(prompts[0]);
   sd::DraftTree t0(prompts[0].back()), t1(prompts[0].back());
@@ -193,7 +190,7 @@ TEST_CASE("Batched chain drafting gives each request the tree and rows it drafts
 
 TEST_CASE("The goodput selector refuses trees, and sampled drafts without a similarity-only table", "[engine][sv]") {
   HashedContextModel target(kVocab, 1), companion_model(kVocab, 1, 2, 2.0f, 0.4f, 9);
-  Verifier companion(companion_model, sd::SamplingParams{1.0f});
+  Verifier companion(companion_model);
   const std::vector<sd::TokenId> prompt{1, 2, 3};
   companion.begin(0, prompt);
   sd::ProbMatrix rows(2, kVocab);
@@ -242,15 +239,16 @@ TEST_CASE("Requests that share a seed but not a request id draft independently",
   CHECK(o.rule_stream() == 2);
   HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 1.0f, 0.8f);
   const sd::SamplingParams s{1.0f};
-  Verifier verifier(target, s);
+  Verifier verifier(target);
   Engine engine(sd::ChainBuilder{sd::ChainBuilder::Pick::kSample}, verifier, sd::RecursiveRejectionSampling{});
   sd::FixedLength policy = sd::FixedLength::chain(6);
   const std::vector<sd::TokenId> prompt{3, 4, 5};
   // The first round's drafts of request `id` (seed 7) in sequence `seq`.
   const auto drafts = [&](std::int32_t seq, std::uint64_t id, std::int32_t other_seq, std::uint64_t other_id) {
-    Drafter d0(draft, seq, s), d1(draft, other_seq, s);
+    Drafter d0(draft, seq), d1(draft, other_seq);
     o.max_new_tokens = 30;
-    o.seed = 7;  // the same for both
+    o.sampling = s;
+    o.sampling.seed = 7;  // the same for both
     o.request_id = id;
     sd::GenerationOptions other = o;
     other.request_id = other_id;

@@ -47,7 +47,7 @@ TEST_CASE("The number of sequences follows theta = q1(c1) * max q2", "[tree][duo
   // (0.25) beats it, rank 3 (0.2) does not -> k = 2.
   const std::vector<float> q1 = {0.4f, 0.25f, 0.2f, 0.1f, 0.05f, 0, 0, 0, 0, 0};
   auto d = drafter(q1, 0.5f);
-  sd::MultiSequenceBuilder b(sd::MultiSequenceOptions{8, 0, true});
+  sd::MultiSequenceBuilder b(sd::MultiSequenceOptions{8, 0, sd::ChainPick::kSample});
   sd::DraftTree tree;
   sd::ProbMatrix rows;
   sd::RandomStream rng(1, 1);
@@ -88,7 +88,7 @@ TEST_CASE("The number of sequences follows theta = q1(c1) * max q2", "[tree][duo
     CHECK(tree.size() == 8);
   }
   SECTION("a static count skips theta") {
-    sd::MultiSequenceBuilder two(sd::MultiSequenceOptions{8, 2, true});
+    sd::MultiSequenceBuilder two(sd::MultiSequenceOptions{8, 2, sd::ChainPick::kSample});
     auto e = drafter(q1, 0.99f);
     two.build(e, gamma_of(4), 7, rng, tree, rows);
     CHECK(two.last_sequences() == 2);
@@ -96,7 +96,7 @@ TEST_CASE("The number of sequences follows theta = q1(c1) * max q2", "[tree][duo
     REQUIRE(e.calls.size() == 2);  // the root, then both first tokens in one forward
   }
   SECTION("greedy continuations are the draft's top-1, marked deterministic") {
-    sd::MultiSequenceBuilder greedy(sd::MultiSequenceOptions{8, 1, false});
+    sd::MultiSequenceBuilder greedy(sd::MultiSequenceOptions{8, 1, sd::ChainPick::kTop1});
     greedy.build(d, gamma_of(3), 7, rng, tree, rows);
     REQUIRE(tree.size() == 3);
     CHECK(tree.token(1) == 9);

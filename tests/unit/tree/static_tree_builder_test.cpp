@@ -88,7 +88,7 @@ sd::DraftBudget big_budget() {
 struct TwoRowsPerSlot {
   static constexpr bool kProvidesProbs = true;
   std::int64_t vocab_size() const { return 2; }
-  void begin(std::span<const sd::TokenId>) {}
+  void begin(std::span<const sd::TokenId>, const sd::SamplingParams&) {}
   void commit(std::span<const sd::TokenId>) {}
   void end() {}
   void propose(const sd::DraftRequest& r, sd::ProbMatrix& rows) {

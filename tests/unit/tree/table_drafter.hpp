@@ -31,7 +31,7 @@ class TableDrafter {
   TableDrafter(std::int64_t vocab, RowFn fn) : vocab_(vocab), fn_(std::move(fn)) {}
 
   std::int64_t vocab_size() const { return vocab_; }
-  void begin(std::span<const TokenId>) {}
+  void begin(std::span<const TokenId>, const SamplingParams& = {}) {}
   void commit(std::span<const TokenId>) {}
   void end() {}
 
