@@ -5,19 +5,36 @@ include(CMakePackageConfigHelpers)
 set(SPECDEC_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/specdec)
 install(DIRECTORY include/specdec DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
-set(_targets specdec specdec_io specdec_tokenizer)
+# One export set per component, so that a consumer loads (and finds the
+# dependencies of) only what it asks for: find_package(specdec COMPONENTS
+# core io) needs neither libtorch nor CUDA. Installed targets carry the same
+# names as the in-tree aliases: specdec::specdec, specdec::io,
+# specdec::tokenizer, specdec::torch, specdec::cuda.
+set(_components core io tokenizer)
+set(_component_core specdec)
+set(_component_io specdec_io)
+set(_component_tokenizer specdec_tokenizer)
 if(TARGET specdec_torch)
-  list(APPEND _targets specdec_torch)
+  list(APPEND _components torch)
+  set(_component_torch specdec_torch)
 endif()
 if(TARGET specdec_cuda)
-  list(APPEND _targets specdec_cuda)
+  list(APPEND _components cuda)
+  set(_component_cuda specdec_cuda)
 endif()
-install(TARGETS ${_targets} EXPORT specdec-targets
-        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
-        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(EXPORT specdec-targets NAMESPACE specdec:: DESTINATION ${SPECDEC_CMAKE_DIR})
+foreach(_c IN LISTS _components)
+  set(_t ${_component_${_c}})
+  if(NOT _c STREQUAL "core")
+    set_target_properties(${_t} PROPERTIES EXPORT_NAME ${_c})
+  endif()
+  install(TARGETS ${_t} EXPORT specdec-${_c}-targets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT specdec-${_c}-targets NAMESPACE specdec:: DESTINATION ${SPECDEC_CMAKE_DIR})
+endforeach()
+string(REPLACE ";" " " SPECDEC_COMPONENTS "${_components}")
 
 set(SPECDEC_HAS_DLPACK OFF)
 if(TARGET dlpack::dlpack)

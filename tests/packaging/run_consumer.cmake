@@ -1,25 +1,55 @@
-# cmake -P script: install SPECDEC_BINARY_DIR into WORK_DIR/prefix, then build
-# and run the consumer project in CONSUMER_SOURCE_DIR against that prefix only.
+# cmake -P script: install SPECDEC_BINARY_DIR into WORK_DIR/prefix, move it
+# (relocatable), then configure, build and run the consumer project in
+# CONSUMER_SOURCE_DIR against that prefix alone, once per component set:
+#   - no COMPONENTS (every installed component);
+#   - core and io, with libtorch, oneDNN, OpenMP and CUDA made unfindable: a
+#     core-only consumer needs none of them;
+#   - torch, and cuda, when the installed build has them;
+#   - a component that does not exist, which must fail with its name.
 file(REMOVE_RECURSE ${WORK_DIR})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${SPECDEC_BINARY_DIR} --prefix ${WORK_DIR}/prefix
                 RESULT_VARIABLE rc OUTPUT_QUIET)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "cmake --install failed (${rc})")
 endif()
-# Relocatable: move the installed tree and use it from its new place.
 file(RENAME ${WORK_DIR}/prefix ${WORK_DIR}/moved-prefix)
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
-                        -DCMAKE_PREFIX_PATH=${WORK_DIR}/moved-prefix
-                RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "configuring the consumer failed (${rc})")
+
+set(no_backends -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON -DCMAKE_DISABLE_FIND_PACKAGE_dnnl=ON
+                -DCMAKE_DISABLE_FIND_PACKAGE_OpenMP=ON -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON)
+
+# consumer(<name> <components> <uses> [extra configure args...])
+function(consumer name components uses)
+  set(build ${WORK_DIR}/build-${name})
+  execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${build} -G ${GENERATOR}
+                          -DCMAKE_PREFIX_PATH=${WORK_DIR}/moved-prefix "-DCONSUMER_COMPONENTS=${components}"
+                          -DCONSUMER_USES=${uses} ${ARGN}
+                  RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${name}: configuring the consumer failed (${rc})")
+  endif()
+  execute_process(COMMAND ${CMAKE_COMMAND} --build ${build} RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${name}: building the consumer failed (${rc})")
+  endif()
+  execute_process(COMMAND ${build}/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+  message("${name}: ${out}")
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "specdec ok")
+    message(FATAL_ERROR "${name}: the consumer ran but failed (${rc})")
+  endif()
+endfunction()
+
+consumer(all "" core)
+consumer(core-io "core;io" io ${no_backends})
+if(HAS_TORCH)
+  consumer(torch "torch" torch)
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "building the consumer failed (${rc})")
+if(HAS_CUDA)
+  consumer(cuda "cuda" cuda -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON)
 endif()
-execute_process(COMMAND ${WORK_DIR}/build/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out)
-message("${out}")
-if(NOT rc EQUAL 0 OR NOT out MATCHES "specdec ok")
-  message(FATAL_ERROR "the consumer ran but failed (${rc})")
+
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/build-missing -G ${GENERATOR}
+                        -DCMAKE_PREFIX_PATH=${WORK_DIR}/moved-prefix -DCONSUMER_COMPONENTS=nonsense
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "without the nonsense component")
+  message(FATAL_ERROR "asking for a component that does not exist configured, or did not name it:\n${out}${err}")
 endif()

@@ -1,8 +1,17 @@
-// A host application using the installed header-only core.
+// A host application using the installed specdec: the header-only core
+// always, and the component it links (CONSUMER_USES_*) once.
 #include <specdec/specdec.hpp>
 
 #include <cstdio>
 #include <vector>
+
+#if defined(CONSUMER_USES_IO)
+#include <specdec/io/float_convert.hpp>
+#elif defined(CONSUMER_USES_TORCH)
+#include <specdec/torch/threads.hpp>
+#elif defined(CONSUMER_USES_CUDA)
+#include <specdec/cuda/chain_speculative_sampling.hpp>
+#endif
 
 int main() {
   specdec::DraftTree tree(/*root_token=*/0);
@@ -13,6 +22,20 @@ int main() {
   specdec::GreedyAcceptance rule;
   const auto r = rule.verify(tree, specdec::ProbRows(target.data(), 2, 3), {}, rng);
   if (r.num_accepted() != 1 || r.bonus_token != 1) return 1;
+#if defined(CONSUMER_USES_IO)
+  const float x[] = {1.5f, -2.0f};  // exact in bf16
+  std::uint16_t b[2];
+  float back[2];
+  specdec::io::from_f32(x, 2, specdec::DType::kBF16, b);
+  for (int i = 0; i < 2; ++i) back[i] = specdec::io::bf16_to_f32(b[i]);
+  if (back[0] != x[0] || back[1] != x[1]) return 2;
+#elif defined(CONSUMER_USES_TORCH)
+  if (specdec::torch_backend::available_cores() < 1) return 2;
+#elif defined(CONSUMER_USES_CUDA)
+  int devices = -1;
+  (void)specdec::cuda::cuda_device_count(&devices);  // 0 without a device: linking is what is checked
+  if (devices < 0) return 2;
+#endif
   std::printf("specdec ok %s\n", specdec::kVersion);
   return 0;
 }
