@@ -30,6 +30,7 @@
 #include "specdec/core/macros.hpp"
 #include "specdec/core/prob_matrix.hpp"
 #include "specdec/core/rng.hpp"
+#include "specdec/core/row_kernels.hpp"
 #include "specdec/core/round.hpp"
 #include "specdec/core/sampling_params.hpp"
 #include "specdec/core/status.hpp"

@@ -13,6 +13,7 @@
 #include "specdec/core/distribution.hpp"
 #include "specdec/core/draft_tree.hpp"
 #include "specdec/core/prob_matrix.hpp"
+#include "specdec/core/row_kernels.hpp"
 #include "specdec/core/rng.hpp"
 #include "specdec/core/verify_result.hpp"
 
@@ -58,21 +59,17 @@ class GreedyAcceptance {
   }
 
  private:
-  // argmax (ties to the lowest id) and the NaN/+inf check in one pass.
+  // argmax (ties to the lowest id) and the NaN/+inf check, in vectorized passes.
   static TokenId checked_argmax(std::span<const float> row, std::int32_t slot) {
     if (row.empty()) throw InvalidDistributionError(fmt::format("greedy: empty target row for slot {}", slot));
-    std::size_t best = 0;
-    bool bad = false;
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      bad |= std::isnan(row[i]) || row[i] == std::numeric_limits<float>::infinity();
-      best = row[i] > row[best] ? i : best;
-    }
-    if (bad)
+    const auto n = static_cast<std::int64_t>(row.size());
+    const auto scan = row_kernels::max_scan(row.data(), n);
+    if (scan.bad)
       for (std::size_t i = 0; i < row.size(); ++i)
         if (std::isnan(row[i]) || row[i] == std::numeric_limits<float>::infinity())
           throw InvalidDistributionError(
               fmt::format("greedy: target row of slot {} has {} at token {}", slot, row[i], i));
-    return static_cast<TokenId>(best);
+    return static_cast<TokenId>(row_kernels::first_equal(row.data(), n, scan.max));
   }
 };
 

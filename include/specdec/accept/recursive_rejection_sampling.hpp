@@ -103,22 +103,34 @@ class RecursiveRejectionSampling {
     const auto q_row = detail::sampled_children_row(kName, tree, slot, draft, p.size());
     const bool without_replacement = tree.children_mode(slot) == ChildMode::kSampledWithoutReplacement;
     detail::check_distinct_children(kName, tree, slot);
-    residual_.assign(p.begin(), p.end());
     // The builders draw children against the row's exact sum
-    // (row_math::sample_row), so the law a child was drawn from is q / sum(q):
-    // normalise once, which also makes the without-replacement update exact.
-    q_.assign(q_row.begin(), q_row.end());
-    const auto n = static_cast<std::int64_t>(q_.size());
-    const double q_total = bitexact::lane_sum(q_.data(), n);
-    if (q_total > 0.0)
-      for (double& v : q_) v /= q_total;
+    // (row_math::sample_row), so the law a child was drawn from is q / sum(q).
+    // The first child is tested on P and q / sum(q) read in place; only a
+    // rejection copies them into the double scratch that the residual
+    // updates (normalising q there also makes the without-replacement update
+    // exact). An accepted first child, the common case, copies nothing; the
+    // numbers tested are the same either way.
+    const auto n = static_cast<std::int64_t>(q_row.size());
+    const double q_total = bitexact::lane_sum(q_row.data(), n);
+    bool copied = false;
     for (auto c = tree.first_child(slot); c >= 0; c = tree.next_sibling(c)) {
       const auto x = static_cast<std::size_t>(tree.token(c));
       if (!(q_row[x] > 0.0f))
         throw InvalidDistributionError(fmt::format(
             "{}: child {} (token {}) of slot {} has draft probability {}; it cannot have been sampled",
             kName, c, x, slot, q_row[x]));
-      if (rng.uniform() * q_[x] < residual_[x]) return c;
+      const double q_x = copied             ? q_[x]
+                         : q_total > 0.0    ? static_cast<double>(q_row[x]) / q_total
+                                            : static_cast<double>(q_row[x]);
+      const double p_x = copied ? residual_[x] : static_cast<double>(p[x]);
+      if (rng.uniform() * q_x < p_x) return c;
+      if (!copied) {
+        residual_.assign(p.begin(), p.end());
+        q_.assign(q_row.begin(), q_row.end());
+        if (q_total > 0.0)
+          for (double& v : q_) v /= q_total;
+        copied = true;
+      }
       // P <- norm(max(0, P - q)); if nothing is left (P == q up to rounding,
       // unreachable in exact arithmetic) P stays as it was.
       const double mass = bitexact::lane_sum_of(

@@ -28,6 +28,7 @@
 
 #include "specdec/core/bitexact.hpp"
 #include "specdec/core/error.hpp"
+#include "specdec/core/row_kernels.hpp"
 #include "specdec/core/sampling_params.hpp"
 #include "specdec/core/types.hpp"
 
@@ -35,11 +36,9 @@ namespace specdec {
 
 // Index of the largest value; ties go to the lowest index. -inf entries are
 // never preferred over finite ones; an all -inf row returns 0.
+// (row_kernels.hpp: two vectorized passes.)
 inline TokenId argmax(std::span<const float> row) {
-  std::size_t best = 0;
-  for (std::size_t i = 1; i < row.size(); ++i)
-    if (row[i] > row[best]) best = i;
-  return static_cast<TokenId>(best);
+  return row_kernels::argmax(row.data(), static_cast<std::int64_t>(row.size()));
 }
 
 // e^x for x <= 0, the exponential the softmax uses (bitexact.hpp).
@@ -71,8 +70,8 @@ class Warper {
 
     // Softmax at temperature T over the survivors, chunk by chunk
     // (bitexact::softmax_chunk_scale: a shape the CUDA kernels reproduce bit
-    // for bit with one block per chunk); the exponent by exp_nonpositive
-    // (vectorizes).
+    // for bit with one block per chunk); the exponent by exp_nonpositive, in
+    // row_kernels' vectorized passes.
     const float inv_t = 1.0f / params.temperature;
     const auto n = static_cast<std::int64_t>(vocab);
     constexpr std::int64_t kChunk = bitexact::kSumChunk;
@@ -82,23 +81,18 @@ class Warper {
       const std::int64_t m = std::min(kChunk, n - c);
       const float* x = logits.data() + c;
       float* e = probs.data() + c;
-      const float chunk_max = max_of(x, m);
-      if (chunk_max == -std::numeric_limits<float>::infinity()) {
+      const float chunk_max = n <= kChunk ? max_logit : row_kernels::max_scan(x, m).max;
+      double sum = 0.0;
+      if (chunk_max == -std::numeric_limits<float>::infinity())
         std::fill(e, e + m, 0.0f);
-      } else if (threshold > -std::numeric_limits<float>::infinity()) {  // top-k: nothing below the k-th logit
-        for (std::int64_t i = 0; i < m; ++i)
-          e[i] = x[i] < threshold ? 0.0f : bitexact::softmax_exponent(x[i], chunk_max, inv_t);
-      } else {
-        for (std::int64_t i = 0; i < m; ++i) e[i] = bitexact::softmax_exponent(x[i], chunk_max, inv_t);
-      }
-      const double sum = bitexact::chunk_sum_of([e](std::int64_t i) { return static_cast<double>(e[i]); }, 0, m);
+      else  // top-k: nothing below the k-th logit
+        sum = row_kernels::exp_pass(row_kernels::ExpPass{x, m, chunk_max, inv_t, threshold, e});
       scales_.push_back(bitexact::softmax_chunk_scale(chunk_max, max_logit, inv_t));
       normaliser = bitexact::softmax_normaliser_add(normaliser, sum, scales_.back());
     }
     for (std::int64_t c = 0; c < n; c += kChunk) {
       const float f = bitexact::softmax_chunk_factor(scales_[static_cast<std::size_t>(c / kChunk)], normaliser);
-      float* e = probs.data() + c;
-      for (std::int64_t i = 0, m = std::min(kChunk, n - c); i < m; ++i) e[i] *= f;
+      row_kernels::scale(probs.data() + c, std::min(kChunk, n - c), f);
     }
     if (params.top_p < 1.0f) apply_top_p(probs, params.top_p);
   }
@@ -108,26 +102,10 @@ class Warper {
   // logit is NaN or +inf, in which case check_logits names it.
   static float scan_logits(std::span<const float> logits) {
     if (logits.empty()) throw InvalidDistributionError("warp: empty logit row");
-    constexpr float kInf = std::numeric_limits<float>::infinity();
-    float lane[8] = {-kInf, -kInf, -kInf, -kInf, -kInf, -kInf, -kInf, -kInf};
-    int bad = 0;  // NaN and +inf fail v < inf
-    const float* x = logits.data();
-    const std::size_t n = logits.size(), full = n - n % 8;
-    for (std::size_t i = 0; i < full; i += 8)
-      for (std::size_t j = 0; j < 8; ++j) {
-        const float v = x[i + j];
-        bad |= !(v < kInf);
-        lane[j] = v > lane[j] ? v : lane[j];
-      }
-    for (std::size_t i = full; i < n; ++i) {
-      bad |= !(x[i] < kInf);
-      lane[0] = x[i] > lane[0] ? x[i] : lane[0];
-    }
-    if (bad) check_logits(logits);
-    float m = lane[0];
-    for (const float v : lane) m = v > m ? v : m;
-    if (m == -std::numeric_limits<float>::infinity()) throw InvalidDistributionError("warp: every logit is -inf");
-    return m;
+    const auto scan = row_kernels::max_scan(logits.data(), static_cast<std::int64_t>(logits.size()));
+    if (scan.bad) check_logits(logits);
+    if (scan.max == -std::numeric_limits<float>::infinity()) throw InvalidDistributionError("warp: every logit is -inf");
+    return scan.max;
   }
 
   static void check_logits(std::span<const float> logits) {
@@ -141,19 +119,6 @@ class Warper {
       any_finite |= std::isfinite(v);
     }
     if (!any_finite) throw InvalidDistributionError("warp: every logit is -inf");
-  }
-
-  // The largest of x[0..n), -inf for none; eight lanes, so it vectorizes.
-  static float max_of(const float* x, std::int64_t n) {
-    constexpr float kInf = std::numeric_limits<float>::infinity();
-    float lane[8] = {-kInf, -kInf, -kInf, -kInf, -kInf, -kInf, -kInf, -kInf};
-    const std::int64_t full = n - n % 8;
-    for (std::int64_t i = 0; i < full; i += 8)
-      for (int j = 0; j < 8; ++j) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
-    for (std::int64_t i = full; i < n; ++i) lane[0] = x[i] > lane[0] ? x[i] : lane[0];
-    float m = lane[0];
-    for (const float v : lane) m = v > m ? v : m;
-    return m;
   }
 
   static void normalize(std::span<float> probs, double sum) {

@@ -23,6 +23,7 @@
 #include "specdec/core/error.hpp"
 #include "specdec/core/logit_rows.hpp"
 #include "specdec/core/prob_matrix.hpp"
+#include "specdec/core/row_kernels.hpp"
 #include "specdec/core/sampling_params.hpp"
 #include "specdec/core/target_features.hpp"
 #include "specdec/core/warp.hpp"
@@ -211,15 +212,14 @@ class ModelVerifier {
     }
     for (auto r = first; r < first + n; ++r) {
       const auto row = logits.row(r);
-      std::size_t best = 0;
-      for (std::size_t i = 0; i < row.size(); ++i) {
-        const float v = row[i];
-        if (std::isnan(v) || v == std::numeric_limits<float>::infinity())
-          throw InvalidDistributionError(fmt::format("ModelVerifier: target logit {} of row {} is {}", i, r, v));
-        if (v > row[best]) best = i;
-      }
-      if (row[best] == -std::numeric_limits<float>::infinity())
+      const auto scan = row_kernels::max_scan(row.data(), vocab);
+      if (scan.bad)
+        for (std::size_t i = 0; i < row.size(); ++i)
+          if (std::isnan(row[i]) || row[i] == std::numeric_limits<float>::infinity())
+            throw InvalidDistributionError(fmt::format("ModelVerifier: target logit {} of row {} is {}", i, r, row[i]));
+      if (scan.max == -std::numeric_limits<float>::infinity())
         throw InvalidDistributionError(fmt::format("ModelVerifier: every target logit of row {} is -inf", r));
+      const auto best = row_kernels::first_equal(row.data(), vocab, scan.max);
       float* out = one_hot_.data() + r * vocab;
       auto& hot = hot_[static_cast<std::size_t>(r)];
       if (hot >= 0) out[hot] = 0.0f;
