@@ -27,6 +27,7 @@
 #include "specdec/core/draft_tree.hpp"
 #include "specdec/core/prob_matrix.hpp"
 #include "specdec/core/rng.hpp"
+#include "specdec/core/row_kernels.hpp"
 #include "specdec/core/verify_result.hpp"
 
 namespace specdec {
@@ -79,7 +80,7 @@ class RecursiveRejectionSampling {
   // child's mass is subtracted from the running total instead.
   std::int32_t verify_deterministic(const DraftTree& tree, std::int32_t slot, std::span<const float> p,
                                     RandomStream& rng, VerifyResult& out) {
-    double mass = bitexact::lane_sum(p.data(), static_cast<std::int64_t>(p.size()));
+    double mass = row_kernels::lane_sum(p.data(), static_cast<std::int64_t>(p.size()));
     removed_.clear();
     for (auto c = tree.first_child(slot); c >= 0; c = tree.next_sibling(c)) {
       const TokenId x = tree.token(c);
@@ -111,7 +112,7 @@ class RecursiveRejectionSampling {
     // exact). An accepted first child, the common case, copies nothing; the
     // numbers tested are the same either way.
     const auto n = static_cast<std::int64_t>(q_row.size());
-    const double q_total = bitexact::lane_sum(q_row.data(), n);
+    const double q_total = row_kernels::lane_sum(q_row.data(), n);
     bool copied = false;
     for (auto c = tree.first_child(slot); c >= 0; c = tree.next_sibling(c)) {
       const auto x = static_cast<std::size_t>(tree.token(c));
@@ -127,25 +128,18 @@ class RecursiveRejectionSampling {
       if (!copied) {
         residual_.assign(p.begin(), p.end());
         q_.assign(q_row.begin(), q_row.end());
-        if (q_total > 0.0)
-          for (double& v : q_) v /= q_total;
+        if (q_total > 0.0) row_kernels::divide(q_.data(), n, q_total);
         copied = true;
       }
-      // P <- norm(max(0, P - q)); if nothing is left (P == q up to rounding,
-      // unreachable in exact arithmetic) P stays as it was.
-      const double mass = bitexact::lane_sum_of(
-          [&](std::int64_t i) {
-            return std::max(0.0, residual_[static_cast<std::size_t>(i)] - q_[static_cast<std::size_t>(i)]);
-          },
-          n);
-      if (mass > 0.0)
-        for (std::size_t i = 0; i < residual_.size(); ++i)
-          residual_[i] = std::max(0.0, residual_[i] - q_[i]) / mass;
+      // P <- norm(max(0, P - q)), the mass in lane_sum's shape; if nothing
+      // is left (P == q up to rounding, unreachable in exact arithmetic) P
+      // stays as it was.
+      const double mass = row_kernels::residual_mass(residual_.data(), q_.data(), n);
+      if (mass > 0.0) row_kernels::subtract_residual(residual_.data(), q_.data(), n, mass);
       if (without_replacement) {
         const double rest = 1.0 - q_[x];
         q_[x] = 0.0;
-        if (rest > 0.0)
-          for (double& v : q_) v /= rest;
+        if (rest > 0.0) row_kernels::divide(q_.data(), n, rest);
       }
     }
     out.bonus_token = emit(residual_, p, rng);

@@ -9,10 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "specdec/core/bitexact.hpp"
 #include "specdec/core/macros.hpp"
 #include "specdec/core/rng.hpp"
+#include "specdec/core/row_kernels.hpp"
 #include "specdec/core/types.hpp"
 
 namespace specdec::row_math {
@@ -63,6 +65,14 @@ SPECDEC_HOST_DEVICE TokenId sample_weights(W w, std::int64_t n, double u) {
 template <class T>
 SPECDEC_HOST_DEVICE TokenId sample_row(const T* w, std::int64_t n, double u,
                                        TokenId excluded = kNoToken) {
+#if !defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {  // row_kernels' vectorized passes, same draw
+    std::uint64_t total = row_kernels::mass_total(w, n);
+    if (excluded >= 0 && excluded < n) total -= bitexact::fixed_mass(static_cast<double>(w[excluded]));
+    if (total == 0) return kNoToken;
+    return static_cast<TokenId>(row_kernels::first_crossing(w, n, draw_threshold(u, total), excluded));
+  }
+#endif
   return sample_weights(
       [w, excluded](std::int64_t i) { return i == excluded ? 0.0 : static_cast<double>(w[i]); }, n, u);
 }

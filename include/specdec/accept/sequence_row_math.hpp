@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "specdec/accept/row_math.hpp"
+#include "specdec/core/row_kernels.hpp"
 #include "specdec/core/macros.hpp"
 #include "specdec/core/rng.hpp"
 #include "specdec/core/types.hpp"
@@ -56,7 +57,11 @@ SPECDEC_HOST_DEVICE double weight_after_rejection(double p, double z) {
 // A row's mass in double, summed in bitexact::lane_sum's shape (a CUDA block
 // of 1024 threads sums it to the same bits).
 SPECDEC_HOST_DEVICE double row_mass(const float* row, std::int64_t vocab) {
+#if defined(__CUDA_ARCH__)
   return bitexact::lane_sum(row, vocab);
+#else
+  return row_kernels::lane_sum(row, vocab);  // the same sum, vectorized
+#endif
 }
 
 // Z = sum_y max(p * b(y) - q(y), 0) for a target row b and a draft row q.

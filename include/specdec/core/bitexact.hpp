@@ -130,7 +130,8 @@ SPECDEC_HOST_DEVICE double exp_nonpositive_double(double y) {
   return mul_rn(mul_rn(sum, std::bit_cast<double>(static_cast<std::uint64_t>(ki + 1023 + 64) << 52)), 0x1p-64);
 }
 
-// A probability mass in fixed point: floor(w * 2^60), 0 for w <= 0 or NaN.
+// A probability mass in fixed point: floor(w * 2^60), 0 for w <= 0, NaN or
+// infinite.
 // Integer sums of these are exact in any order, so a parallel sum equals a
 // sequential one: draws (row_math::sample_weights) and the top-p nucleus sum
 // masses this way. 2^-60 is finer than a uniform's 2^-53 steps. Masses are
@@ -139,7 +140,11 @@ inline constexpr int kMassFractionBits = 60;
 SPECDEC_HOST_DEVICE std::uint64_t fixed_mass(double w) {
   // Through int64: w * 2^60 < 2^63, and a signed conversion is one
   // instruction where an unsigned one is a branchy sequence on x86-64.
-  return w > 0.0 ? static_cast<std::uint64_t>(static_cast<std::int64_t>(w * 0x1p60)) : 0;
+  // w > 0 and finite, as an unsigned compare of its bits: an integer select,
+  // not a float compare GCC keeps as a branch (-ftrapping-math), so scans
+  // of masses vectorize.
+  const double c = std::bit_cast<std::uint64_t>(w) - 1 < 0x7fefffffffffffffull ? w : 0.0;
+  return static_cast<std::uint64_t>(static_cast<std::int64_t>(c * 0x1p60));
 }
 
 // A row's sum in double, with a fixed shape that a CUDA block reproduces:

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "specdec/core/error.hpp"
+#include "specdec/core/row_kernels.hpp"
 
 namespace specdec {
 
@@ -25,35 +26,12 @@ inline constexpr double kDistributionSumTolerance = 1e-3;
 inline double check_distribution(std::span<const float> row, std::string_view what) {
   if (row.empty()) throw InvalidDistributionError(fmt::format("{}: empty distribution", what));
   // One branch-free pass with independent accumulators (rules call this on
-  // every row they read, so it must run at memory speed): v - v is NaN exactly
-  // when v is NaN or infinite, and a single min finds any negative entry.
-  // Eight lanes: the float checks vectorise four-wide even on baseline
-  // x86-64, and eight double sums keep the additions from waiting on each other.
-  constexpr std::size_t kLanes = 8;
-  double sum[kLanes] = {};
-  float bad[kLanes] = {}, low[kLanes] = {};
-  const std::size_t n = row.size(), body = n - n % kLanes;
-  for (std::size_t i = 0; i < body; i += kLanes)
-    for (std::size_t l = 0; l < kLanes; ++l) {
-      const float v = row[i + l];
-      sum[l] += static_cast<double>(v);
-      bad[l] += v - v;
-      low[l] = v < low[l] ? v : low[l];
-    }
-  for (std::size_t i = body; i < n; ++i) {
-    sum[0] += static_cast<double>(row[i]);
-    bad[0] += row[i] - row[i];
-    low[0] = row[i] < low[0] ? row[i] : low[0];
-  }
-  double total = 0.0;
-  float bad_all = 0.0f, low_all = 0.0f;
-  for (std::size_t l = 0; l < kLanes; ++l) {
-    total += sum[l];
-    bad_all += bad[l];
-    low_all = std::min(low_all, low[l]);
-  }
-  const bool finite = std::isfinite(bad_all);
-  const bool negative = low_all < 0.0f;
+  // every row they read, so it must run at memory speed;
+  // row_kernels::distribution_scan).
+  const std::size_t n = row.size();
+  const auto scan = row_kernels::distribution_scan(row.data(), static_cast<std::int64_t>(n));
+  const double total = scan.sum;
+  const bool finite = scan.finite, negative = scan.negative;
   if (!finite || negative) {  // slow path: name the first offending token
     for (std::size_t i = 0; i < n; ++i) {
       if (!std::isfinite(row[i]))
