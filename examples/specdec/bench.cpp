@@ -325,8 +325,8 @@ int run_batched_bench(const BenchCommand& b) {
 }
 
 // Each method's prompts again, untimed, every round re-verified by the three
-// rules on the same drafts. A method that does not expose its rounds (e.g.
-// DuoDecoding) gets none.
+// rules on the same drafts. A method that does not expose its rounds gets
+// none (every registered method does).
 std::vector<std::optional<SameDraftsComparison>> compare_rules_on_same_drafts(std::vector<AnyDecoder>& methods,
                                                                              const std::vector<std::string>& prompts,
                                                                              const tokenizer::Tokenizer& tokenizer,

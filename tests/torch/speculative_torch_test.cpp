@@ -226,6 +226,32 @@ TEST_CASE("A sampled request draws the same tokens alone and in batches of 4 to 
   }
 }
 
+TEST_CASE("Every registered method shows its rounds to a round-view observer", "[torch][engine]") {
+  auto [target, draft] = random_target_and_draft(sd::DType::kF32);
+  const auto heads = write_random_heads(target, "specdec_observer_heads", sd::DType::kF32);
+  write_sv_files(heads, st::tiny_decoding_config(1, 8), 1.0f);
+  const std::vector<sd::TokenId> prompt{7, 3, 9, 3, 7, 3, 9};
+  sd::GenerationOptions o;
+  o.max_new_tokens = 12;
+  for (const auto& info : tb::registered_methods()) {
+    INFO(info.name);
+    const std::string spec = info.name == "duo"       ? "duo:gamma=3:pin=0"
+                             : info.name == "sv"      ? "sv:k=3:all=1"
+                             : info.name == "sequoia" ? "sequoia:p=0.5,0.2,0.1:total=8:depth=3"
+                                                      : info.name;
+    auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f}, heads);
+    std::int64_t rounds = 0, emitted = 0;
+    method.set_round_view_observer([&](const sd::RoundView& v) {
+      ++rounds;
+      emitted += static_cast<std::int64_t>(v.result->accepted_nodes.size()) + 1;
+      CHECK(v.target.num_rows() == v.tree->size() + 1);
+    });
+    const auto out = method.generate(prompt, o);
+    CHECK(rounds == out.stats.rounds());
+    CHECK(emitted >= static_cast<std::int64_t>(out.tokens.size()));  // the last round may emit past the limit
+  }
+}
+
 TEST_CASE("Lyanna and the EAGLE-style head decode greedily exactly like autoregressive decoding",
           "[torch][engine][lyanna]") {
   auto target = tb::LlamaModel::random(st::tiny_decoding_config(2, 32), 5);

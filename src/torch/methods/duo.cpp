@@ -105,6 +105,11 @@ struct WithDuo {
     return out;
   }
 
+  // Called on the target's thread, after each round.
+  void set_round_view_observer(std::function<void(const RoundView&)> f) {
+    engine.set_round_view_observer(std::move(f));
+  }
+
   // Every request's tail is verified in one target forward on the target's
   // thread while the worker drafts below each tail in turn.
   BatchRun generate_batch(std::span<const std::vector<TokenId>> p, std::span<const GenerationOptions> o,

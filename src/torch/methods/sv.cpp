@@ -86,6 +86,9 @@ struct WithSv {
   GenerationResult generate(std::span<const TokenId> p, const GenerationOptions& o, const TokenCallback& cb) {
     return parts.generate(p, o, cb);
   }
+  void set_round_view_observer(std::function<void(const RoundView&)> f) {
+    parts.engine.set_round_view_observer(std::move(f));
+  }
   BatchRun generate_batch(std::span<const std::vector<TokenId>> p, std::span<const GenerationOptions> o,
                           std::size_t max_batch) {
     return parts.generate_batch(p, o, max_batch);
