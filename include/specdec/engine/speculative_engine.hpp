@@ -274,174 +274,28 @@ class SpeculativeEngine {
       if (!r->active())
         throw InvalidArgumentError(fmt::format("SpeculativeEngine::step: request {} is {}", r->seq_,
                                                r->begun_ ? "done" : "not begun"));
-    const auto step0 = DecodeClock::now();
-    // The step's model clocks (the target's, and each distinct drafter's),
-    // for each request's share of the step's host time (Stats::step_host_seconds).
-    const auto step_target0 = detail::reading(target_clock_);
-    step_clocks_.clear();
-    for (Request* r : batch)
-      if (r->draft_clock_ != nullptr &&
-          std::none_of(step_clocks_.begin(), step_clocks_.end(), [&](const auto& c) { return c.first == r->draft_clock_; }))
-        step_clocks_.emplace_back(r->draft_clock_, *r->draft_clock_);
-    // budget, draft (with what the last round carried over)
-    lagged_.clear();
-    build_items_.clear();
-    build_requests_.clear();
-    for (Request* r : batch) {
-      r->draft0_ = detail::reading(r->draft_clock_);
-      const auto t0 = DecodeClock::now();
-      r->budget_ = r->sink_.fit(r->policy_->budget());  // the tree fits the context left
-      const auto room = r->sink_.tree_room();
-      const CarryPlan plan = carry_.plan(r->carry_, r->root_, room);
-      r->lagged_ = plan.mode == CarryMode::kLagged;
-      if (r->lagged_) {
-        plan_lagged(*r, plan, room);
-        continue;
-      }
-      if constexpr (kDraftsBatched) {
-        if (plan.mode == CarryMode::kNone && batch.size() > 1) {  // drafted below, with the batch's others
-          build_items_.push_back(
-              BuildItem<D>{r->drafter_, r->budget_, r->root_, &r->draft_rng_, &r->drafted_, &r->rows_});
-          build_requests_.push_back(r);
-          continue;
-        }
-      }
-      if (plan.mode == CarryMode::kInstead) {  // verify the carried tree in a forward of its own
-        r->drafted_ = *plan.tree;
-        r->rows_.resize(0, r->rows_.vocab());
-        r->fresh_nodes_ = r->num_drafted_ = 0;
-      } else {
-        builder_.build(*r->drafter_, r->budget_, r->root_, r->draft_rng_, r->drafted_, r->rows_);
-        r->num_drafted_ = detail::drafted_nodes(builder_, r->drafted_);  // the shared builder's pool is r's now
-        r->fresh_nodes_ = r->drafted_.size();
-        if (plan.mode == CarryMode::kFuse && plan.tree->size() <= room - r->fresh_nodes_)
-          r->drafted_ = trie_union(r->drafted_, *plan.tree).tree;  // fresh nodes keep their indices
-      }
-      r->draft_seconds_ = seconds_between(t0, DecodeClock::now());
-      r->draft_model_ = detail::since(r->draft_clock_, r->draft0_);
-    }
-    if (!build_items_.empty()) draft_batched();
-    // lagged drafts: on the worker while the target scores, or here
-    const bool concurrent = worker_ != nullptr && !lagged_.empty();
-    double lagged_seconds = 0.0;
-    if (concurrent)
-      worker_->submit([this, &lagged_seconds] { lagged_seconds = draft_lagged(); });
+    StepTimes t = start_step(batch);
+    draft_phase(batch);
+    t.concurrent = worker_ != nullptr && !lagged_.empty();
+    if (t.concurrent)  // lagged drafts: on the worker while the target scores, or here
+      worker_->submit([this, &t] { t.lagged_seconds = draft_lagged(); });
     else if (!lagged_.empty())
-      lagged_seconds = draft_lagged();
-    double score_seconds = 0.0, select_seconds = 0.0, wait_seconds = 0.0;
-    ModelClock score_model;
+      t.lagged_seconds = draft_lagged();
     try {
-      // select: a lagged tail is verified whole (its drafts hang below its tip)
-      const auto t1 = DecodeClock::now();
-      selections_.clear();
-      for (Request* r : batch) {
-        r->verified_ = r->lagged_ ? &r->scored_ : &r->drafted_;
-        if (!r->lagged_)
-          selections_.push_back(Selection{r->seq_, &r->drafted_, r->budget_, &r->selected_, false, r->rows_.view(),
-                                          r->options_.sampling});
-      }
-      if (!selections_.empty()) selector_.select(selections_);
-      items_.clear();
-      std::size_t next_selection = 0;
-      for (Request* r : batch) {
-        if (!r->lagged_ && selections_[next_selection++].use_selected) r->verified_ = &r->selected_;
-        items_.push_back(ScoreItem{r->seq_, r->verified_, r->options_.sampling});
-      }
-      select_seconds = seconds_between(t1, DecodeClock::now()) / static_cast<double>(batch.size());
-      // score: one target forward for the whole batch
-      const auto target0 = detail::reading(target_clock_);
-      const auto t2 = DecodeClock::now();
-      target_rows_.resize(batch.size());
-      verifier_->score(items_, target_rows_);
-      score_seconds = seconds_between(t2, DecodeClock::now());
-      score_model = detail::since(target_clock_, target0);
+      select_phase(batch, t);
+      score_phase(batch, t);
     } catch (...) {
-      if (concurrent) wait_quietly();  // the worker still writes into these requests
+      if (t.concurrent) wait_quietly();  // the worker still writes into these requests
       throw;
     }
-    if (concurrent) {
-      const auto t = DecodeClock::now();
+    if (t.concurrent) {
+      const auto w = DecodeClock::now();
       worker_->wait();
-      wait_seconds = seconds_between(t, DecodeClock::now());
+      t.wait_seconds = seconds_between(w, DecodeClock::now());
     }
     for (Request* r : lagged_) r->draft_model_ = detail::since(r->draft_clock_, r->draft0_);
-    // accept, commit, observe
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      Request& r = *batch[i];
-      const DraftTree& tree = *r.verified_;
-      const auto t3 = DecodeClock::now();
-      const auto commit_target0 = detail::reading(target_clock_);
-      const auto commit_draft0 = detail::reading(r.draft_clock_);
-      r.result_ = rule_.verify(tree, target_rows_[i], r.rows_.view(), r.rule_rng_);
-      verifier_->commit(r.seq_, tree, r.result_);
-      if constexpr (TrackingSelector<S>) selector_.commit(r.seq_, tree, r.result_);
-      r.emitted_ = r.result_.emitted_tokens(tree);
-      r.drafter_->commit(r.emitted_);
-      const auto t4 = DecodeClock::now();
-      const double accept_seconds = seconds_between(t3, t4);
-      auto target_model = score_model;  // a shared forward counts for every request in it
-      detail::add(target_model, detail::since(target_clock_, commit_target0));
-      auto draft_model = r.draft_model_;
-      detail::add(draft_model, detail::since(r.draft_clock_, commit_draft0));
-
-      auto& stats = r.out_.stats;
-      stats.draft_seconds += r.draft_seconds_ + select_seconds;
-      stats.verify_seconds += score_seconds;
-      stats.accept_seconds += accept_seconds;
-      stats.target_model_seconds += target_model.seconds;
-      stats.target_forwards += target_model.forwards;
-      stats.draft_model_seconds += draft_model.seconds;
-      stats.draft_forwards += draft_model.forwards;
-      stats.acceptance.record(r.result_, R::kLossless && selector_lossless());
-      stats.verified.record(r.num_drafted_, tree.size());
-      if (r.lagged_) {
-        stats.lag.score_seconds += score_seconds;
-        stats.lag.draft_seconds += r.draft_seconds_;
-        stats.lag.target_wait_seconds += wait_seconds;
-        if (concurrent) {
-          stats.lag.draft_idle_seconds += std::max(0.0, score_seconds - lagged_seconds);
-          stats.lag.worker_model_seconds += r.draft_model_.seconds;
-        }
-      }
-      r.policy_->observe(detail::round_outcome(r.num_drafted_, tree, r.result_, r.draft_seconds_ + select_seconds,
-                                               score_seconds + accept_seconds, target_model, draft_model));
-      if (round_observer_) round_observer_(tree, r.result_);
-      if (round_view_observer_)
-        round_view_observer_(RoundView{r.seq_, &tree, target_rows_[i], r.rows_.view(), &r.result_});
-      const bool first = r.out_.tokens.empty();
-      bool done = false;
-      for (const TokenId t : r.emitted_)
-        if ((done = r.sink_.push(t))) break;
-      if (first) stats.time_to_first_token_seconds = seconds_between(r.start_, DecodeClock::now());
-      r.root_ = r.emitted_.back();
-      // carry-over: what the next round inherits (drafting work); a finished
-      // request has no room for it, but its counts are still recorded
-      const auto t5 = DecodeClock::now();
-      const CarryRound round{&tree,    r.fresh_nodes_,   &r.drafted_, r.rows_.view(),
-                             &r.result_, r.root_, done ? 0 : r.sink_.tree_room()};
-      carry_.after(r.carry_, *r.drafter_, round, stats);
-      stats.draft_seconds += seconds_between(t5, DecodeClock::now());
-      if (done) finish(r);
-    }
-    // Host time of the step: its wall time less the model calls on this
-    // thread and the wait for the worker (whose draft forwards overlap),
-    // shared among the requests it advanced.
-    double model_seconds = detail::since(target_clock_, step_target0).seconds + wait_seconds;
-    for (const auto& [clock, mark] : step_clocks_) model_seconds += detail::since(clock, mark).seconds;
-    if (concurrent)
-      for (const Request* r : lagged_) model_seconds -= r->draft_model_.seconds;  // counted on the worker
-    const double host_share =
-        std::max(0.0, seconds_between(step0, DecodeClock::now()) - model_seconds) / static_cast<double>(batch.size());
-    for (Request* r : batch) {
-      r->out_.stats.step_host_seconds += host_share;
-      r->out_.stats.shared_steps += batch.size() > 1;
-    }
-    if constexpr (requires(S& s, const StepTiming& t) { s.observe_step(t); }) {
-      std::int64_t scored = 0;
-      for (const auto& item : items_) scored += item.tree->size() + 1;
-      selector_.observe_step(StepTiming{static_cast<std::int32_t>(batch.size()), scored, score_seconds,
-                                        seconds_between(step0, DecodeClock::now())});
-    }
+    for (std::size_t i = 0; i < batch.size(); ++i) accept_phase(*batch[i], target_rows_[i], t);
+    end_step(batch, t);
   }
 
   // Ends a request before it is done (the host cancelled it): its sequence is
@@ -456,6 +310,199 @@ class SpeculativeEngine {
   // Chains of a step are drafted together, one forward per level, when the
   // builder grows them in lockstep and the drafter batches its forwards.
   static constexpr bool kDraftsBatched = BatchBuilderFor<B, D> && BatchDrafter<D>;
+
+  // One step's clocks: its start, the model clocks at its start (the
+  // target's, and each distinct drafter's: what is left of the wall time is
+  // the host's), and what the phases measured.
+  struct StepTimes {
+    DecodeClock::time_point start;
+    ModelClock target0;
+    double select_seconds = 0.0;  // per request
+    double score_seconds = 0.0, wait_seconds = 0.0, lagged_seconds = 0.0;
+    ModelClock score_model;  // the target's forward(s) of the score phase
+    bool concurrent = false;  // lagged drafts ran on the worker
+  };
+  StepTimes start_step(std::span<Request* const> batch) {
+    StepTimes t;
+    t.start = DecodeClock::now();
+    t.target0 = detail::reading(target_clock_);
+    step_clocks_.clear();
+    for (Request* r : batch)
+      if (r->draft_clock_ != nullptr &&
+          std::none_of(step_clocks_.begin(), step_clocks_.end(), [&](const auto& c) { return c.first == r->draft_clock_; }))
+        step_clocks_.emplace_back(r->draft_clock_, *r->draft_clock_);
+    return t;
+  }
+
+  // budget, draft: each request's budget (fitted to the context left) and
+  // its tree, as its carry-over plans it (draft_request); the chains of
+  // requests that draft in lockstep in one batched build.
+  void draft_phase(std::span<Request* const> batch) {
+    lagged_.clear();
+    build_items_.clear();
+    build_requests_.clear();
+    for (Request* r : batch) draft_request(*r, batch.size());
+    if (!build_items_.empty()) draft_batched();
+  }
+
+  // The one place the carry modes are dispatched:
+  //   kLagged   the tail is verified while drafts grow below it (plan_lagged)
+  //   kNone     a fresh tree, with the batch's others when they draft in lockstep
+  //   kInstead  the carried tree is verified in place of a fresh one
+  //   kFuse     a fresh tree, trie-unioned with the carried one if it fits
+  void draft_request(Request& r, std::size_t batch_size) {
+    r.draft0_ = detail::reading(r.draft_clock_);
+    const auto t0 = DecodeClock::now();
+    r.budget_ = r.sink_.fit(r.policy_->budget());  // the tree fits the context left
+    const auto room = r.sink_.tree_room();
+    const CarryPlan plan = carry_.plan(r.carry_, r.root_, room);
+    r.lagged_ = plan.mode == CarryMode::kLagged;
+    if (r.lagged_) {
+      plan_lagged(r, plan, room);
+      return;
+    }
+    if constexpr (kDraftsBatched) {
+      if (plan.mode == CarryMode::kNone && batch_size > 1) {  // drafted below, with the batch's others
+        build_items_.push_back(BuildItem<D>{r.drafter_, r.budget_, r.root_, &r.draft_rng_, &r.drafted_, &r.rows_});
+        build_requests_.push_back(&r);
+        return;
+      }
+    }
+    if (plan.mode == CarryMode::kInstead) {
+      r.drafted_ = *plan.tree;
+      r.rows_.resize(0, r.rows_.vocab());
+      r.fresh_nodes_ = r.num_drafted_ = 0;
+    } else {
+      builder_.build(*r.drafter_, r.budget_, r.root_, r.draft_rng_, r.drafted_, r.rows_);
+      r.num_drafted_ = detail::drafted_nodes(builder_, r.drafted_);  // the shared builder's pool is r's now
+      r.fresh_nodes_ = r.drafted_.size();
+      if (plan.mode == CarryMode::kFuse && plan.tree->size() <= room - r.fresh_nodes_)
+        r.drafted_ = trie_union(r.drafted_, *plan.tree).tree;  // fresh nodes keep their indices
+    }
+    r.draft_seconds_ = seconds_between(t0, DecodeClock::now());
+    r.draft_model_ = detail::since(r.draft_clock_, r.draft0_);
+  }
+
+  // select: which drafted nodes the target sees (a lagged tail is verified
+  // whole: its drafts hang below its tip); each request's ScoreItem.
+  void select_phase(std::span<Request* const> batch, StepTimes& t) {
+    const auto t1 = DecodeClock::now();
+    selections_.clear();
+    for (Request* r : batch) {
+      r->verified_ = r->lagged_ ? &r->scored_ : &r->drafted_;
+      if (!r->lagged_)
+        selections_.push_back(Selection{r->seq_, &r->drafted_, r->budget_, &r->selected_, false, r->rows_.view(),
+                                        r->options_.sampling});
+    }
+    if (!selections_.empty()) selector_.select(selections_);
+    items_.clear();
+    std::size_t next_selection = 0;
+    for (Request* r : batch) {
+      if (!r->lagged_ && selections_[next_selection++].use_selected) r->verified_ = &r->selected_;
+      items_.push_back(ScoreItem{r->seq_, r->verified_, r->options_.sampling});
+    }
+    t.select_seconds = seconds_between(t1, DecodeClock::now()) / static_cast<double>(batch.size());
+  }
+
+  // score: one target forward for the whole batch.
+  void score_phase(std::span<Request* const> batch, StepTimes& t) {
+    const auto target0 = detail::reading(target_clock_);
+    const auto t2 = DecodeClock::now();
+    target_rows_.resize(batch.size());
+    verifier_->score(items_, target_rows_);
+    t.score_seconds = seconds_between(t2, DecodeClock::now());
+    t.score_model = detail::since(target_clock_, target0);
+  }
+
+  // accept, commit, observe, emit, carry: one request's end of the round.
+  void accept_phase(Request& r, const ProbRows& target_rows, const StepTimes& t) {
+    const DraftTree& tree = *r.verified_;
+    const auto t3 = DecodeClock::now();
+    const auto commit_target0 = detail::reading(target_clock_);
+    const auto commit_draft0 = detail::reading(r.draft_clock_);
+    r.result_ = rule_.verify(tree, target_rows, r.rows_.view(), r.rule_rng_);
+    verifier_->commit(r.seq_, tree, r.result_);
+    if constexpr (TrackingSelector<S>) selector_.commit(r.seq_, tree, r.result_);
+    r.emitted_ = r.result_.emitted_tokens(tree);
+    r.drafter_->commit(r.emitted_);
+    RoundTimes round;
+    round.accept_seconds = seconds_between(t3, DecodeClock::now());
+    round.target_model = t.score_model;  // a shared forward counts for every request in it
+    detail::add(round.target_model, detail::since(target_clock_, commit_target0));
+    round.draft_model = r.draft_model_;
+    detail::add(round.draft_model, detail::since(r.draft_clock_, commit_draft0));
+    record_round(r, t, round);
+    r.policy_->observe(detail::round_outcome(r.num_drafted_, tree, r.result_, r.draft_seconds_ + t.select_seconds,
+                                             t.score_seconds + round.accept_seconds, round.target_model,
+                                             round.draft_model));
+    if (round_observer_) round_observer_(tree, r.result_);
+    if (round_view_observer_) round_view_observer_(RoundView{r.seq_, &tree, target_rows, r.rows_.view(), &r.result_});
+    auto& stats = r.out_.stats;
+    const bool first = r.out_.tokens.empty();
+    bool done = false;
+    for (const TokenId token : r.emitted_)
+      if ((done = r.sink_.push(token))) break;
+    if (first) stats.time_to_first_token_seconds = seconds_between(r.start_, DecodeClock::now());
+    r.root_ = r.emitted_.back();
+    // carry-over: what the next round inherits (drafting work); a finished
+    // request has no room for it, but its counts are still recorded
+    const auto t5 = DecodeClock::now();
+    const CarryRound carried{&tree,      r.fresh_nodes_, &r.drafted_, r.rows_.view(),
+                             &r.result_, r.root_,        done ? 0 : r.sink_.tree_room()};
+    carry_.after(r.carry_, *r.drafter_, carried, stats);
+    stats.draft_seconds += seconds_between(t5, DecodeClock::now());
+    if (done) finish(r);
+  }
+
+  // One request's round, folded into its Stats in one place.
+  struct RoundTimes {
+    double accept_seconds = 0.0;
+    ModelClock target_model, draft_model;
+  };
+  void record_round(Request& r, const StepTimes& t, const RoundTimes& round) {
+    auto& stats = r.out_.stats;
+    stats.draft_seconds += r.draft_seconds_ + t.select_seconds;
+    stats.verify_seconds += t.score_seconds;
+    stats.accept_seconds += round.accept_seconds;
+    stats.target_model_seconds += round.target_model.seconds;
+    stats.target_forwards += round.target_model.forwards;
+    stats.draft_model_seconds += round.draft_model.seconds;
+    stats.draft_forwards += round.draft_model.forwards;
+    stats.acceptance.record(r.result_, R::kLossless && selector_lossless());
+    stats.verified.record(r.num_drafted_, r.verified_->size());
+    if (r.lagged_) {
+      stats.lag.score_seconds += t.score_seconds;
+      stats.lag.draft_seconds += r.draft_seconds_;
+      stats.lag.target_wait_seconds += t.wait_seconds;
+      if (t.concurrent) {
+        stats.lag.draft_idle_seconds += std::max(0.0, t.score_seconds - t.lagged_seconds);
+        stats.lag.worker_model_seconds += r.draft_model_.seconds;
+      }
+    }
+  }
+
+  // Host time of the step: its wall time less the model calls on this
+  // thread and the wait for the worker (whose draft forwards overlap),
+  // shared among the requests it advanced; and the step's timing for a
+  // selector that learns from it.
+  void end_step(std::span<Request* const> batch, const StepTimes& t) {
+    double model_seconds = detail::since(target_clock_, t.target0).seconds + t.wait_seconds;
+    for (const auto& [clock, mark] : step_clocks_) model_seconds += detail::since(clock, mark).seconds;
+    if (t.concurrent)
+      for (const Request* r : lagged_) model_seconds -= r->draft_model_.seconds;  // counted on the worker
+    const double host_share = std::max(0.0, seconds_between(t.start, DecodeClock::now()) - model_seconds) /
+                              static_cast<double>(batch.size());
+    for (Request* r : batch) {
+      r->out_.stats.step_host_seconds += host_share;
+      r->out_.stats.shared_steps += batch.size() > 1;
+    }
+    if constexpr (requires(S& s, const StepTiming& st) { s.observe_step(st); }) {
+      std::int64_t scored = 0;
+      for (const auto& item : items_) scored += item.tree->size() + 1;
+      selector_.observe_step(StepTiming{static_cast<std::int32_t>(batch.size()), scored, t.score_seconds,
+                                        seconds_between(t.start, DecodeClock::now())});
+    }
+  }
 
   // A lagged round: the target scores the carried tail (trimmed to the room
   // by the plan) and the builder grows below it within what room is left.
