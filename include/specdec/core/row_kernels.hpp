@@ -212,11 +212,9 @@ SPECDEC_ROW_BODY std::int64_t first_crossing(const T* x, std::int64_t n, std::ui
   return -1;
 }
 
-// check_distribution's pass (core/distribution.hpp): eight double sums,
-// lane l adding values l, l + 8, ... in order, and whether any value is NaN,
-// infinite or negative.
-// The tail after the full blocks of eight, then the lanes in order (both
-// variants end this way). bad: NaN or infinite seen; low: a negative value seen.
+// The end of check_distribution's pass: the tail after the full blocks of
+// eight, then the lanes in order (both variants end this way). bad: NaN or
+// infinite seen; low: a negative value seen.
 SPECDEC_ROW_BODY DistributionScan finish_distribution_scan(const float* row, std::int64_t n, std::int64_t full,
                                                            double* sum, bool bad, bool low) {
   for (std::int64_t i = full; i < n; ++i) {
@@ -232,9 +230,12 @@ SPECDEC_ROW_BODY DistributionScan finish_distribution_scan(const float* row, std
   return out;
 }
 
-// A float is NaN or infinite when its exponent bits are all ones, and below
-// zero (-0 is not) when its bits, unsigned, exceed the sign bit's: integer
-// tests, which vectorize where float compares would not (-ftrapping-math).
+// check_distribution's pass (core/distribution.hpp): eight double sums,
+// lane l adding values l, l + 8, ... in order, and whether any value is NaN,
+// infinite or negative. A float is NaN or infinite when its exponent bits are
+// all ones, and below zero (-0 is not) when its bits, unsigned, exceed the
+// sign bit's: integer tests, which vectorize where float compares would not
+// (-ftrapping-math).
 SPECDEC_ROW_BODY DistributionScan distribution_scan(const float* row, std::int64_t n) {
   double sum[8] = {};
   std::uint32_t bad = 0, low = 0;

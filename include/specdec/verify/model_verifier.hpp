@@ -196,8 +196,9 @@ class ModelVerifier {
   }
 
   // Greedy warping without rewriting whole rows: the buffer stays zero except
-  // one entry per row, which is cleared before the row is reused (one pass
-  // over each logit row, fused with the NaN/+inf check, instead of three).
+  // one entry per row, which is cleared before the row is reused (per row,
+  // a vectorized max scan with the NaN/+inf check and a search for the max's
+  // first index; row_kernels.hpp).
   // Warps rows [first, first + n) of `logits` into the same rows of one_hot_.
   void one_hot_rows(const ProbRows& logits, std::int64_t first, std::int64_t n) {
     const auto vocab = logits.vocab(), rows = logits.num_rows();
