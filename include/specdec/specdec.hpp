@@ -69,6 +69,7 @@
 #include "specdec/select/goodput.hpp"
 #include "specdec/select/goodput_selector.hpp"
 #include "specdec/select/select_all.hpp"
+#include "specdec/select/sv_profiling.hpp"
 #include "specdec/select/top_nodes_selector.hpp"
 #include "specdec/select/verify_latency.hpp"
 #include "specdec/tree/chain_builder.hpp"

@@ -124,11 +124,8 @@ AnyDecoder make_method(const MethodConfig& config, LlamaModel& target, LlamaMode
                        const SamplingParams& sampling, const std::filesystem::path& heads_dir = "models");
 
 // Speculative Verification's profiling run (`specdec profile-sv`; arXiv
-// 2509.24328, §4.2): the sv method's engine verifying every draft (standard
-// speculative decoding with chains of `length`), recording each drafted
-// token's indicators (S, A) and X, the probability that the target's rule
-// accepts it given its prefix (min(1, p/q) for sampled drafts, p for
-// deterministic ones, 1 or 0 when greedy). Requests run `batch` at a time.
+// 2509.24328, §4.2) on the libtorch models: select/sv_profiling.hpp's
+// profile_sv, which a host runs on its own Model.
 struct SvProfileOptions {
   std::int32_t length = 5;
   std::string drafts = "top1";  // top1 | sample

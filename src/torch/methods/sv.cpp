@@ -5,8 +5,7 @@
 // prefixes that maximise expected tokens per second under the latency
 // measured on this machine at start-up (select/goodput_selector.hpp).
 //
-// Also the profiling run of `specdec profile-sv`: the same engine verifying
-// every draft (standard speculative decoding), recording (S, A, X).
+// `specdec profile-sv` runs select/sv_profiling.hpp on these models.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -15,6 +14,7 @@
 
 #include "specdec/io/sv_profile.hpp"
 #include "specdec/select/goodput_selector.hpp"
+#include "specdec/select/sv_profiling.hpp"
 #include "specdec/tree/chain_builder.hpp"
 
 #include "parts.hpp"
@@ -184,43 +184,16 @@ MethodInfo sv_method() {
 }  // namespace methods
 
 std::vector<AcceptanceSample> profile_sv_samples(LlamaModel& target, LlamaModel& draft, LlamaModel& companion,
-                                                 const SamplingParams& sampling, std::span<const std::vector<TokenId>> prompts,
+                                                 const SamplingParams& sampling,
+                                                 std::span<const std::vector<TokenId>> prompts,
                                                  const SvProfileOptions& o) {
-  using namespace methods;
-  const bool sample = sampled_drafts(o.drafts, "profile-sv");
-  if (o.length < 1) throw InvalidArgumentError(fmt::format("profile-sv: draft length {} (need >= 1)", o.length));
-  GoodputOptions all;
-  all.verify_all = true;
-  std::vector<AcceptanceSample> samples;
-  auto run = [&]<class Rule>(Rule rule) {
-    SvParts<Rule> parts(target, draft, companion, o.length, /*adapt=*/false, sample,
-                        std::move(rule), {}, {}, all);
-    parts.engine.set_round_view_observer([&](const typename SvParts<Rule>::Engine::RoundView& v) {
-      const auto& round = parts.engine.selector().last_round(v.seq);
-      const DraftTree& tree = *v.tree;
-      for (std::int32_t i = 0; i < tree.size(); ++i) {
-        const auto t = static_cast<std::size_t>(tree.token(i));
-        const float p = v.target.row(i)[t];  // the target's row at node i's position
-        const float q = tree.node(i).draft_prob;
-        // X: the rule's acceptance probability of the token given its prefix
-        const float x = tree.children_mode(i - 1) == ChildMode::kDeterministic ? p : std::min(1.0f, q > 0 ? p / q : 1.0f);
-        const auto& ind = round.indicators[static_cast<std::size_t>(i)];
-        samples.push_back({ind.similarity, ind.acceptance, std::clamp(x, 0.0f, 1.0f)});
-      }
-    });
-    std::vector<GenerationOptions> options(prompts.size());
-    for (std::size_t i = 0; i < prompts.size(); ++i) {
-      options[i].max_new_tokens = o.max_new_tokens;
-      options[i].sampling = sampling;
-      options[i].sampling.seed = sampling.seed + i;
-    }
-    parts.generate_batch(prompts, options, o.batch);
-  };
-  if (sampling.is_greedy())
-    run(GreedyAcceptance{});
-  else
-    run(RecursiveRejectionSampling{});
-  return samples;
+  SvProfilingOptions options;
+  options.length = o.length;
+  options.sampled_drafts = methods::sampled_drafts(o.drafts, "profile-sv");
+  options.max_new_tokens = o.max_new_tokens;
+  options.batch = o.batch;
+  options.sampling = sampling;
+  return profile_sv(target, draft, companion, prompts, options);  // select/sv_profiling.hpp
 }
 
 }  // namespace specdec::torch_backend

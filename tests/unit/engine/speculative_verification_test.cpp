@@ -16,6 +16,7 @@
 #include "specdec/engine/speculative_engine.hpp"
 #include "specdec/policy/fixed_length.hpp"
 #include "specdec/select/goodput_selector.hpp"
+#include "specdec/select/sv_profiling.hpp"
 #include "specdec/tree/chain_builder.hpp"
 #include "specdec/tree/static_tree_builder.hpp"
 #include "specdec/verify/model_verifier.hpp"
@@ -274,4 +275,33 @@ TEST_CASE("Requests that share a seed but not a request id draft independently",
   sd::GenerationOptions too_big;
   too_big.request_id = sd::GenerationOptions::kRequestIdLimit;
   CHECK_THROWS_AS(too_big.validate(), sd::InvalidArgumentError);
+}
+
+TEST_CASE("The profiling run over any Model records (S, A, X) for every drafted token", "[engine][sv]") {
+  HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, 0.8f), companion(kVocab, 1, 2, 2.0f, 0.4f, 9);
+  std::vector<std::vector<sd::TokenId>> prompts;
+  for (std::int32_t s = 0; s < 5; ++s) prompts.push_back(sd::testing::request_prompt(s, kVocab));
+  for (const bool sampled : {false, true}) {
+    INFO((sampled ? "sampled drafts at T = 1" : "top-1 drafts, greedy"));
+    sd::SvProfilingOptions o;
+    o.length = 3;
+    o.sampled_drafts = sampled;
+    o.max_new_tokens = 12;
+    o.batch = 2;
+    if (sampled) o.sampling = sd::SamplingParams{1.0f};
+    const auto samples = sd::profile_sv(target, draft, companion, prompts, o);
+    REQUIRE(samples.size() >= prompts.size() * 3);  // at least one full chain each
+    std::size_t ones = 0;
+    for (const auto& x : samples) {
+      CHECK(x.x >= 0.0f);
+      CHECK(x.x <= 1.0f);
+      if (!sampled) CHECK((x.x == 0.0f || x.x == 1.0f));  // greedy: the target's row is one-hot
+      ones += x.x == 1.0f;
+    }
+    CHECK(ones > 0);  // some drafts agree with the target
+    for (std::int32_t s = 0; s < 5; ++s) CHECK_FALSE(companion.is_open(s));
+  }
+  sd::SvProfilingOptions bad;
+  bad.sampled_drafts = true;  // at temperature 0
+  CHECK_THROWS_AS(sd::profile_sv(target, draft, companion, prompts, bad), sd::InvalidArgumentError);
 }
