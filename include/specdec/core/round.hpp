@@ -58,7 +58,7 @@ struct Selection {
   DraftTree* selected = nullptr;
   bool use_selected = false;
   ProbRows draft_rows{};
-  SamplingParams sampling{};
+  SamplingParams sampling{0.0f};  // greedy unless set, as GenerationOptions::sampling
 };
 
 // What one engine step cost (a selector that learns the round's time from
@@ -78,7 +78,7 @@ struct StepTiming {
 struct ScoreItem {
   std::int32_t seq = 0;
   const DraftTree* tree = nullptr;
-  SamplingParams sampling{};
+  SamplingParams sampling{0.0f};  // greedy unless set, as GenerationOptions::sampling
 };
 
 // An ancestor mask in the packed form a kernel reads (SGLang's bit-packed
