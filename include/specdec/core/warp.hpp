@@ -59,7 +59,9 @@ class Warper {
     const std::size_t vocab = logits.size();
     if (params.is_greedy()) {
       std::fill(probs.begin(), probs.end(), 0.0f);
-      probs[static_cast<std::size_t>(argmax(logits))] = 1.0f;
+      // the first token holding the largest logit (scan_logits found it)
+      probs[static_cast<std::size_t>(row_kernels::first_equal(logits.data(), static_cast<std::int64_t>(vocab), max_logit))] =
+          1.0f;
       return;
     }
 
