@@ -1,29 +1,24 @@
 // The host engine's request scheduler: requests wait in a queue, up to
 // `max_batch` run at once, and every iteration advances all running requests
-// by one speculative round with ONE call to SpeculativeEngine::step (one
-// target forward for all of them). Finished requests leave and waiting ones
-// join between steps: continuous batching, as serving engines do it.
+// by one speculative round with ONE step() of the method (one target forward
+// for all of them). Finished requests leave and waiting ones join between
+// steps: continuous batching, as serving engines do it. The method is any
+// the registry builds by name (methods.hpp), behind specdec::AnyDecoder.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <map>
-#include <memory>
-#include <span>
 #include <vector>
 
-#include "specdec/engine/speculative_engine.hpp"
+#include "specdec/engine/any_decoder.hpp"
 
 namespace host_engine {
 
-template <class Engine, class Drafter, class Policy>
 class Scheduler {
  public:
-  using MakeDrafter = std::function<std::unique_ptr<Drafter>(std::int32_t seq)>;
-
-  Scheduler(Engine& engine, MakeDrafter make_drafter, Policy policy, std::size_t max_batch)
-      : engine_(&engine), make_drafter_(std::move(make_drafter)), policy_(std::move(policy)), max_batch_(max_batch) {}
+  Scheduler(specdec::AnyDecoder& method, std::size_t max_batch) : method_(&method), max_batch_(max_batch) {}
 
   // Queues a request; returns its id (also its sequence id in the models).
   std::int32_t submit(std::vector<specdec::TokenId> prompt, specdec::GenerationOptions options) {
@@ -36,22 +31,24 @@ class Scheduler {
   std::map<std::int32_t, specdec::GenerationResult> run() {
     std::map<std::int32_t, specdec::GenerationResult> done;
     while (!waiting_.empty() || !running_.empty()) {
-      admit();
-      batch_.clear();
-      for (auto& r : running_) batch_.push_back(&r->request);
-      if (!batch_.empty()) {
-        engine_->step(batch_);
+      while (running_.size() < max_batch_ && !waiting_.empty()) {  // admit
+        const Job job = std::move(waiting_.front());
+        waiting_.pop_front();
+        method_->begin(job.id, job.prompt, job.options);
+        running_.push_back(job.id);
+      }
+      std::size_t active = 0;
+      for (const auto id : running_) active += method_->done(id) ? 0 : 1;
+      if (active > 0) {
+        method_->step();  // every running request, one target forward
         ++steps_;
-        peak_batch_ = std::max(peak_batch_, batch_.size());
+        peak_batch_ = std::max(peak_batch_, active);
       }
-      for (auto it = running_.begin(); it != running_.end();) {
-        if ((*it)->request.done()) {
-          done[(*it)->id] = (*it)->request.take_result();
-          it = running_.erase(it);
-        } else {
-          ++it;
-        }
-      }
+      std::erase_if(running_, [&](std::int32_t id) {
+        if (!method_->done(id)) return false;
+        done[id] = method_->take_result(id);
+        return true;
+      });
     }
     return done;
   }
@@ -65,35 +62,34 @@ class Scheduler {
     std::vector<specdec::TokenId> prompt;
     specdec::GenerationOptions options;
   };
-  struct Running {
-    Running(std::int32_t i, std::unique_ptr<Drafter> d, Policy p, const specdec::GenerationOptions& o)
-        : id(i), drafter(std::move(d)), policy(std::move(p)), request(i, *drafter, policy, o) {}
-    std::int32_t id;
-    std::unique_ptr<Drafter> drafter;
-    Policy policy;
-    typename Engine::Request request;
-  };
 
-  void admit() {
-    while (running_.size() < max_batch_ && !waiting_.empty()) {
-      Job job = std::move(waiting_.front());
-      waiting_.pop_front();
-      auto r = std::make_unique<Running>(job.id, make_drafter_(job.id), policy_, job.options);
-      engine_->begin(r->request, job.prompt);
-      running_.push_back(std::move(r));
-    }
-  }
-
-  Engine* engine_;
-  MakeDrafter make_drafter_;
-  Policy policy_;
+  specdec::AnyDecoder* method_;
   std::size_t max_batch_;
   std::int32_t next_id_ = 0;
   std::deque<Job> waiting_;
-  std::vector<std::unique_ptr<Running>> running_;
-  std::vector<typename Engine::Request*> batch_;
+  std::vector<std::int32_t> running_;
   std::int64_t steps_ = 0;
   std::size_t peak_batch_ = 0;
 };
+
+// What a run of the scheduler gives back.
+struct Outputs {
+  std::map<std::int32_t, specdec::GenerationResult> results;  // by request id (submission order)
+  std::int64_t steps = 0;
+  std::size_t peak_batch = 0;
+};
+
+// Decodes `prompts` as concurrent requests (request i is prompts[i], with
+// options[i]) through `method`, at most max_batch at once.
+inline Outputs run_requests(specdec::AnyDecoder& method, const std::vector<std::vector<specdec::TokenId>>& prompts,
+                            const std::vector<specdec::GenerationOptions>& options, std::size_t max_batch) {
+  Scheduler scheduler(method, max_batch);
+  for (std::size_t i = 0; i < prompts.size(); ++i) scheduler.submit(prompts[i], options[i]);
+  Outputs out;
+  out.results = scheduler.run();
+  out.steps = scheduler.steps();
+  out.peak_batch = scheduler.peak_batch();
+  return out;
+}
 
 }  // namespace host_engine

@@ -1,52 +1,94 @@
 // `specdec demo`: every acceptance rule on a synthetic bigram language.
 //
 // The target is a bigram model with random logits; the draft is the target with
-// Gaussian noise on its logits, so it agrees often but not always. Each method
-// generates the same number of tokens; the table shows tokens per round (tau),
-// acceptance and, as a losslessness check, the total-variation distance between
-// the empirical next-token distributions and the (warped) target's. A lossless
-// rule sits at autoregressive sampling's noise floor; a lossy one does not.
+// Gaussian noise on its logits, so it agrees often but not always. Both are
+// Models, and every method is the registry's (methods/standard_methods.hpp),
+// run by the one round engine as on real models: chains and trees of the
+// draft, each rule. Each method generates the same number of tokens; the
+// table shows tokens per round (tau), acceptance and, as a losslessness
+// check, the total-variation distance between the empirical next-token
+// distributions and the (warped) target's. A lossless rule sits at
+// autoregressive sampling's noise floor; a lossy one does not.
 #include "demo.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "specdec/methods/standard_methods.hpp"
 #include "specdec/specdec.hpp"
 
 namespace specdec::cli {
 namespace {
 
-// Warped next-token distributions of a bigram model: row(prev) = P(. | prev).
-class Bigram {
+// A bigram language model as a Model: the logits after a token are its row,
+// whatever came before, so it keeps no cache (only which sequences are open).
+class BigramModel {
  public:
-  Bigram(std::int64_t vocab, const std::vector<float>& logits, const SamplingParams& params)
-      : vocab_(vocab), probs_(vocab, vocab) {
-    Warper warp;
-    for (std::int64_t r = 0; r < vocab; ++r)
-      warp(std::span<const float>(logits.data() + r * vocab, static_cast<std::size_t>(vocab)), params,
-           probs_.row(r));
+  BigramModel(std::int64_t vocab, std::vector<float> logits) : vocab_(vocab), logits_(std::move(logits)) {}
+  std::int64_t vocab_size() const { return vocab_; }
+  std::int64_t hidden_size() const { return 0; }
+  std::int64_t max_context() const { return kUnboundedContext; }
+  void open(std::int32_t seq, const CachePolicy& policy) {
+    if (policy.kind != CachePolicy::Kind::kDense)
+      throw UnsupportedError("BigramModel: only the dense cache policy (it keeps no cache)");
+    if (std::find(open_.begin(), open_.end(), seq) == open_.end()) open_.push_back(seq);
   }
-  std::span<const float> row(TokenId prev) const { return probs_.row(prev); }
-  std::int64_t vocab() const { return vocab_; }
+  void close(std::int32_t seq) { std::erase(open_, seq); }
+  void forward(const ForwardRequest& request) {
+    if (!request.hidden.empty()) throw UnsupportedError("BigramModel: no hidden states");
+    auto* out = static_cast<float*>(request.logits.data());
+    for (const auto& in : request.sequences) {
+      if (std::find(open_.begin(), open_.end(), in.seq_id) == open_.end())
+        throw InvalidArgumentError(fmt::format("BigramModel: sequence {} is not open", in.seq_id));
+      for (const TokenId t : in.tokens) {
+        if (t < 0 || t >= vocab_) throw InvalidArgumentError(fmt::format("BigramModel: token {} out of range", t));
+        if (out == nullptr) continue;  // a prefill
+        std::memcpy(out, logits_.data() + t * vocab_, static_cast<std::size_t>(vocab_) * sizeof(float));
+        out += vocab_;
+      }
+    }
+  }
+  void accept(std::int32_t, std::span<const std::int32_t>) {}
+  void rollback(std::int32_t, std::int64_t) {}
 
  private:
   std::int64_t vocab_;
-  ProbMatrix probs_;
+  std::vector<float> logits_;  // [vocab, vocab]: row t is the logits after t
+  std::vector<std::int32_t> open_;
 };
 
-enum class Children { kChain, kSampled, kTopK };
+// The warped target rows: P(. | prev) at the demo's sampling.
+ProbMatrix warped_rows(std::int64_t vocab, const std::vector<float>& logits, const SamplingParams& params) {
+  ProbMatrix probs(vocab, vocab);
+  Warper warp;
+  for (std::int64_t r = 0; r < vocab; ++r)
+    warp(std::span<const float>(logits.data() + r * vocab, static_cast<std::size_t>(vocab)), params, probs.row(r));
+  return probs;
+}
 
-struct Method {
-  std::string name;
-  Children children;
-};
+// Every path of a full tree `width` wide and `depth` deep, as Medusa choices.
+std::string full_tree_shape(std::int32_t width, std::int32_t depth) {
+  std::vector<std::string> level{""}, next;
+  std::string shape;
+  for (std::int32_t d = 0; d < depth; ++d) {
+    next.clear();
+    for (const auto& path : level)
+      for (std::int32_t c = 0; c < width; ++c) {
+        next.push_back(path.empty() ? std::to_string(c) : path + "." + std::to_string(c));
+        shape += (shape.empty() ? "" : ";") + next.back();
+      }
+    level.swap(next);
+  }
+  return shape;
+}
 
 struct Outcome {
   AcceptanceStats stats;
@@ -54,103 +96,28 @@ struct Outcome {
   double us_per_round = 0;
 };
 
-// Top-w tokens of a row (ties to the lower id).
-std::vector<TokenId> top_tokens(std::span<const float> row, std::int32_t w) {
-  std::vector<TokenId> ids(row.size());
-  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<TokenId>(i);
-  const auto n = std::min<std::size_t>(static_cast<std::size_t>(w), ids.size());
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(),
-                    [&](TokenId a, TokenId b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-  ids.resize(n);
-  std::erase_if(ids, [&](TokenId t) { return !(row[t] > 0.0f); });
-  return ids;
-}
-
-// Drafts a tree of the given depth: a chain, or `width` children per node
-// (i.i.d. samples or the draft's top-`width`), recording each slot's draft row.
-void draft_tree(const Bigram& draft, const DemoOptions& o, Children kind, TokenId root, RandomStream& rng,
-                DraftTree& tree, ProbMatrix& rows) {
-  tree.clear(root);
-  rows.resize(0, draft.vocab());
-  std::vector<std::int32_t> frontier{DraftTree::kRoot}, next;
-  for (std::int32_t depth = 0; depth < o.gamma; ++depth) {
-    next.clear();
-    for (const auto slot : frontier) {
-      const TokenId ctx = slot == DraftTree::kRoot ? root : tree.token(slot);
-      const auto q = draft.row(ctx);
-      auto row = rows.append_row();
-      std::copy(q.begin(), q.end(), row.begin());
-      const auto row_index = static_cast<std::int32_t>(rows.num_rows() - 1);
-      if (kind == Children::kTopK) {
-        tree.set_children_source(slot, row_index, ChildMode::kDeterministic);
-        for (const TokenId t : top_tokens(q, o.width)) next.push_back(tree.add_node(slot, t, q[t]));
-      } else {
-        const auto n = kind == Children::kChain ? 1 : o.width;
-        tree.set_children_source(slot, row_index, ChildMode::kSampledWithReplacement);
-        for (std::int32_t c = 0; c < n; ++c) {
-          const TokenId t = row_math::sample_row(q.data(), draft.vocab(), rng.uniform());
-          next.push_back(tree.add_node(slot, t, q[t]));
-        }
-      }
-    }
-    frontier.swap(next);
-  }
-}
-
-template <class Rule>
-Outcome run_method(Rule& rule, const Method& m, const Bigram& target, const Bigram& draft,
-                   const DemoOptions& o) {
-  Outcome out;
-  const auto v = target.vocab();
-  out.pairs.assign(static_cast<std::size_t>(v * v), 0);
-  RandomStream draft_rng(o.seed, 1), verify_rng(o.seed, 2);
-  DraftTree tree;
-  ProbMatrix draft_rows, target_rows;
-  VerifyResult result;
-  TokenId prev = 0;
-  std::int64_t produced = 0;
+Outcome run_method(AnyDecoder& method, std::int64_t vocab, const DemoOptions& o, const SamplingParams& params) {
+  GenerationOptions g;
+  g.max_new_tokens = o.tokens;
+  g.sampling = params;
+  const std::vector<TokenId> prompt{0};
   const auto start = std::chrono::steady_clock::now();
-  while (produced < o.tokens) {
-    draft_tree(draft, o, m.children, prev, draft_rng, tree, draft_rows);
-    target_rows.resize(tree.size() + 1, v);
-    for (std::int32_t s = DraftTree::kRoot; s < tree.size(); ++s) {
-      const auto p = target.row(s == DraftTree::kRoot ? prev : tree.token(s));
-      std::copy(p.begin(), p.end(), target_rows.row(s + 1).begin());
-    }
-    result = rule.verify(tree, target_rows.view(), draft_rows.view(), verify_rng);
-    out.stats.record(result, Rule::kLossless);
-    for (const TokenId t : result.emitted_tokens(tree)) {
-      ++out.pairs[static_cast<std::size_t>(prev * v + t)];
-      prev = t;
-      ++produced;
-    }
-  }
+  const auto r = method.generate(prompt, g);
   const std::chrono::duration<double, std::micro> us = std::chrono::steady_clock::now() - start;
-  out.us_per_round = us.count() / static_cast<double>(out.stats.num_rounds);
-  return out;
-}
-
-Outcome run_autoregressive(const Bigram& target, const DemoOptions& o) {
   Outcome out;
-  const auto v = target.vocab();
-  out.pairs.assign(static_cast<std::size_t>(v * v), 0);
-  RandomStream rng(o.seed, 3);
-  TokenId prev = 0;
-  const auto start = std::chrono::steady_clock::now();
-  for (std::int64_t i = 0; i < o.tokens; ++i) {
-    const auto row = target.row(prev);
-    const TokenId t = row_math::sample_row(row.data(), v, rng.uniform());
-    ++out.pairs[static_cast<std::size_t>(prev * v + t)];
-    out.stats.record(VerifyResult{{}, t, {}}, true);
+  out.stats = r.stats.acceptance;
+  out.pairs.assign(static_cast<std::size_t>(vocab * vocab), 0);
+  TokenId prev = prompt.back();
+  for (const TokenId t : r.tokens) {
+    ++out.pairs[static_cast<std::size_t>(prev * vocab + t)];
     prev = t;
   }
-  const std::chrono::duration<double, std::micro> us = std::chrono::steady_clock::now() - start;
-  out.us_per_round = us.count() / static_cast<double>(o.tokens);
+  out.us_per_round = us.count() / static_cast<double>(std::max<std::int64_t>(out.stats.num_rounds, 1));
   return out;
 }
 
 // Count-weighted mean over contexts of TV(empirical next-token distribution, target row).
-double mean_tv(const Outcome& out, const Bigram& target) {
+double mean_tv(const Outcome& out, const ProbMatrix& target) {
   const auto v = target.vocab();
   double tv_sum = 0;
   std::int64_t total = 0;
@@ -158,7 +125,7 @@ double mean_tv(const Outcome& out, const Bigram& target) {
     std::int64_t n = 0;
     for (std::int64_t t = 0; t < v; ++t) n += out.pairs[static_cast<std::size_t>(prev * v + t)];
     if (n == 0) continue;
-    const auto p = target.row(static_cast<TokenId>(prev));
+    const auto p = target.row(prev);
     double tv = 0;
     for (std::int64_t t = 0; t < v; ++t)
       tv += std::fabs(static_cast<double>(out.pairs[static_cast<std::size_t>(prev * v + t)]) / static_cast<double>(n) -
@@ -169,7 +136,7 @@ double mean_tv(const Outcome& out, const Bigram& target) {
   return tv_sum / static_cast<double>(total);
 }
 
-void print_row(const std::string& name, bool lossless, const Outcome& out, const Bigram& target,
+void print_row(const std::string& name, bool lossless, const Outcome& out, const ProbMatrix& target,
                std::int32_t gamma) {
   std::string depths;
   for (std::int32_t d = 1; d <= gamma; ++d)
@@ -206,7 +173,8 @@ int run_demo(const DemoOptions& o) {
     target_logits[i] = logit(gen);
     draft_logits[i] = target_logits[i] + noise(gen);
   }
-  const Bigram target(o.vocab, target_logits, params), draft(o.vocab, draft_logits, params);
+  const auto target_rows = warped_rows(o.vocab, target_logits, params);
+  BigramModel target(o.vocab, std::move(target_logits)), draft(o.vocab, std::move(draft_logits));
 
   std::printf("specdec demo: bigram language, vocab %lld, draft depth %d, tree width %d, %lld tokens per method\n",
               static_cast<long long>(o.vocab), o.gamma, o.width, static_cast<long long>(o.tokens));
@@ -218,31 +186,31 @@ int run_demo(const DemoOptions& o) {
   std::printf("%-44s %-9s %6s %7s %s   %8s %9s\n", "method", "output", "tau", "accept", depth_header.c_str(),
               "TV", "us/round");
 
-  print_row("autoregressive (noise floor)", true, run_autoregressive(target, o), target, o.gamma);
-  GreedyAcceptance greedy;
-  SpeculativeSampling chain;
-  RecursiveRejectionSampling tree_rule;
-  BlockVerification block;
-  TraversalVerification traversal;
-  TypicalAcceptance typical;
+  // Chains of the draft: top-1 for greedy decoding, drawn otherwise. Trees:
+  // the draft's top `width` children per node, or `width` drawn i.i.d.
+  const auto registry = standard_methods<BigramModel>();
+  const auto chain = fmt::format("chain:k={}", o.gamma);
+  const auto tree = fmt::format("tree:shape={}", full_tree_shape(o.width, o.gamma));
+  struct Row {
+    std::string name, spec;
+  };
+  std::vector<Row> rows{{"autoregressive (noise floor)", "autoregressive"}};
   if (params.is_greedy()) {
-    const Method m{"greedy, chain", Children::kChain};
-    print_row(m.name, true, run_method(greedy, m, target, draft, o), target, o.gamma);
-    const Method t{fmt::format("greedy, top-{} tree", o.width), Children::kTopK};
-    print_row(t.name, true, run_method(greedy, t, target, draft, o), target, o.gamma);
+    rows.push_back({"greedy, chain", chain + ":rule=greedy"});
+    rows.push_back({fmt::format("greedy, top-{} tree", o.width), tree + ":rule=greedy"});
   }
-  const Method m1{"speculative sampling, chain", Children::kChain};
-  print_row(m1.name, true, run_method(chain, m1, target, draft, o), target, o.gamma);
-  const Method b1{"block verification, chain", Children::kChain};
-  print_row(b1.name, true, run_method(block, b1, target, draft, o), target, o.gamma);
-  const Method m2{fmt::format("recursive rejection, {} i.i.d. children", o.width), Children::kSampled};
-  print_row(m2.name, true, run_method(tree_rule, m2, target, draft, o), target, o.gamma);
-  const Method t2{fmt::format("traversal verification, {} i.i.d. children", o.width), Children::kSampled};
-  print_row(t2.name, true, run_method(traversal, t2, target, draft, o), target, o.gamma);
-  const Method m3{fmt::format("recursive rejection, top-{} tree", o.width), Children::kTopK};
-  print_row(m3.name, true, run_method(tree_rule, m3, target, draft, o), target, o.gamma);
-  const Method m4{fmt::format("typical acceptance, top-{} tree", o.width), Children::kTopK};
-  print_row(m4.name, false, run_method(typical, m4, target, draft, o), target, o.gamma);
+  rows.push_back({"speculative sampling, chain", chain + ":rule=speculative"});
+  rows.push_back({"block verification, chain", chain + ":rule=block"});
+  rows.push_back({fmt::format("recursive rejection, {} i.i.d. children", o.width), tree + ":draw=iid:rule=rrs"});
+  rows.push_back({fmt::format("traversal verification, {} i.i.d. children", o.width), tree + ":draw=iid:rule=traversal"});
+  rows.push_back({fmt::format("recursive rejection, top-{} tree", o.width), tree + ":rule=rrs"});
+  rows.push_back({fmt::format("typical acceptance, top-{} tree", o.width), tree + ":rule=typical"});
+  for (const auto& row : rows) {
+    const auto config = registry.parse(row.spec);
+    auto method = registry.make(config, target, &draft, params);
+    const bool lossless = registry.describe_rule(config, params).find("LOSSY") == std::string::npos;
+    print_row(row.name, lossless, run_method(method, o.vocab, o, params), target_rows, o.gamma);
+  }
   std::printf("\nTV: count-weighted mean total-variation distance between the empirical next-token\n"
               "distribution and the target's, per context. Lossless rules match the autoregressive\n"
               "noise floor; typical acceptance (Medusa) trades that for longer accepted runs.\n");

@@ -12,7 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../../examples/host_engine/generate.hpp"
+#include "../../examples/host_engine/methods.hpp"
+#include "../../examples/host_engine/scheduler.hpp"
 #include "specdec/engine/autoregressive_decoder.hpp"
 #include "specdec/tokenizer/tokenizer.hpp"
 #include "specdec/torch/draft_head.hpp"
@@ -114,10 +115,15 @@ TEST_CASE("The host engine decodes concurrent requests exactly like greedy decod
     o.max_new_tokens = kTokens;
     reference.push_back(ar.generate(p, o).tokens);
   }
-  for (const char* method : {"chain", "dynamic", "ngram", "lyanna", "duo"}) {
-    INFO(method);
-    // Three at once: the other three join as the first ones finish.
-    const auto out = host_engine::generate(target, draft, &head, method, prompts, kTokens, 3);
+  const auto registry = host_engine::method_registry();
+  std::vector<sd::GenerationOptions> options(prompts.size());
+  for (auto& o : options) o.max_new_tokens = kTokens;
+  for (const char* spec : {"chain", "dynamic", "ngram", "lyanna", "duo", "sv:lat_batch=4:lat_reps=1"}) {
+    INFO(spec);
+    // By name from specdec's registry, stepped by the engine's scheduler:
+    // three at once, the other three join as the first ones finish.
+    auto method = registry.make(spec, target, &draft, sd::SamplingParams{0.0f}, models);
+    const auto out = host_engine::run_requests(method, prompts, options, 3);
     REQUIRE(out.results.size() == prompts.size());
     CHECK(out.peak_batch == 3);
     std::int64_t rounds = 0;

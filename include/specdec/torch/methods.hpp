@@ -1,107 +1,51 @@
-// Every decoding method of the library assembled on the reference Llama model,
-// chosen at run time by a spec "name[:key=value]..." (the CLI's `generate`,
-// `bench` and `methods`).
+// Every decoding method of the library on the reference Llama model, chosen
+// at run time by a spec "name[:key=value]..." (the CLI's `generate`, `bench`
+// and `methods`): the registry over any Model (methods/method_registry.hpp,
+// methods/standard_methods.hpp) instantiated for LlamaModel, with what this
+// backend adds:
+//   lyanna, eagle   their feature heads (DraftHead), from head=DIR or
+//                   <dir>/lyanna, <dir>/eagle
+//   hot=H           the drafter's LM head over the H most frequent tokens
+//                   (FR-Spec; hot_lm_head.hpp) for the methods drafting with a
+//                   draft model or a head
+//   sv's companion  loaded with LlamaModel::load
+//   duo's threads   each side's ATen and forward thread count
 //
-// The registry is open: each method registers, in its own file under
-// src/torch/methods/, its name, parameters with defaults and help, the
-// models it needs, the papers it implements and how to build it from the
-// one round engine's components. `specdec methods` and `specdec generate
-// --help` list what is registered.
-//
-// Every speculative method takes `rule=`: the acceptance rule.
-//   auto          greedy at temperature 0, recursive rejection sampling otherwise
-//   greedy        the target's argmax (temperature 0 only)
-//   rrs           recursive rejection sampling (SpecInfer), lossless at any temperature
-//   speculative   speculative sampling (Leviathan et al.), lossless; chain methods only
-//   typical       Medusa's typical acceptance: LOSSY, labelled so in every output
-// Each request samples with its GenerationOptions::sampling. A sampled
-// request drafts chains by sampling the draft warped exactly like the target
-// and trees with deterministic top-k children; a greedy one ranks draft
-// candidates at temperature 1 and drafts top-1 chains
-// (draft_sampling_for, ChainPick::kByRequest).
+// Every speculative method takes rule= (methods/method_rules.hpp). Each
+// request samples with its GenerationOptions::sampling. A sampled request
+// drafts chains by sampling the draft warped exactly like the target and
+// trees with deterministic top-k children; a greedy one ranks draft
+// candidates at temperature 1 and drafts top-1 chains (draft_sampling_for,
+// ChainPick::kByRequest).
 #pragma once
 
+#include <deque>
 #include <filesystem>
-#include <functional>
-#include <span>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "specdec/core/sampling_params.hpp"
 #include "specdec/engine/any_decoder.hpp"
+#include "specdec/methods/method_registry.hpp"
 #include "specdec/select/acceptance_table.hpp"
 #include "specdec/torch/llama_model.hpp"
 
 namespace specdec::torch_backend {
 
-// What a method runs besides the target.
-enum class MethodModels : std::uint8_t { kTargetOnly, kDraftModel, kLyannaHead, kEagleHead };
-const char* describe(MethodModels m);
+using specdec::describe;
+using specdec::MethodConfig;
+using specdec::MethodModels;
+using specdec::MethodParam;
+using specdec::ParamType;
+using MethodInfo = specdec::MethodInfo<LlamaModel>;
+using MethodContext = specdec::MethodContext<LlamaModel>;
 
-// How a parameter's text is read (and checked when the spec is parsed).
-enum class ParamType : std::uint8_t { kText, kInt, kReal, kFlag, kReals };
-
-struct MethodParam {
-  std::string key;
-  ParamType type = ParamType::kText;
-  std::string default_value;
-  std::string help;
-  bool always_in_spec = false;  // shown in spec() even at its default (the knobs a table compares)
-};
-
-// A method spec after parsing: the name and every parameter's value (the
-// defaults filled in), checked against the registered parameters.
-class MethodConfig {
- public:
-  std::string name;
-
-  // The value of `key` (as given or its default); typed getters throw
-  // InvalidArgumentError naming the spec when the text does not parse.
-  const std::string& text(std::string_view key) const;
-  std::int32_t int32(std::string_view key) const;
-  float real(std::string_view key) const;
-  bool flag(std::string_view key) const;
-  std::vector<double> reals(std::string_view key) const;  // "0.6,0.2,0.1"
-
-  // Canonical spec: the name, the always-shown keys and every key set away
-  // from its default, in registration order. It round-trips through
-  // parse_method().
-  std::string spec() const;
-
- private:
-  friend MethodConfig parse_method(std::string_view spec);
-  std::vector<std::pair<std::string, std::string>> values_;  // registration order
-  std::vector<bool> given_;                                   // set in the spec, not defaulted
-  std::string source_;                                        // the spec as given, for messages
-};
-
-// What a method's factory is handed.
-// `sampling` is what the method is set up for: rule=auto's choice, SV's
-// acceptance profile. Each request still samples with its own
-// (GenerationOptions::sampling): its target and draft rows follow it, and a
-// greedy-only rule refuses a sampled request.
-struct MethodContext {
-  const MethodConfig& config;
-  LlamaModel& target;
-  LlamaModel* draft;                  // non-null for kDraftModel methods
-  const SamplingParams& sampling;
-  std::filesystem::path heads_dir;    // where lyanna/ and eagle/ heads live by default
-};
-
-struct MethodInfo {
-  std::string name;
-  std::string summary;                // one line
-  std::string papers;                 // arXiv ids the method implements
-  MethodModels models = MethodModels::kTargetOnly;
-  bool chain_only = false;            // builds chains only (so rule=speculative fits)
-  std::vector<MethodParam> params;    // rule= is added to every speculative method
-  std::function<AnyDecoder(const MethodContext&)> make;
-};
+// The registry: the standard methods, then lyanna and eagle.
+const MethodRegistry<LlamaModel>& method_registry();
 
 // Every registered method, in listing order.
-std::span<const MethodInfo> registered_methods();
+const std::deque<MethodInfo>& registered_methods();
 // The method called `name`; InvalidArgumentError listing the names otherwise.
 const MethodInfo& find_method(std::string_view name);
 
@@ -110,16 +54,16 @@ const MethodInfo& find_method(std::string_view name);
 MethodConfig parse_method(std::string_view spec);
 
 // The acceptance rule `config` verifies with at `sampling`, as people read it,
-// with "(lossy)" when it does not keep the target's distribution.
+// with "LOSSY" when it does not keep the target's distribution.
 std::string describe_rule(const MethodConfig& config, const SamplingParams& sampling);
 
 // The default static tree of the `tree` method (12 nodes, depth 4).
 std::string default_tree_shape();
 
 // Builds the method on `target` (and `draft` for the draft-model methods).
-// Sequences are opened and closed by the decoder. The decoder borrows the
-// models: they must outlive it. The feature-head methods load their head
-// from head=DIR, or from `heads_dir`/lyanna (eagle).
+// The decoder borrows the models: they must outlive it. Heads, SV's
+// companion and profiles, and hot=H's token frequencies are read from
+// `heads_dir` unless the spec names them.
 AnyDecoder make_method(const MethodConfig& config, LlamaModel& target, LlamaModel* draft,
                        const SamplingParams& sampling, const std::filesystem::path& heads_dir = "models");
 

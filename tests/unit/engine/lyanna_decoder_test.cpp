@@ -6,6 +6,9 @@
 // head aligned with their tokens, and sampled Lyanna keeps the target's law.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "specdec/accept/greedy.hpp"
@@ -13,7 +16,6 @@
 #include "specdec/core/target_features.hpp"
 #include "specdec/draft/eagle_head_drafter.hpp"
 #include "specdec/draft/lyanna_drafter.hpp"
-#include "specdec/engine/any_decoder.hpp"
 #include "specdec/engine/autoregressive_decoder.hpp"
 #include "specdec/engine/lyanna_decoder.hpp"
 #include "specdec/engine/speculative_decoder.hpp"
@@ -34,17 +36,27 @@ constexpr std::int64_t kVocab = 24;
 using Verifier = sd::ModelVerifier<HashedContextModel>;
 
 // Lyanna as the engine composes it: with re-sampling (and fusion, as the
-// options say) or without.
+// options say) or without, behind one type.
+struct AnyLyanna {
+  std::function<sd::GenerationResult(std::span<const sd::TokenId>, const sd::GenerationOptions&)> run;
+  sd::GenerationResult generate(std::span<const sd::TokenId> prompt, const sd::GenerationOptions& o) {
+    return run(prompt, o);
+  }
+};
+template <class Decoder>
+AnyLyanna any_lyanna(std::shared_ptr<Decoder> d) {
+  return {[d](std::span<const sd::TokenId> prompt, const sd::GenerationOptions& o) { return d->generate(prompt, o); }};
+}
 template <class Rule>
-sd::AnyDecoder make_lyanna(sd::LyannaDrafter<FakeFeatureHead>& drafter, Verifier& verifier, Rule rule,
-                           const sd::LyannaOptions& o) {
+AnyLyanna make_lyanna(sd::LyannaDrafter<FakeFeatureHead>& drafter, Verifier& verifier, Rule rule,
+                      const sd::LyannaOptions& o) {
   o.validate();
   const auto builder = o.builder();
   if (!o.resample)
-    return sd::AnyDecoder::make<sd::LyannaDecoderWithoutResampling<FakeFeatureHead, Verifier, Rule>>(
-        "lyanna", drafter, builder, verifier, rule, o.policy());
-  return sd::AnyDecoder::make<sd::LyannaDecoder<FakeFeatureHead, Verifier, Rule>>(
-      "lyanna", drafter, builder, verifier, rule, o.policy(), 0, sd::SelectAll{}, o.resampling());
+    return any_lyanna(std::make_shared<sd::LyannaDecoderWithoutResampling<FakeFeatureHead, Verifier, Rule>>(
+        drafter, builder, verifier, rule, o.policy()));
+  return any_lyanna(std::make_shared<sd::LyannaDecoder<FakeFeatureHead, Verifier, Rule>>(
+      drafter, builder, verifier, rule, o.policy(), 0, sd::SelectAll{}, o.resampling()));
 }
 const std::vector<sd::TokenId> kHot = {0, 3, 5, 7, 8, 11, 13, 17, 19, 23};
 

@@ -1,0 +1,28 @@
+// The host engine's methods: specdec's registry over the engine's own Model,
+// HostLlama (every standard method by name, as `specdec methods` lists them
+// for the libtorch model), and Lyanna with the engine's own head.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+
+#include "host_llama.hpp"
+#include "host_lyanna_head.hpp"
+#include "specdec/methods/lyanna.hpp"
+#include "specdec/methods/standard_methods.hpp"
+
+namespace host_engine {
+
+inline specdec::MethodRegistry<HostLlama> method_registry() {
+  specdec::MethodHooks<HostLlama> hooks;
+  hooks.load_model = [](const std::filesystem::path& dir) { return std::make_unique<HostLlama>(dir); };  // SV's companion
+  auto registry = specdec::standard_methods<HostLlama>(std::move(hooks));
+  registry.add(specdec::methods::lyanna_method<HostLlama, HostLyannaHead>(
+      [](const specdec::MethodContext<HostLlama>& c) {
+        const auto& given = c.config.text("head");
+        return HostLyannaHead(given.empty() ? c.dir / "lyanna" : std::filesystem::path(given), c.target);
+      }));
+  return registry;
+}
+
+}  // namespace host_engine
