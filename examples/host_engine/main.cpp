@@ -7,7 +7,9 @@
 //               [--temperature T [--top-p P] [--mixed]] [--] [PROMPT...]
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "methods.hpp"

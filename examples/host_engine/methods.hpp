@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <utility>
 
 #include "host_llama.hpp"
 #include "host_lyanna_head.hpp"
