@@ -316,9 +316,9 @@ HeadTrainOutput DraftHead::forward_train(const at::Tensor& tokens, const at::Ten
 
 // ---- inference ----------------------------------------------------------------
 
-DraftHead DraftHead::fork() const {
-  DraftHead h = *this;  // tensors and packed weights shared
-  if (!h.packed_.qkv) h.pack();  // packed once here, shared by this fork's own forks
+DraftHead DraftHead::fork() {
+  if (!packed_.qkv) pack();  // once, here: every fork shares it
+  DraftHead h = *this;       // tensors and packed weights shared
   h.k_cache_ = at::Tensor();
   h.v_cache_ = at::Tensor();
   h.length_ = h.staged_ = 0;

@@ -327,8 +327,8 @@ TEST_CASE("Batched Lyanna and EAGLE-head decoding (a head fork per request) equa
           "[torch][engine][lyanna]") {
   auto target = tb::LlamaModel::random(st::tiny_decoding_config(2, 32), 5);
   const auto dir = write_random_heads(target, "specdec_batched_heads", sd::DType::kF32);
-  const auto lyanna = tb::DraftHead::load(dir / "lyanna", target);
-  const auto eagle = tb::DraftHead::load(dir / "eagle", target);
+  auto lyanna = tb::DraftHead::load(dir / "lyanna", target);
+  auto eagle = tb::DraftHead::load(dir / "eagle", target);
   sd::LyannaOptions o;
   o.depth = 3;
   o.branch = 2;

@@ -28,10 +28,7 @@ class FeatureHeadParts {
 
   FeatureHeadParts(const MethodContext<M>& c, Head head, Builder builder, Rule rule, Carry carry, RuntimePolicy policy)
       : target_(c.target),
-        // Held as a fork itself, so that what a fork prepares once (the
-        // libtorch head packs its weights) is shared by every request's fork
-        // instead of redone per request.
-        head_(head.fork()),
+        head_(std::move(head)),
         verifier_(target_),
         policy_(std::move(policy)),
         engine_(std::move(builder), verifier_, std::move(rule), SelectAll{}, std::move(carry)) {

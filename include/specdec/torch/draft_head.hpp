@@ -99,9 +99,10 @@ class DraftHead {
 
   // ---- inference (one sequence) -------------------------------------------
   // Another head over the same weights with a cache of its own: one per
-  // request when several sequences draft at once. Packed weights are shared
-  // once this head has packed them (its first inference call).
-  DraftHead fork() const;
+  // request when several sequences draft at once. This head packs its
+  // inference weights first (if no call has yet), so that every fork shares
+  // one packing instead of packing its own.
+  DraftHead fork();
   void reset();
   // The precision the inference weights are packed in: kF32 (default) or
   // kBF16 (LlamaModel::set_inference_dtype). Changing it drops the packed
