@@ -24,7 +24,7 @@ __global__ void __launch_bounds__(kBlock) block_verification_kernel(
     const float* __restrict__ draft_probs, const TokenId* __restrict__ draft_tokens,
     const float* __restrict__ target_probs, TokenId* __restrict__ output_tokens,
     std::int32_t* __restrict__ num_accepted, std::int32_t gamma, std::int64_t vocab, std::uint64_t seed,
-    std::uint64_t offset) {
+    std::uint64_t offset, const PhiloxUniforms* __restrict__ tree_streams) {
   __shared__ detail::BlockScratch sh;
   const std::int64_t b = blockIdx.x;
   const TokenId* tokens = draft_tokens + b * gamma;
@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(kBlock) block_verification_kernel(
   const row_math::StridedRows draft_row{draft_probs == nullptr ? nullptr : draft_probs + b * gamma * vocab,
                                         vocab};
   const row_math::StridedRows target_row{target_probs + b * (gamma + 1) * vocab, vocab};
-  const PhiloxUniforms uniforms{seed, static_cast<std::uint64_t>(b), offset};
+  const PhiloxUniforms uniforms = detail::tree_uniforms(tree_streams, seed, b, offset);
   // The tests from the last draft back; every thread computes the same
   // scalars (the sums are returned to all), so control flow stays uniform.
   std::int32_t tau = 0;
@@ -98,14 +98,15 @@ __global__ void __launch_bounds__(kBlock) block_verification_kernel(
 Status block_verification(const float* draft_probs, const TokenId* draft_tokens, const float* target_probs,
                           TokenId* output_tokens, std::int32_t* num_accepted, std::int32_t batch,
                           std::int32_t gamma, std::int64_t vocab, std::uint64_t seed, std::uint64_t offset,
-                          void* stream) {
+                          void* stream,
+    const PhiloxUniforms* tree_streams) {
   if (!detail::valid_chain_arguments(draft_tokens, target_probs, output_tokens, num_accepted, batch, gamma,
                                      vocab))
     return Status::kInvalidArgument;
   if (vocab > detail::kMaxBlockVocab) return Status::kInvalidArgument;
   if (batch == 0) return Status::kOk;
   block_verification_kernel<<<static_cast<unsigned>(batch), kBlock, 0, static_cast<cudaStream_t>(stream)>>>(
-      draft_probs, draft_tokens, target_probs, output_tokens, num_accepted, gamma, vocab, seed, offset);
+      draft_probs, draft_tokens, target_probs, output_tokens, num_accepted, gamma, vocab, seed, offset, tree_streams);
   return cudaGetLastError() == cudaSuccess ? Status::kOk : Status::kCudaError;
 }
 

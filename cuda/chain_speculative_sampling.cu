@@ -25,7 +25,8 @@ __global__ void __launch_bounds__(kBlock) chain_speculative_sampling_kernel(
     const float* __restrict__ target_probs,    // [batch, gamma + 1, vocab]
     TokenId* __restrict__ output_tokens,       // [batch, gamma + 1]
     std::int32_t* __restrict__ num_accepted,   // [batch]
-    std::int32_t gamma, std::int64_t vocab, std::uint64_t seed, std::uint64_t offset) {
+    std::int32_t gamma, std::int64_t vocab, std::uint64_t seed, std::uint64_t offset,
+    const PhiloxUniforms* __restrict__ tree_streams) {
   __shared__ detail::BlockScratch sh;
   const std::int64_t b = blockIdx.x;
   const TokenId* tokens = draft_tokens + b * gamma;
@@ -41,7 +42,7 @@ __global__ void __launch_bounds__(kBlock) chain_speculative_sampling_kernel(
   const float* q_base = draft_probs == nullptr ? nullptr : draft_probs + b * gamma * vocab;
   const float* p_base = target_probs + b * (gamma + 1) * vocab;
   // Row b draws from Philox stream b: the host rule's RandomStream(seed, b, offset).
-  const PhiloxUniforms uniforms{seed, static_cast<std::uint64_t>(b), offset};
+  const PhiloxUniforms uniforms = detail::tree_uniforms(tree_streams, seed, b, offset);
   std::int32_t i = 0;
   for (; i < gamma; ++i) {
     const TokenId x = tokens[i];
@@ -81,7 +82,8 @@ Status chain_speculative_sampling(const float* draft_probs,     // [batch, gamma
                                   TokenId* output_tokens,       // [batch, gamma + 1]
                                   std::int32_t* num_accepted,   // [batch]
                                   std::int32_t batch, std::int32_t gamma, std::int64_t vocab,
-                                  std::uint64_t seed, std::uint64_t offset, void* stream) {
+                                  std::uint64_t seed, std::uint64_t offset, void* stream,
+    const PhiloxUniforms* tree_streams) {
   // Validate before any CUDA call, so bad arguments never touch the device.
   if (!detail::valid_chain_arguments(draft_tokens, target_probs, output_tokens, num_accepted, batch, gamma,
                                      vocab))
@@ -91,7 +93,7 @@ Status chain_speculative_sampling(const float* draft_probs,     // [batch, gamma
 
   chain_speculative_sampling_kernel<<<static_cast<unsigned>(batch), kBlock, 0,
                                       static_cast<cudaStream_t>(stream)>>>(
-      draft_probs, draft_tokens, target_probs, output_tokens, num_accepted, gamma, vocab, seed, offset);
+      draft_probs, draft_tokens, target_probs, output_tokens, num_accepted, gamma, vocab, seed, offset, tree_streams);
   return cudaGetLastError() == cudaSuccess ? Status::kOk : Status::kCudaError;
 }
 

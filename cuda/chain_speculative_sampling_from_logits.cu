@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(kBlock, 2) stats_and_tests_kernel(
     const float* __restrict__ logits, const float* __restrict__ draft_probs, const TokenId* __restrict__ tokens,
     const float* __restrict__ temperatures, TokenId* __restrict__ out, std::int32_t* __restrict__ num_accepted,
     Workspace ws, std::int32_t gamma, std::int64_t vocab, std::int32_t chunks, std::int32_t per_block,
-    std::uint64_t seed, std::uint64_t offset) {
+    std::uint64_t seed, std::uint64_t offset, const PhiloxUniforms* __restrict__ tree_streams) {
   __shared__ BlockScratch sh;
   const int t = threadIdx.x;
   const std::int32_t rows = gamma + 1;
@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(kBlock, 2) stats_and_tests_kernel(
          draft_probs == nullptr ? nullptr : draft_probs + static_cast<std::int64_t>(b) * gamma * vocab,
          tokens + static_cast<std::int64_t>(b) * gamma, temperature, out + first_row, num_accepted + b,
          ws.stats + first_row * chunks, ws.decisions + b, gamma, vocab, chunks,
-         PhiloxUniforms{seed, static_cast<std::uint64_t>(b), offset});
+         detail::tree_uniforms(tree_streams, seed, b, offset));
 }
 
 __global__ void __launch_bounds__(kBlock, 2) draw_kernel(const float* __restrict__ logits,
@@ -253,7 +253,8 @@ __global__ void __launch_bounds__(kBlock, 2) draw_kernel(const float* __restrict
                                                      const float* __restrict__ temperatures,
                                                      TokenId* __restrict__ out, Workspace ws, std::int32_t gamma,
                                                      std::int64_t vocab, std::int32_t chunks, std::uint64_t seed,
-                                                     std::uint64_t offset) {
+                                                     std::uint64_t offset,
+                                                     const PhiloxUniforms* __restrict__ tree_streams) {
   __shared__ BlockScratch sh;
   __shared__ std::int64_t found_chunk;
   __shared__ std::uint64_t local_threshold;
@@ -342,7 +343,7 @@ __global__ void __launch_bounds__(kBlock, 2) draw_kernel(const float* __restrict
     const std::uint64_t total = draw_residual ? residual : target;
     found_chunk = -1;
     if (total != 0) {
-      const double u = PhiloxUniforms{seed, static_cast<std::uint64_t>(b), offset}[static_cast<std::uint64_t>(gamma)];
+      const double u = detail::tree_uniforms(tree_streams, seed, b, offset)[static_cast<std::uint64_t>(gamma)];
       const std::uint64_t threshold = row_math::draw_threshold(u, total);
       std::uint64_t run = 0;
       for (std::int32_t c = 0; c < chunks; ++c) {
@@ -407,7 +408,8 @@ Status chain_speculative_sampling_from_logits(const float* draft_probs, const To
                                               TokenId* output_tokens, std::int32_t* num_accepted,
                                               std::int32_t batch, std::int32_t gamma, std::int64_t vocab,
                                               std::uint64_t seed, std::uint64_t offset, void* workspace,
-                                              std::size_t workspace_bytes, void* stream) {
+                                              std::size_t workspace_bytes, void* stream,
+    const PhiloxUniforms* tree_streams) {
   if (!detail::valid_chain_arguments(draft_tokens, target_logits, output_tokens, num_accepted, batch, gamma,
                                      vocab) ||
       !valid_from_logits_shape(batch, gamma, vocab))
@@ -425,11 +427,11 @@ Status chain_speculative_sampling_from_logits(const float* draft_probs, const To
   const auto segments = static_cast<unsigned>((chunks + per_block - 1) / per_block);
   stats_and_tests_kernel<<<dim3(segments, static_cast<unsigned>(rows)), kBlock, 0, s>>>(
       target_logits, draft_probs, draft_tokens, temperatures, output_tokens, num_accepted, ws, gamma, vocab, chunks,
-      per_block, seed, offset);
+      per_block, seed, offset, tree_streams);
   if (cudaGetLastError() != cudaSuccess) return Status::kCudaError;
   draw_kernel<<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(batch)), kBlock, 0, s>>>(
       target_logits, draft_probs, draft_tokens, temperatures, output_tokens, ws, gamma, vocab, chunks, seed,
-      offset);
+      offset, tree_streams);
   return cudaGetLastError() == cudaSuccess ? Status::kOk : Status::kCudaError;
 }
 

@@ -7,11 +7,23 @@
 #include <limits>
 
 #include "specdec/core/macros.hpp"
+#include "specdec/core/rng.hpp"
 #include "specdec/core/types.hpp"
 
 namespace specdec::cuda::detail {
 
 inline constexpr int kThreadsPerBlock = 128;
+
+// The uniforms tree (or chain) b draws: its own stream where the caller gave
+// one per tree (tree_streams, device memory: a request's RandomStream as
+// seed, stream and next offset), else Philox stream b of `seed` from
+// `offset`.
+SPECDEC_HOST_DEVICE PhiloxUniforms tree_uniforms(const PhiloxUniforms* tree_streams,
+                                                        std::uint64_t seed, std::int64_t b,
+                                                        std::uint64_t offset) {
+  return tree_streams != nullptr ? tree_streams[b]
+                                 : PhiloxUniforms{seed, static_cast<std::uint64_t>(b), offset};
+}
 
 // The current device's SM count (132 on an H100 SXM; that when the query
 // fails): the launchers that split rows over blocks size their grids by it.

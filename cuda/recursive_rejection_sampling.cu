@@ -59,7 +59,8 @@ __global__ void __launch_bounds__(kBlock) recursive_rejection_sampling_kernel(
     const float* __restrict__ target_probs, const std::int32_t* __restrict__ tree_nodes,
     std::int32_t* __restrict__ accepted_nodes, std::int32_t* __restrict__ num_accepted,
     TokenId* __restrict__ emitted, std::int32_t* __restrict__ draws_used, std::int32_t nodes,
-    std::int32_t max_depth, std::int64_t vocab, std::uint64_t seed, std::uint64_t offset) {
+    std::int32_t max_depth, std::int64_t vocab, std::uint64_t seed, std::uint64_t offset,
+    const PhiloxUniforms* __restrict__ tree_streams) {
   __shared__ detail::BlockScratch sh;
   __shared__ TokenId xs[kMaxChildren];
   __shared__ double masses[kMaxChildren], rests[kMaxChildren];
@@ -73,7 +74,7 @@ __global__ void __launch_bounds__(kBlock) recursive_rejection_sampling_kernel(
   const float* target = target_probs + b * rows * vocab;
   const float* draft = draft_probs == nullptr ? nullptr : draft_probs + b * rows * vocab;
   std::int32_t* path = accepted_nodes + b * max_depth;
-  const PhiloxUniforms uniforms{seed, static_cast<std::uint64_t>(b), offset};
+  const PhiloxUniforms uniforms = detail::tree_uniforms(tree_streams, seed, b, offset);
 
   bool ok = n >= 0 && n <= nodes;
   for (std::int32_t j = 0; ok && j < n; ++j)
@@ -210,7 +211,8 @@ Status recursive_rejection_sampling(const std::int32_t* parents, const TokenId* 
                                     std::int32_t* accepted_nodes, std::int32_t* num_accepted,
                                     TokenId* emitted, std::int32_t* draws_used, std::int32_t batch,
                                     std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab,
-                                    std::uint64_t seed, std::uint64_t offset, void* stream) {
+                                    std::uint64_t seed, std::uint64_t offset, void* stream,
+    const PhiloxUniforms* tree_streams) {
   if (batch < 0 || nodes < 0 || nodes == std::numeric_limits<std::int32_t>::max() || max_depth < 0 ||
       max_depth > nodes || vocab <= 0 || vocab > detail::kMaxBlockVocab)
     return Status::kInvalidArgument;
@@ -224,7 +226,7 @@ Status recursive_rejection_sampling(const std::int32_t* parents, const TokenId* 
   recursive_rejection_sampling_kernel<<<static_cast<unsigned>(batch), kBlock, 0,
                                         static_cast<cudaStream_t>(stream)>>>(
       parents, tokens, slot_draws, draft_probs, target_probs, tree_nodes, accepted_nodes, num_accepted,
-      emitted, draws_used, nodes, max_depth, vocab, seed, offset);
+      emitted, draws_used, nodes, max_depth, vocab, seed, offset, tree_streams);
   return cudaGetLastError() == cudaSuccess ? Status::kOk : Status::kCudaError;
 }
 

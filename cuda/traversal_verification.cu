@@ -50,7 +50,8 @@ __global__ void traversal_verification_kernel(
     const float* __restrict__ target_probs, std::int32_t* __restrict__ accepted_nodes,
     std::int32_t* __restrict__ num_accepted, TokenId* __restrict__ emitted, std::int32_t batch,
     std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab, char* __restrict__ workspace,
-    std::size_t stride, std::size_t levels_size, std::uint64_t seed, std::uint64_t offset) {
+    std::size_t stride, std::size_t levels_size, std::uint64_t seed, std::uint64_t offset,
+    const PhiloxUniforms* __restrict__ tree_streams) {
   const std::int64_t b =
       static_cast<std::int64_t>(blockIdx.x) * blockDim.x + static_cast<std::int64_t>(threadIdx.x);
   if (b >= batch) return;
@@ -69,7 +70,7 @@ __global__ void traversal_verification_kernel(
     auto* scratch = reinterpret_cast<double*>(base + levels_size);
     k = row_math::traversal_verification_row(
         tree, row_math::StridedRows{target_probs + b * rows * vocab, vocab}, vocab,
-        PhiloxUniforms{seed, static_cast<std::uint64_t>(b), offset}, levels, scratch, path, emitted + b);
+        detail::tree_uniforms(tree_streams, seed, b, offset), levels, scratch, path, emitted + b);
   }
   for (std::int32_t j = k < 0 ? 0 : k; j < max_depth; ++j) path[j] = -1;
   num_accepted[b] = k;
@@ -94,7 +95,8 @@ Status traversal_verification(const std::int32_t* parents, const TokenId* tokens
                               std::int32_t* num_accepted, TokenId* emitted, std::int32_t batch,
                               std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab, void* workspace,
                               std::size_t workspace_bytes, std::uint64_t seed, std::uint64_t offset,
-                              void* stream) {
+                              void* stream,
+    const PhiloxUniforms* tree_streams) {
   if (batch < 0 || nodes < 0 || nodes == std::numeric_limits<std::int32_t>::max() || max_depth < 0 ||
       max_depth > nodes || vocab <= 0 || vocab > std::numeric_limits<TokenId>::max())
     return Status::kInvalidArgument;
@@ -112,7 +114,7 @@ Status traversal_verification(const std::int32_t* parents, const TokenId* tokens
                                   static_cast<cudaStream_t>(stream)>>>(
       parents, tokens, slot_draws, draft_probs, target_probs, accepted_nodes, num_accepted, emitted, batch,
       nodes, max_depth, vocab, static_cast<char*>(workspace), row_bytes(max_depth, vocab),
-      level_bytes(max_depth), seed, offset);
+      level_bytes(max_depth), seed, offset, tree_streams);
   return cudaGetLastError() == cudaSuccess ? Status::kOk : Status::kCudaError;
 }
 

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "block_math.cuh"
+#include "launch_checks.hpp"
 #include "specdec/core/bitexact.hpp"
 #include "specdec/core/rng.hpp"
 #include "specdec/cuda/typical_acceptance.hpp"
@@ -26,7 +27,8 @@ __global__ void __launch_bounds__(kBlock) typical_acceptance_kernel(
     const float* __restrict__ target_probs, const std::int32_t* __restrict__ tree_nodes,
     std::int32_t* __restrict__ accepted_nodes, std::int32_t* __restrict__ num_accepted,
     TokenId* __restrict__ emitted, std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab,
-    float posterior_threshold, float posterior_alpha, std::uint64_t seed, std::uint64_t offset) {
+    float posterior_threshold, float posterior_alpha, std::uint64_t seed, std::uint64_t offset,
+    const PhiloxUniforms* __restrict__ tree_streams) {
   __shared__ detail::BlockScratch sh;
   __shared__ double slot_threshold[kMaxNodes + 1], score[kMaxNodes];
   __shared__ std::int32_t depth[kMaxNodes];
@@ -84,7 +86,7 @@ __global__ void __launch_bounds__(kBlock) typical_acceptance_kernel(
   TokenId y = kNoToken;
   if (valid) {
     const float* p = target + (best + 1) * vocab;
-    const double u = PhiloxUniforms{seed, static_cast<std::uint64_t>(b), offset}[0];
+    const double u = detail::tree_uniforms(tree_streams, seed, b, offset)[0];
     y = detail::block_draw([p](std::int64_t i) { return static_cast<double>(p[i]); }, vocab, u, sh);
   }
   if (t == 0) {
@@ -106,7 +108,8 @@ Status typical_acceptance(const std::int32_t* parents, const TokenId* tokens, co
                           std::int32_t* num_accepted, TokenId* emitted, std::int32_t batch,
                           std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab,
                           float posterior_threshold, float posterior_alpha, std::uint64_t seed,
-                          std::uint64_t offset, void* stream) {
+                          std::uint64_t offset, void* stream,
+    const PhiloxUniforms* tree_streams) {
   if (batch < 0 || nodes < 0 || nodes == std::numeric_limits<std::int32_t>::max() || max_depth < 0 ||
       max_depth > nodes || vocab <= 0 || vocab > detail::kMaxBlockVocab)
     return Status::kInvalidArgument;
@@ -122,7 +125,7 @@ Status typical_acceptance(const std::int32_t* parents, const TokenId* tokens, co
     return Status::kInvalidArgument;
   typical_acceptance_kernel<<<static_cast<unsigned>(batch), kBlock, 0, static_cast<cudaStream_t>(stream)>>>(
       parents, tokens, target_probs, tree_nodes, accepted_nodes, num_accepted, emitted, nodes, max_depth,
-      vocab, posterior_threshold, posterior_alpha, seed, offset);
+      vocab, posterior_threshold, posterior_alpha, seed, offset, tree_streams);
   return cudaGetLastError() == cudaSuccess ? Status::kOk : Status::kCudaError;
 }
 

@@ -34,11 +34,11 @@ __device__ bool valid_params(const RowSampling& p) {
 __global__ void __launch_bounds__(kBlock)
     warp_rows_kernel(const float* __restrict__ logits, float* __restrict__ probs,
                      const RowSampling* __restrict__ params, std::int32_t* __restrict__ status,
-                     std::int64_t vocab) {
+                     std::int64_t vocab, const std::int32_t* __restrict__ out_rows) {
   __shared__ BlockScratch sh;
   const std::int64_t row = blockIdx.x;
   const float* x = logits + row * vocab;
-  float* out = probs + row * vocab;
+  float* out = probs + (out_rows == nullptr ? row : std::int64_t{out_rows[row]}) * vocab;
   const int t = threadIdx.x;
   const RowSampling sp = params[row];
   constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -156,14 +156,14 @@ __global__ void __launch_bounds__(kBlock)
 }  // namespace
 
 Status warp_rows(const float* logits, float* probs, const RowSampling* params, std::int32_t* status,
-                 std::int32_t rows, std::int64_t vocab, void* stream) {
+                 std::int32_t rows, std::int64_t vocab, void* stream, const std::int32_t* out_rows) {
   if (rows < 0 || vocab <= 0 || vocab > (std::int64_t{1} << 24)) return Status::kInvalidArgument;
   if (rows == 0) return Status::kOk;
   if (logits == nullptr || probs == nullptr || params == nullptr || status == nullptr)
     return Status::kInvalidArgument;
   if (vocab > std::numeric_limits<std::int64_t>::max() / rows) return Status::kInvalidArgument;
   warp_rows_kernel<<<static_cast<unsigned>(rows), kBlock, 0, static_cast<cudaStream_t>(stream)>>>(
-      logits, probs, params, status, vocab);
+      logits, probs, params, status, vocab, out_rows);
   return cudaGetLastError() == cudaSuccess ? Status::kOk : Status::kCudaError;
 }
 

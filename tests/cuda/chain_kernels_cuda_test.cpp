@@ -135,7 +135,7 @@ Result run_device(Kernel kernel, bool with_draft_probs, const Batch& in, std::in
   const auto launch = kernel == Kernel::kSpeculativeSampling ? specdec::cuda::chain_speculative_sampling
                                                              : specdec::cuda::block_verification;
   const Status s = launch(with_draft_probs ? draft_probs.get() : nullptr, draft_tokens.get(), target_probs.get(),
-                          tokens.get(), accepted.get(), batch, gamma, vocab, seed, offset, nullptr);
+                          tokens.get(), accepted.get(), batch, gamma, vocab, seed, offset, nullptr, nullptr);
   REQUIRE(std::string(specdec::status_string(s)) == "ok");
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   return {tokens.to_host(), accepted.to_host()};
@@ -156,7 +156,7 @@ TEST_CASE("The chain kernels' launchers reject bad arguments before touching a d
   const auto call = [&](const float* q, const TokenId* x, const float* p, TokenId* out,
                         std::int32_t* n, std::int32_t batch, std::int32_t gamma,
                         std::int64_t vocab) {
-    return launch(q, x, p, out, n, batch, gamma, vocab, 1, 0, nullptr);
+    return launch(q, x, p, out, n, batch, gamma, vocab, 1, 0, nullptr, nullptr);
   };
   const auto kInvalid = Status::kInvalidArgument;
   CHECK(call(probs, tokens, probs, tokens, accepted, -1, 1, 2) == kInvalid);

@@ -18,17 +18,22 @@
 
 #include <cstdint>
 
+#include "specdec/core/rng.hpp"
 #include "specdec/core/status.hpp"
 #include "specdec/core/types.hpp"
 
 namespace specdec::cuda {
 
+// With tree_streams (device memory, [batch]), tree b draws from
+// tree_streams[b] instead (a request's own RandomStream as seed, stream
+// and next offset: RandomStream::take), and `seed` and `offset` are unused.
 Status block_verification(const float* draft_probs,     // [batch, gamma, vocab], or null: one-hot drafts
                           const TokenId* draft_tokens,  // [batch, gamma]
                           const float* target_probs,    // [batch, gamma + 1, vocab]
                           TokenId* output_tokens,       // [batch, gamma + 1]
                           std::int32_t* num_accepted,   // [batch]
                           std::int32_t batch, std::int32_t gamma, std::int64_t vocab, std::uint64_t seed,
-                          std::uint64_t offset, void* stream = nullptr);
+                          std::uint64_t offset, void* stream = nullptr,
+                          const PhiloxUniforms* tree_streams = nullptr);
 
 }  // namespace specdec::cuda

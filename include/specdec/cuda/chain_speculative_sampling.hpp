@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "specdec/core/rng.hpp"
 #include "specdec/core/status.hpp"
 #include "specdec/core/types.hpp"
 
@@ -51,13 +52,17 @@ namespace specdec::cuda {
 // num_accepted or (for gamma > 0) draft_tokens is null; kCudaError when the
 // launch fails (the kernel's own faults surface at the next synchronisation,
 // as for any asynchronous launch); kOk otherwise. batch == 0 launches nothing.
+// With tree_streams (device memory, [batch]), tree b draws from
+// tree_streams[b] instead (a request's own RandomStream as seed, stream
+// and next offset: RandomStream::take), and `seed` and `offset` are unused.
 Status chain_speculative_sampling(const float* draft_probs,     // [batch, gamma, vocab]
                                   const TokenId* draft_tokens,  // [batch, gamma]
                                   const float* target_probs,    // [batch, gamma + 1, vocab]
                                   TokenId* output_tokens,       // [batch, gamma + 1]
                                   std::int32_t* num_accepted,   // [batch]
                                   std::int32_t batch, std::int32_t gamma, std::int64_t vocab,
-                                  std::uint64_t seed, std::uint64_t offset, void* stream = nullptr);
+                                  std::uint64_t seed, std::uint64_t offset, void* stream = nullptr,
+                                  const PhiloxUniforms* tree_streams = nullptr);
 
 // Chain speculative sampling straight from the target's logits: what
 // warp_rows at each request's temperature (no top-k, no top-p) followed by
@@ -90,6 +95,9 @@ Status chain_speculative_sampling(const float* draft_probs,     // [batch, gamma
 // batch * (gamma + 1) > 65535, (for batch > 0) temperatures or workspace is
 // null or workspace is misaligned, or workspace_bytes is short; kCudaError when a launch
 // fails; kOk otherwise.
+// With tree_streams (device memory, [batch]), tree b draws from
+// tree_streams[b] instead (a request's own RandomStream as seed, stream
+// and next offset: RandomStream::take), and `seed` and `offset` are unused.
 Status chain_speculative_sampling_from_logits(const float* draft_probs,     // [batch, gamma, vocab]
                                               const TokenId* draft_tokens,  // [batch, gamma]
                                               const float* target_logits,   // [batch, gamma + 1, vocab]
@@ -98,7 +106,8 @@ Status chain_speculative_sampling_from_logits(const float* draft_probs,     // [
                                               std::int32_t* num_accepted,   // [batch]
                                               std::int32_t batch, std::int32_t gamma, std::int64_t vocab,
                                               std::uint64_t seed, std::uint64_t offset, void* workspace,
-                                              std::size_t workspace_bytes, void* stream = nullptr);
+                                              std::size_t workspace_bytes, void* stream = nullptr,
+                                              const PhiloxUniforms* tree_streams = nullptr);
 
 // The workspace chain_speculative_sampling_from_logits needs; 0 for shapes it
 // refuses.

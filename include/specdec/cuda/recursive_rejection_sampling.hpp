@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "specdec/core/rng.hpp"
 #include "specdec/core/status.hpp"
 #include "specdec/core/types.hpp"
 
@@ -54,12 +55,16 @@ namespace specdec::cuda {
 // < 0, max_depth < 0 or > nodes, vocab <= 0 or > 2^21, the sizes overflow, or
 // (for batch > 0) a required pointer is null; kCudaError when the launch
 // fails; kOk otherwise.
+// With tree_streams (device memory, [batch]), tree b draws from
+// tree_streams[b] instead (a request's own RandomStream as seed, stream
+// and next offset: RandomStream::take), and `seed` and `offset` are unused.
 Status recursive_rejection_sampling(const std::int32_t* parents, const TokenId* tokens,
                                     const std::uint8_t* slot_draws, const float* draft_probs,
                                     const float* target_probs, const std::int32_t* tree_nodes,
                                     std::int32_t* accepted_nodes, std::int32_t* num_accepted,
                                     TokenId* emitted, std::int32_t* draws_used, std::int32_t batch,
                                     std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab,
-                                    std::uint64_t seed, std::uint64_t offset, void* stream = nullptr);
+                                    std::uint64_t seed, std::uint64_t offset, void* stream = nullptr,
+                                    const PhiloxUniforms* tree_streams = nullptr);
 
 }  // namespace specdec::cuda

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "specdec/core/rng.hpp"
 #include "specdec/core/status.hpp"
 #include "specdec/core/types.hpp"
 
@@ -51,6 +52,9 @@ std::size_t traversal_verification_workspace_bytes(std::int32_t batch, std::int3
 // < 0, max_depth < 0 or > nodes, vocab <= 0 or > the largest TokenId, the
 // sizes overflow, workspace_bytes is short, or (for batch > 0) a required
 // pointer is null; kCudaError when the launch fails; kOk otherwise.
+// With tree_streams (device memory, [batch]), tree b draws from
+// tree_streams[b] instead (a request's own RandomStream as seed, stream
+// and next offset: RandomStream::take), and `seed` and `offset` are unused.
 Status traversal_verification(const std::int32_t* parents,     // [batch, nodes]
                               const TokenId* tokens,           // [batch, nodes]
                               const std::uint8_t* slot_draws,  // [batch, nodes + 1]
@@ -61,6 +65,7 @@ Status traversal_verification(const std::int32_t* parents,     // [batch, nodes]
                               TokenId* emitted,                // [batch]
                               std::int32_t batch, std::int32_t nodes, std::int32_t max_depth,
                               std::int64_t vocab, void* workspace, std::size_t workspace_bytes,
-                              std::uint64_t seed, std::uint64_t offset, void* stream = nullptr);
+                              std::uint64_t seed, std::uint64_t offset, void* stream = nullptr,
+                              const PhiloxUniforms* tree_streams = nullptr);
 
 }  // namespace specdec::cuda

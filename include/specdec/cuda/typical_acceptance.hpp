@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "specdec/core/rng.hpp"
 #include "specdec/core/status.hpp"
 #include "specdec/core/types.hpp"
 
@@ -32,11 +33,15 @@ namespace specdec::cuda {
 // outside (0, 1], posterior_alpha not finite and > 0, the sizes overflow, or
 // (for batch > 0) a required pointer is null; kCudaError when the launch
 // fails; kOk otherwise.
+// With tree_streams (device memory, [batch]), tree b draws from
+// tree_streams[b] instead (a request's own RandomStream as seed, stream
+// and next offset: RandomStream::take), and `seed` and `offset` are unused.
 Status typical_acceptance(const std::int32_t* parents, const TokenId* tokens, const float* target_probs,
                           const std::int32_t* tree_nodes, std::int32_t* accepted_nodes,
                           std::int32_t* num_accepted, TokenId* emitted, std::int32_t batch,
                           std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab,
                           float posterior_threshold, float posterior_alpha, std::uint64_t seed,
-                          std::uint64_t offset, void* stream = nullptr);
+                          std::uint64_t offset, void* stream = nullptr,
+                          const PhiloxUniforms* tree_streams = nullptr);
 
 }  // namespace specdec::cuda

@@ -35,10 +35,17 @@ enum class WarpRowStatus : std::int32_t {
 // without waiting. Device memory: logits and probs [rows, vocab] (densely
 // packed; probs may not alias logits), params and status [rows].
 //
+// With out_rows (device memory, [rows]), logits row r is warped into probs
+// row out_rows[r] (its status stays status[r]): a forward's ragged rows,
+// one sequence's after another, land in the padded [batch, nodes + 1]
+// layout the tree rules read (DeviceRoundLayout). probs then holds every
+// row named there; rows named by no r are left as they were.
+//
 // Returns kInvalidArgument, before touching the device, when rows < 0, vocab
 // <= 0 or > 2^24, a pointer is null (for rows > 0), or rows * vocab
 // overflows; kCudaError when the launch fails; kOk otherwise.
 Status warp_rows(const float* logits, float* probs, const RowSampling* params, std::int32_t* status,
-                 std::int32_t rows, std::int64_t vocab, void* stream = nullptr);
+                 std::int32_t rows, std::int64_t vocab, void* stream = nullptr,
+                 const std::int32_t* out_rows = nullptr);
 
 }  // namespace specdec::cuda
