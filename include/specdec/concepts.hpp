@@ -159,6 +159,19 @@ concept Verifier = requires(V& v, std::int32_t seq, std::span<const TokenId> pro
   v.end(seq);
 };
 
+// A Verifier that also runs the acceptance rule R itself, where the target's
+// rows are (a device verifier: cuda::DeviceVerifier, whose rows never leave
+// the GPU). verify_round scores the items as score() would and writes each
+// item's outcome to out[i], drawing from rngs[i] exactly the uniforms R
+// would draw on the host, from the drafts' rows draft_rows[i] (slot s's row
+// at s + 1, as R reads them). The engine then skips its own call of R.
+template <class V, class R>
+concept RuleVerifier = Verifier<V> && requires(V& v, R& rule, std::span<const ScoreItem> items,
+                                               std::span<const ProbRows> draft_rows,
+                                               std::span<RandomStream* const> rngs, std::span<VerifyResult> out) {
+  v.verify_round(rule, items, draft_rows, rngs, out);
+};
+
 template <class V>
 concept FeatureVerifier = Verifier<V> && requires(V& v, std::int32_t seq, std::span<const TokenId> prompt,
                                                   TargetFeatures* features) {

@@ -65,4 +65,12 @@ class TokenizerError : public Error {
   using Error::Error;
 };
 
+// A device runtime call that failed (CUDA: an allocation, a copy, a launch,
+// a kernel's fault seen at a synchronisation). The message names the call and
+// the runtime's own description.
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace specdec

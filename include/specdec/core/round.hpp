@@ -176,7 +176,8 @@ struct RoundOutcome {
 struct RoundView {
   std::int32_t seq = 0;
   const DraftTree* tree = nullptr;  // the verified tree
-  ProbRows target;                  // the target's rows: [root, tree nodes]
+  ProbRows target;                  // the target's rows: [root, tree nodes]; empty when the
+                                    // verifier ran the rule where its rows are (RuleVerifier)
   ProbRows draft;                   // the rows the tree's slots refer to
   const VerifyResult* result = nullptr;
 };

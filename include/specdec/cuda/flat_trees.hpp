@@ -28,12 +28,18 @@ class FlatTrees {
   explicit FlatTrees(std::span<const DraftTree> trees) { assign(trees); }
 
   void assign(std::span<const DraftTree> trees) {
+    pointers_.clear();
+    for (const DraftTree& t : trees) pointers_.push_back(&t);
+    assign(std::span<const DraftTree* const>(pointers_));
+  }
+  // The same from pointers (a round's trees live in their requests).
+  void assign(std::span<const DraftTree* const> trees) {
     batch_ = static_cast<std::int32_t>(trees.size());
     nodes_ = 0;
     max_depth_ = 0;
-    for (const DraftTree& t : trees) {
-      nodes_ = std::max(nodes_, t.size());
-      max_depth_ = std::max(max_depth_, t.max_depth());
+    for (const DraftTree* t : trees) {
+      nodes_ = std::max(nodes_, t->size());
+      max_depth_ = std::max(max_depth_, t->max_depth());
     }
     const auto n = static_cast<std::size_t>(nodes_);
     parents_.assign(trees.size() * n, -1);
@@ -41,7 +47,7 @@ class FlatTrees {
     draws_.assign(trees.size() * (n + 1), 0);
     sizes_.assign(trees.size(), 0);
     for (std::size_t b = 0; b < trees.size(); ++b) {
-      const DraftTree& t = trees[b];
+      const DraftTree& t = *trees[b];
       sizes_[b] = t.size();
       for (std::int32_t i = 0; i < t.size(); ++i) {
         parents_[b * n + static_cast<std::size_t>(i)] = t.parent(i);
@@ -77,6 +83,7 @@ class FlatTrees {
   std::vector<std::int32_t> parents_, sizes_;
   std::vector<TokenId> tokens_;
   std::vector<std::uint8_t> draws_;
+  std::vector<const DraftTree*> pointers_;  // assign(span<const DraftTree>)'s
 };
 
 }  // namespace specdec::cuda

@@ -8,7 +8,9 @@
 //   select   selector.select(drafted, budget, selected)    which nodes the target sees (all;
 //            a verify budget; SV's goodput allocation over a companion's scores)
 //   score    verifier.score(all requests' trees)            ONE target forward for the batch
-//   accept   rule.verify(tree, target rows, draft rows, rng)
+//   accept   rule.verify(tree, target rows, draft rows, rng), or by the
+//            verifier in the score phase where it runs the rule itself
+//            (RuleVerifier: a device verifier, whose rows stay on the GPU)
 //   commit   verifier.commit, drafter.commit, the sink gets the tokens
 //   observe  request.policy.observe(outcome)
 //   carry    carry.after(...): what the next round inherits (Lyanna's
@@ -294,7 +296,8 @@ class SpeculativeEngine {
       t.wait_seconds = seconds_between(w, DecodeClock::now());
     }
     for (Request* r : lagged_) r->draft_model_ = detail::since(r->draft_clock_, r->draft0_);
-    for (std::size_t i = 0; i < batch.size(); ++i) accept_phase(*batch[i], target_rows_[i], t);
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      accept_phase(*batch[i], target_rows_[i], kVerifierAccepts ? &fused_results_[i] : nullptr, t);
     end_step(batch, t);
   }
 
@@ -310,6 +313,8 @@ class SpeculativeEngine {
   // Chains of a step are drafted together, one forward per level, when the
   // builder grows them in lockstep and the drafter batches its forwards.
   static constexpr bool kDraftsBatched = BatchBuilderFor<B, D> && BatchDrafter<D>;
+  // The verifier runs the rule where its rows are (a device verifier).
+  static constexpr bool kVerifierAccepts = RuleVerifier<V, R>;
 
   // One step's clocks: its start, the model clocks at its start (the
   // target's, and each distinct drafter's: what is left of the wall time is
@@ -404,23 +409,42 @@ class SpeculativeEngine {
     t.select_seconds = seconds_between(t1, DecodeClock::now()) / static_cast<double>(batch.size());
   }
 
-  // score: one target forward for the whole batch.
+  // score: one target forward for the whole batch. A verifier that runs the
+  // rule itself (RuleVerifier: the rows stay on the device) accepts here
+  // too, each request drawing from its own rule stream; the round's target
+  // rows are then empty on the host.
   void score_phase(std::span<Request* const> batch, StepTimes& t) {
     const auto target0 = detail::reading(target_clock_);
     const auto t2 = DecodeClock::now();
-    target_rows_.resize(batch.size());
-    verifier_->score(items_, target_rows_);
+    target_rows_.assign(batch.size(), ProbRows{});
+    if constexpr (kVerifierAccepts) {
+      draft_views_.clear();
+      rule_rngs_.clear();
+      for (Request* r : batch) {
+        draft_views_.push_back(r->rows_.view());
+        rule_rngs_.push_back(&r->rule_rng_);
+      }
+      fused_results_.resize(batch.size());
+      verifier_->verify_round(rule_, std::span<const ScoreItem>(items_), std::span<const ProbRows>(draft_views_),
+                              std::span<RandomStream* const>(rule_rngs_), std::span<VerifyResult>(fused_results_));
+    } else {
+      verifier_->score(items_, target_rows_);
+    }
     t.score_seconds = seconds_between(t2, DecodeClock::now());
     t.score_model = detail::since(target_clock_, target0);
   }
 
   // accept, commit, observe, emit, carry: one request's end of the round.
-  void accept_phase(Request& r, const ProbRows& target_rows, const StepTimes& t) {
+  // `fused`: the outcome the verifier already found (RuleVerifier), else null.
+  void accept_phase(Request& r, const ProbRows& target_rows, VerifyResult* fused, const StepTimes& t) {
     const DraftTree& tree = *r.verified_;
     const auto t3 = DecodeClock::now();
     const auto commit_target0 = detail::reading(target_clock_);
     const auto commit_draft0 = detail::reading(r.draft_clock_);
-    r.result_ = rule_.verify(tree, target_rows, r.rows_.view(), r.rule_rng_);
+    if (fused != nullptr)
+      r.result_ = std::move(*fused);
+    else
+      r.result_ = rule_.verify(tree, target_rows, r.rows_.view(), r.rule_rng_);
     verifier_->commit(r.seq_, tree, r.result_);
     if constexpr (TrackingSelector<S>) selector_.commit(r.seq_, tree, r.result_);
     r.emitted_ = r.result_.emitted_tokens(tree);
@@ -606,6 +630,9 @@ class SpeculativeEngine {
   std::vector<Selection> selections_;
   std::vector<ScoreItem> items_;
   std::vector<ProbRows> target_rows_;
+  std::vector<ProbRows> draft_views_;        // a RuleVerifier's round: each request's draft rows,
+  std::vector<RandomStream*> rule_rngs_;     // its rule stream,
+  std::vector<VerifyResult> fused_results_;  // and its outcome
 };
 
 }  // namespace specdec

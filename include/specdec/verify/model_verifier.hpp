@@ -86,14 +86,63 @@ class ModelVerifier {
   // distributions for [root, node 0, ..., node N-1], warped with
   // items[i].sampling; the views stay valid until the next call.
   void score(std::span<const ScoreItem> items, std::span<ProbRows> out) {
-    if (items.size() != out.size())
+    if (items.size() != out.size())  // before the forward
       throw ShapeError(fmt::format("ModelVerifier::score: {} items but {} outputs", items.size(), out.size()));
-    std::size_t total = 0;
-    for (const auto& item : items) {
-      if (item.tree == nullptr) throw InvalidArgumentError("ModelVerifier::score: an item has no tree");
-      item.sampling.validate();
-      total += static_cast<std::size_t>(item.tree->size()) + 1;
+    const auto rows = forward_rows(items);
+    const auto vocab = model_->vocab_size();
+    const auto logits = logit_rows(forward_into(items, logits_.view(rows, vocab)), rows, vocab, "ModelVerifier");
+    warp_into(items, logits, out);
+  }
+
+  // The warp of score(): out[b] gets item b's rows of `logits` (a forward's
+  // rows, item after item) warped with items[b].sampling; the views stay
+  // valid until the next call. A verifier whose model computes elsewhere
+  // (DeviceVerifier) warps the rows it brought back here.
+  void warp_into(std::span<const ScoreItem> items, const ProbRows& logits, std::span<ProbRows> out) {
+    if (items.size() != out.size())
+      throw ShapeError(fmt::format("ModelVerifier::warp_into: {} items but {} outputs", items.size(), out.size()));
+    const auto rows = forward_rows(items), vocab = logits.vocab();
+    if (logits.num_rows() != rows)
+      throw ShapeError(fmt::format("ModelVerifier::warp_into: the items have {} rows, the logits {}", rows,
+                                   logits.num_rows()));
+    // Each item's rows are warped with its own parameters: greedy rows into
+    // the one-hot buffer, sampled rows into probs_ (row r of the forward is
+    // row r of either).
+    std::int64_t first = 0;
+    for (std::size_t b = 0; b < items.size(); ++b) {
+      const auto n = std::int64_t{items[b].tree->size()} + 1;
+      const SamplingParams& sampling = items[b].sampling;
+      if (sampling.is_greedy()) {
+        one_hot_rows(logits, first, n);
+        out[b] = ProbRows(one_hot_.data() + first * vocab, n, vocab);
+      } else {
+        if (probs_.num_rows() < rows || probs_.vocab() != vocab) probs_.resize(rows, vocab);
+        for (auto r = first; r < first + n; ++r) warp_(logits.row(r), sampling, probs_.row(r));
+        out[b] = ProbRows(probs_.row(first).data(), n, vocab, probs_.view().row_stride());
+      }
+      first += n;
     }
+  }
+
+  // Rows of the forward over `items`: the root and every node of each tree.
+  // Throws InvalidArgumentError for an item without a tree.
+  static std::int64_t forward_rows(std::span<const ScoreItem> items) {
+    std::int64_t total = 0;
+    for (const auto& item : items) {
+      if (item.tree == nullptr) throw InvalidArgumentError("ModelVerifier: an item has no tree");
+      total += std::int64_t{item.tree->size()} + 1;
+    }
+    return total;
+  }
+
+  // The forward of score() without the warp: one target forward over the
+  // items, item after item ([root, node 0, ...] each), its logits written to
+  // `logits` ([forward_rows(items), vocab]; device memory for a model that
+  // computes there, as DeviceVerifier gives it). Returns the request's
+  // logits view as the model left it. Each item's sampling is checked.
+  TensorView forward_into(std::span<const ScoreItem> items, TensorView logits) {
+    const auto total = static_cast<std::size_t>(forward_rows(items));
+    for (const auto& item : items) item.sampling.validate();
     tokens_.resize(total);
     positions_.resize(total);
     masks_.resize(items.size());
@@ -123,30 +172,12 @@ class ModelVerifier {
       at += n;
     }
     const auto rows = static_cast<std::int64_t>(total);
-    const auto vocab = model_->vocab_size();
     ForwardRequest request{inputs_};
-    request.logits = logits_.view(rows, vocab);
+    request.logits = logits;
     if (want_hidden) request.hidden = hidden_.view(rows, model_->hidden_size());
     model_->forward(request);
-    const auto logits = logit_rows(request.logits, rows, vocab, "ModelVerifier");
     if (want_hidden) hidden_rows_ = logit_rows(request.hidden, rows, model_->hidden_size(), "ModelVerifier (hidden states)");
-    // Each item's rows are warped with its own parameters: greedy rows into
-    // the one-hot buffer, sampled rows into probs_ (row r of the forward is
-    // row r of either).
-    at = 0;
-    for (std::size_t b = 0; b < items.size(); ++b) {
-      const auto first = static_cast<std::int64_t>(at), n = std::int64_t{items[b].tree->size()} + 1;
-      const SamplingParams& sampling = items[b].sampling;
-      if (sampling.is_greedy()) {
-        one_hot_rows(logits, first, n);
-        out[b] = ProbRows(one_hot_.data() + first * vocab, n, vocab);
-      } else {
-        if (probs_.num_rows() < rows || probs_.vocab() != vocab) probs_.resize(rows, vocab);
-        for (auto r = first; r < first + n; ++r) warp_(logits.row(r), sampling, probs_.row(r));
-        out[b] = ProbRows(probs_.row(first).data(), n, vocab, probs_.view().row_stride());
-      }
-      at += static_cast<std::size_t>(n);
-    }
+    return request.logits;
   }
 
   // One sequence's tree: score() of a single item.
