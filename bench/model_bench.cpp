@@ -178,6 +178,69 @@ BENCHMARK(BM_Model_ForwardVsStep)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
+// A chain:k=4 round against a decode step, as the engine runs them: four
+// one-token draft steps, then the target's 5-token verification; and the
+// target's one-token step of autoregressive decoding, which runs with no
+// draft between. Each timed alone, back to back every iteration, medians.
+// The verification here pays for what the draft's steps evicted of the
+// target's weights from the cache, as it does in `specdec bench`.
+void BM_Round_VerifyAfterDraft(benchmark::State& state) {
+  auto& target = model(sd::DType::kBF16);
+  auto& draft = draft_model(sd::DType::kBF16);
+  const bool with_draft = state.range(0) != 0;
+  const NewTokens input(5);
+  const sd::SequenceInput five{0, input.tokens, input.positions},
+      one{0, std::span(input.tokens).first(1), std::span(input.positions).first(1)};
+  sd::HostRows logits_five, logits_one, logits_draft;
+  sd::ForwardRequest verify{std::span(&five, 1)}, step{std::span(&one, 1)};
+  verify.logits = logits_five.view(5, target.vocab_size());
+  step.logits = logits_one.view(1, target.vocab_size());
+  std::vector<sd::SequenceInput> draft_inputs;
+  for (int i = 0; i < 4; ++i)
+    draft_inputs.push_back({0, std::span(input.tokens).subspan(static_cast<std::size_t>(i), 1),
+                            std::span(input.positions).subspan(static_cast<std::size_t>(i), 1)});
+  const auto timed = [](tb::LlamaModel& m, sd::ForwardRequest& r) {
+    const auto start = std::chrono::steady_clock::now();
+    m.forward(r);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  timed(target, verify);  // packs the weights
+  target.rollback(0, 128);
+  std::vector<double> steps, drafts, verifies, ratios;
+  for (auto _ : state) {
+    const double s1 = timed(target, step);
+    target.rollback(0, 128);
+    const double s2 = timed(target, step);  // a step after a step, as in decoding
+    target.rollback(0, 128);
+    double d = 0;
+    if (with_draft) {
+      for (auto& in : draft_inputs) {
+        sd::ForwardRequest r{std::span(&in, 1)};
+        r.logits = logits_draft.view(1, draft.vocab_size());
+        d += timed(draft, r);
+      }
+      draft.rollback(0, 128);
+    }
+    const double v = timed(target, verify);
+    target.rollback(0, 128);
+    (void)s1;
+    steps.push_back(s2);
+    drafts.push_back(d);
+    verifies.push_back(v);
+    ratios.push_back(v / s2);
+    state.SetIterationTime(v);
+  }
+  const auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  state.counters["step_ms"] = median(steps) * 1e3;
+  state.counters["draft4_ms"] = median(drafts) * 1e3;
+  state.counters["verify_ms"] = median(verifies) * 1e3;
+  state.counters["ratio"] = median(ratios);
+}
+BENCHMARK(BM_Round_VerifyAfterDraft)->ArgName("draft")->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+
 // Reading the bytes of every weight matrix in the given precision once, with
 // a vectorized f32 sum (at::sum, on the same two threads) over buffers of
 // that many bytes: the floor of a decode step. (Summing the bf16 values
