@@ -90,6 +90,12 @@ double weight_bytes(const tb::LlamaModel& m, sd::DType dtype = sd::DType::kF32) 
   return bytes;
 }
 
+// The median of the timings of a run's iterations.
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
 // n new tokens after the 128-token prefix.
 struct NewTokens {
   std::vector<sd::TokenId> tokens;
@@ -163,10 +169,6 @@ void forward_vs_step(benchmark::State& state, tb::LlamaModel& m) {
     ratios.push_back(forward / step);
     state.SetIterationTime(forward);
   }
-  const auto median = [](std::vector<double> v) {
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-    return v[v.size() / 2];
-  };
   state.counters["step_ms"] = median(steps) * 1e3;
   state.counters["forward_ms"] = median(forwards) * 1e3;
   state.counters["ratio"] = median(ratios);
@@ -230,10 +232,6 @@ void BM_Round_VerifyAfterDraft(benchmark::State& state) {
     ratios.push_back(v / s2);
     state.SetIterationTime(v);
   }
-  const auto median = [](std::vector<double> v) {
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-    return v[v.size() / 2];
-  };
   state.counters["step_ms"] = median(steps) * 1e3;
   state.counters["draft4_ms"] = median(drafts) * 1e3;
   state.counters["verify_ms"] = median(verifies) * 1e3;

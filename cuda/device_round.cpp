@@ -83,28 +83,18 @@ DeviceRound::~DeviceRound() {
   (void)cudaFreeHost(host_results_.ptr);
 }
 
-void* DeviceRound::grow(Buffer& b, std::size_t bytes, bool zeroed) {
+void* DeviceRound::grow(Buffer& b, std::size_t bytes, Memory memory) {
   bytes = std::max<std::size_t>(bytes, 16);
   if (bytes <= b.bytes) return b.ptr;
-  // The stream may still read the old buffer (a round is synchronised at its
+  // The stream may still use the old buffer (a round is synchronised at its
   // end, but a host's forward may have been enqueued since).
   check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "cudaStreamSynchronize");
-  check(cudaFree(b.ptr), "cudaFree");
+  const bool pinned = memory == Memory::kPinnedHost;
+  check(pinned ? cudaFreeHost(b.ptr) : cudaFree(b.ptr), "freeing a buffer");
   b = Buffer{};
-  check(cudaMalloc(&b.ptr, bytes), "cudaMalloc");
+  check(pinned ? cudaMallocHost(&b.ptr, bytes) : cudaMalloc(&b.ptr, bytes), pinned ? "cudaMallocHost" : "cudaMalloc");
   b.bytes = bytes;
-  if (zeroed) check(cudaMemset(b.ptr, 0, bytes), "cudaMemset");
-  return b.ptr;
-}
-
-void* DeviceRound::grow_pinned(Buffer& b, std::size_t bytes) {
-  bytes = std::max<std::size_t>(bytes, 16);
-  if (bytes <= b.bytes) return b.ptr;
-  check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "cudaStreamSynchronize");
-  check(cudaFreeHost(b.ptr), "cudaFreeHost");
-  b = Buffer{};
-  check(cudaMallocHost(&b.ptr, bytes), "cudaMallocHost");
-  b.bytes = bytes;
+  if (memory == Memory::kDeviceZeroed) check(cudaMemset(b.ptr, 0, bytes), "cudaMemset");
   return b.ptr;
 }
 
@@ -206,7 +196,7 @@ void DeviceRound::verify(const DeviceRoundLayout& layout, DeviceRule rule, std::
   const auto s = static_cast<cudaStream_t>(stream_);
   // 1. The layout, in one copy from pinned memory.
   const auto blob = layout.blob();
-  void* host_layout = grow_pinned(host_layout_, blob.size());
+  void* host_layout = grow(host_layout_, blob.size(), Memory::kPinnedHost);
   std::memcpy(host_layout, blob.data(), blob.size());
   void* dev_layout = grow(layout_, blob.size());
   check(cudaMemcpyAsync(dev_layout, host_layout, blob.size(), cudaMemcpyHostToDevice, s),
@@ -247,7 +237,7 @@ void DeviceRound::verify(const DeviceRoundLayout& layout, DeviceRule rule, std::
     case DeviceRule::kGreedy: {
       const auto bytes = greedy_verification_workspace_bytes(batch, nodes);
       if (bytes == 0) check(Status::kInvalidArgument, rule, batch, nodes, vocab);
-      void* ws = grow(greedy_ws_, bytes, /*zeroed=*/true);
+      void* ws = grow(greedy_ws_, bytes, Memory::kDeviceZeroed);
       check(greedy_verification(probs, parents, tokens, sizes, accepted, num_accepted, emitted, batch, nodes,
                                 max_depth, vocab, ws, greedy_ws_.bytes, stream_),
             rule, batch, nodes, vocab);
@@ -285,7 +275,7 @@ void DeviceRound::verify(const DeviceRoundLayout& layout, DeviceRule rule, std::
   const std::size_t status_at = (r.bytes + 15) / 16 * 16;
   check(cudaMemcpyAsync(at<char>(results, status_at), status, status_bytes, cudaMemcpyDeviceToDevice, s),
         "cudaMemcpyAsync (statuses)");
-  void* host = grow_pinned(host_results_, status_at + status_bytes);
+  void* host = grow(host_results_, status_at + status_bytes, Memory::kPinnedHost);
   check(cudaMemcpyAsync(host, results, status_at + status_bytes, cudaMemcpyDeviceToHost, s),
         "cudaMemcpyAsync (results)");
   check(cudaStreamSynchronize(s), "the round (cudaStreamSynchronize)");

@@ -96,8 +96,8 @@ class DeviceRound {
     void* ptr = nullptr;
     std::size_t bytes = 0;
   };
-  void* grow(Buffer& b, std::size_t bytes, bool zeroed = false);
-  void* grow_pinned(Buffer& b, std::size_t bytes);
+  enum class Memory { kDevice, kDeviceZeroed, kPinnedHost };
+  void* grow(Buffer& b, std::size_t bytes, Memory memory = Memory::kDevice);
 
   void* stream_ = nullptr;
   Buffer logits_, draft_, probs_, layout_, results_, status_;
