@@ -1,7 +1,10 @@
 // The CUDA round kernels, timed with device events over CUDA graph replays
 // (Google Benchmark's manual time; see time_launches): the warp, each rule,
 // warp and chain sampling fused, and the time to read the same logits once
-// (the floor a memory-bound kernel meets).
+// (the floor a memory-bound kernel meets). BM_DeviceRound times a whole
+// round as the engine runs it (cuda::DeviceRound::verify: the layout's copy,
+// the warp, the rule, the copy back and the one synchronisation) in host wall
+// time.
 //
 // Shapes: V = 32000 and 128256, batch 1 to 256 chains of k = 4 or 8 drafts
 // (k + 1 target rows each). Inputs are random logits and probability rows,
@@ -23,10 +26,13 @@
 #include <string>
 #include <vector>
 
+#include "specdec/core/draft_tree.hpp"
+#include "specdec/core/prob_matrix.hpp"
 #include "specdec/core/status.hpp"
 #include "specdec/core/types.hpp"
 #include "specdec/cuda/block_verification.hpp"
 #include "specdec/cuda/chain_speculative_sampling.hpp"
+#include "specdec/cuda/device_round.hpp"
 #include "specdec/cuda/greedy_verification.hpp"
 #include "specdec/cuda/recursive_rejection_sampling.hpp"
 #include "specdec/cuda/traversal_verification.hpp"
@@ -383,7 +389,8 @@ void BM_TraversalVerification(benchmark::State& state) {
   time_launches(state, in.copies, [&](int c, cudaStream_t stream) {
     check(specdec::cuda::traversal_verification(in.par->ptr, in.tok->ptr, in.dr->ptr,
                                                 in.q[static_cast<std::size_t>(c)]->ptr,
-                                                in.p[static_cast<std::size_t>(c)]->ptr, path.ptr, count.ptr,
+                                                in.p[static_cast<std::size_t>(c)]->ptr, nullptr, path.ptr,
+                                                count.ptr,
                                                 emitted.ptr, s.batch, s.k, s.k, s.vocab, ws.ptr, ws_bytes, 7,
                                                 offset, stream),
           "traversal_verification");
@@ -423,6 +430,58 @@ void BM_TypicalAcceptance(benchmark::State& state) {
   label(state, s, bytes);
 }
 
+// One engine round on the device: `batch` sampled chains of k drafts (each
+// slot drawn i.i.d. from its draft row, drafts the rows' argmax), requests
+// at T = 1, the target's logits already in logits() and the drafters' rows
+// in device memory, as a drafter on the device leaves them. Host wall time
+// per round: the layout's copy in, set_draft_rows' device-to-device copies,
+// the warp, the rule and the copy back, with the round's synchronisation.
+void BM_DeviceRound(benchmark::State& state, specdec::cuda::DeviceRule rule) {
+  if (!have_device()) return state.SkipWithError("skipped: no CUDA device");
+  const Shape s = shape_of(state);
+  const auto logits = random_rows(s.rows(), s.vocab, 3, false);
+  const auto draft = random_rows(std::int64_t{s.batch} * s.k, s.vocab, 4, true);
+  const auto v = static_cast<std::size_t>(s.vocab);
+  std::vector<specdec::DraftTree> trees(static_cast<std::size_t>(s.batch));
+  for (std::int32_t b = 0; b < s.batch; ++b) {
+    auto& t = trees[static_cast<std::size_t>(b)];
+    t.clear(0);
+    for (std::int32_t i = 0; i < s.k; ++i) {
+      const float* q = draft.data() + (static_cast<std::size_t>(b * s.k + i)) * v;
+      t.set_children_source(i - 1, i, specdec::ChildMode::kSampledWithReplacement);
+      t.add_node(i - 1, static_cast<TokenId>(std::max_element(q, q + s.vocab) - q), 0.5f);
+    }
+  }
+  DeviceArray<float> draft_dev(draft.size());
+  draft_dev.upload(draft);
+  std::vector<specdec::ProbRows> rows;
+  for (std::int32_t b = 0; b < s.batch; ++b)
+    rows.emplace_back(draft_dev.ptr + static_cast<std::size_t>(b * s.k) * v, s.k, s.vocab);
+  std::vector<specdec::cuda::DeviceRoundItem> items;
+  for (std::int32_t b = 0; b < s.batch; ++b)
+    items.push_back({&trees[static_cast<std::size_t>(b)], {}, {7, static_cast<std::uint64_t>(b), 0}});
+  specdec::cuda::DeviceRound round;
+  std::vector<specdec::VerifyResult> out(static_cast<std::size_t>(s.batch));
+  std::vector<std::int32_t> used(out.size());
+  specdec::cuda::DeviceRoundLayout layout(items);
+  check(cudaMemcpy(round.logits(layout.forward_rows(), s.vocab), logits.data(), logits.size() * sizeof(float),
+                   cudaMemcpyHostToDevice),
+        "logits");
+  for (auto _ : state) {
+    layout.assign(items);  // each round's trees and streams are new
+    round.set_draft_rows(layout, rows, s.vocab);
+    round.verify(layout, rule, s.vocab, true, out, used);
+    for (auto& item : items) item.stream.offset += static_cast<std::uint64_t>(s.k) + 1;
+  }
+  label(state, s, static_cast<std::size_t>(s.rows()) * v * sizeof(float));
+}
+
+void round_shapes(benchmark::internal::Benchmark* b) {
+  for (const std::int64_t vocab : {32000, 128256})
+    for (const std::int64_t batch : {1, 64}) b->Args({vocab, batch, 4});
+  b->ArgNames({"V", "batch", "k"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   for (const std::int64_t vocab : {32000, 128256})
     for (const std::int64_t batch : {1, 8, 64, 256})
@@ -441,6 +500,10 @@ BENCHMARK(BM_ChainFromLogits)->Apply(shapes);
 BENCHMARK(BM_TraversalVerification)->Apply(shapes);
 BENCHMARK(BM_TypicalAcceptance)->Apply(shapes);
 BENCHMARK(BM_RecursiveRejectionSampling)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_DeviceRound, speculative_sampling, specdec::cuda::DeviceRule::kSpeculative)
+    ->Apply(round_shapes);
+BENCHMARK_CAPTURE(BM_DeviceRound, recursive_rejection, specdec::cuda::DeviceRule::kRecursiveRejection)
+    ->Apply(round_shapes);
 
 }  // namespace
 

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include "specdec/core/error.hpp"
+#include "specdec/cuda/block_verification.hpp"
+#include "specdec/cuda/chain_speculative_sampling.hpp"
 #include "specdec/cuda/greedy_verification.hpp"
 #include "specdec/cuda/recursive_rejection_sampling.hpp"
 #include "specdec/cuda/traversal_verification.hpp"
@@ -68,6 +70,10 @@ const char* device_rule_name(DeviceRule rule) {
       return "traversal verification";
     case DeviceRule::kTypical:
       return "typical acceptance";
+    case DeviceRule::kSpeculative:
+      return "speculative sampling";
+    case DeviceRule::kBlock:
+      return "block verification";
   }
   return "unknown rule";
 }
@@ -119,22 +125,25 @@ void DeviceRound::set_draft_rows(const DeviceRoundLayout& layout, std::span<cons
   if (rows.size() != static_cast<std::size_t>(layout.batch()))
     throw ShapeError(
         fmt::format("DeviceRound::set_draft_rows: {} trees but draft rows for {}", layout.batch(), rows.size()));
-  float* dev = draft_rows(layout.padded_rows(), vocab);
-  const auto s = static_cast<cudaStream_t>(stream_);
-  for (std::int32_t b = 0; b < layout.batch(); ++b) {
-    const ProbRows& r = rows[static_cast<std::size_t>(b)];
-    const std::int64_t slots = std::int64_t{layout.trees().sizes()[static_cast<std::size_t>(b)]} + 1;
-    // A tree's last rows may be absent (leaves have no children to draw).
-    const std::int64_t n = std::min(r.num_rows(), slots);
-    if (n == 0) continue;
+  for (const DraftRowCopy& c : layout.draft_copies()) {
+    const ProbRows& r = rows[static_cast<std::size_t>(c.item)];
     if (r.vocab() != vocab)
       throw ShapeError(fmt::format("DeviceRound::set_draft_rows: tree {}'s draft rows have vocabulary {}, the round {}",
-                                   b, r.vocab(), vocab));
-    float* dst = dev + layout.trees().row(b, DraftTree::kRoot) * vocab;
-    check(cudaMemcpy2DAsync(dst, static_cast<std::size_t>(vocab) * sizeof(float), r.row(0).data(),
-                            static_cast<std::size_t>(r.row_stride()) * sizeof(float),
-                            static_cast<std::size_t>(vocab) * sizeof(float), static_cast<std::size_t>(n),
-                            cudaMemcpyHostToDevice, s),
+                                   c.item, r.vocab(), vocab));
+    if (r.num_rows() < c.source_row + c.rows)
+      throw ShapeError(fmt::format("DeviceRound::set_draft_rows: tree {} reads draft row {}, and its drafter gave {}",
+                                   c.item, c.source_row + c.rows - 1, r.num_rows()));
+  }
+  float* dev = draft_rows(layout.padded_rows(), vocab);
+  const auto s = static_cast<cudaStream_t>(stream_);
+  // cudaMemcpyDefault: the runtime tells host rows (a drafter on the host)
+  // from device rows (a drafter whose model runs on the device) by address.
+  for (const DraftRowCopy& c : layout.draft_copies()) {
+    const ProbRows& r = rows[static_cast<std::size_t>(c.item)];
+    check(cudaMemcpy2DAsync(dev + c.padded_row * vocab, static_cast<std::size_t>(vocab) * sizeof(float),
+                            r.row(c.source_row).data(), static_cast<std::size_t>(r.row_stride()) * sizeof(float),
+                            static_cast<std::size_t>(vocab) * sizeof(float), static_cast<std::size_t>(c.rows),
+                            cudaMemcpyDefault, s),
           "cudaMemcpy2DAsync (draft rows)");
   }
 }
@@ -182,16 +191,20 @@ void DeviceRound::verify(const DeviceRoundLayout& layout, DeviceRule rule, std::
                         r, layout.row_params()[r].temperature));
   const bool sampled_slots =
       std::any_of(trees.draws().begin(), trees.draws().end(), [](auto d) { return d != 0; });
-  if (sampled_slots && !with_draft_rows &&
-      (rule == DeviceRule::kRecursiveRejection || rule == DeviceRule::kTraversal))
+  if (sampled_slots && !with_draft_rows && rule_reads_draft_rows(rule))
     throw InvalidArgumentError(
         fmt::format("DeviceRound::verify: {} reads the draft rows of sampled slots, and the round has some "
                     "but no draft rows",
                     device_rule_name(rule)));
-  if (rule == DeviceRule::kTraversal &&
-      std::any_of(trees.sizes().begin(), trees.sizes().end(), [&](auto n) { return n != nodes; }))
-    throw UnsupportedError(
-        "DeviceRound::verify: the traversal kernel takes trees of one size; this batch's differ");
+  if (rule == DeviceRule::kSpeculative || rule == DeviceRule::kBlock)
+    for (std::int32_t b = 0; b < batch; ++b)
+      for (std::int32_t i = 0; i < trees.sizes()[static_cast<std::size_t>(b)]; ++i)
+        if (trees.parents()[static_cast<std::size_t>(b) * static_cast<std::size_t>(nodes) +
+                            static_cast<std::size_t>(i)] != i - 1)
+          throw InvalidTreeError(fmt::format(
+              "DeviceRound::verify: {} verifies chains, and tree {} is not one (node {} is not its "
+              "predecessor's child); use recursive rejection sampling or traversal verification",
+              device_rule_name(rule), b, i));
 
   const auto s = static_cast<cudaStream_t>(stream_);
   // 1. The layout, in one copy from pinned memory.
@@ -232,7 +245,10 @@ void DeviceRound::verify(const DeviceRoundLayout& layout, DeviceRule rule, std::
   auto* emitted = at<TokenId>(results, r.emitted);
   auto* used = at<std::int32_t>(results, r.draws_used);
   const float* draft = with_draft_rows ? static_cast<const float*>(draft_.ptr) : nullptr;
-  std::int32_t fixed_draws = -1;  // the rules whose kernels do not count their draws
+  // The uniforms a tree drew, for the kernels that do not count them: a
+  // fixed number, or (chain rules, traversal) one per node and one more.
+  std::int32_t fixed_draws = -1;
+  bool draws_per_node = false;
   switch (rule) {
     case DeviceRule::kGreedy: {
       const auto bytes = greedy_verification_workspace_bytes(batch, nodes);
@@ -255,12 +271,24 @@ void DeviceRound::verify(const DeviceRoundLayout& layout, DeviceRule rule, std::
       if (bytes == 0) check(Status::kInvalidArgument, rule, batch, nodes, vocab);
       void* ws = grow(traversal_ws_, bytes);
       check(
-          traversal_verification(parents, tokens, draws, draft, probs, accepted, num_accepted, emitted, batch,
+          traversal_verification(parents, tokens, draws, draft, probs, sizes, accepted, num_accepted, emitted, batch,
                                  nodes, max_depth, vocab, ws, traversal_ws_.bytes, 0, 0, stream_, streams),
           rule, batch, nodes, vocab);
-      fixed_draws = nodes + 1;
+      draws_per_node = true;
       break;
     }
+    case DeviceRule::kSpeculative:
+      check(chain_speculative_sampling_flat(parents, tokens, draws, draft, probs, sizes, accepted, num_accepted,
+                                            emitted, batch, nodes, max_depth, vocab, 0, 0, stream_, streams),
+            rule, batch, nodes, vocab);
+      draws_per_node = true;
+      break;
+    case DeviceRule::kBlock:
+      check(block_verification_flat(parents, tokens, draws, draft, probs, sizes, accepted, num_accepted, emitted,
+                                    batch, nodes, max_depth, vocab, 0, 0, stream_, streams),
+            rule, batch, nodes, vocab);
+      draws_per_node = true;
+      break;
     case DeviceRule::kTypical:
       check(typical_acceptance(parents, tokens, probs, sizes, accepted, num_accepted, emitted, batch, nodes,
                                max_depth, vocab, typical.posterior_threshold, typical.posterior_alpha, 0, 0,
@@ -292,7 +320,8 @@ void DeviceRound::verify(const DeviceRoundLayout& layout, DeviceRule rule, std::
   const std::span<const std::byte> bytes(static_cast<const std::byte*>(host), r.bytes);
   for (std::int32_t b = 0; b < batch; ++b) {
     const std::int32_t counted = layout.decode(b, bytes, out[static_cast<std::size_t>(b)]);
-    draws_used[static_cast<std::size_t>(b)] = fixed_draws >= 0 ? fixed_draws : counted;
+    draws_used[static_cast<std::size_t>(b)] =
+        draws_per_node ? trees.sizes()[static_cast<std::size_t>(b)] + 1 : fixed_draws >= 0 ? fixed_draws : counted;
   }
 }
 

@@ -74,4 +74,60 @@ SPECDEC_HOST_DEVICE bool flag_bad_chain(const TokenId* tokens, std::int32_t gamm
   return false;
 }
 
+// Whether tree b of a FlatTrees layout is a chain the chain kernels can
+// verify in place (cuda::chain_speculative_sampling_flat,
+// cuda::block_verification_flat): n in [0, nodes] nodes with parents -1, 0,
+// 1, ..., tokens in [0, vocab), each slot drawn 0..2 and, if sampled, with
+// draft rows, and a path that fits max_depth.
+SPECDEC_HOST_DEVICE bool valid_flat_chain(const std::int32_t* parents, const TokenId* tokens,
+                                          const std::uint8_t* draws, bool have_draft_rows, std::int32_t n,
+                                          std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab) {
+  if (n < 0 || n > nodes || n > max_depth) return false;
+  for (std::int32_t i = 0; i < n; ++i) {
+    if (parents[i] != i - 1 || tokens[i] < 0 || tokens[i] >= vocab) return false;
+    if (draws[i] > 2 || (draws[i] != 0 && !have_draft_rows)) return false;  // slot i - 1, x_i's row
+  }
+  return true;
+}
+
+// The draft row of chain token i in a FlatTrees layout: its parent slot's,
+// at row i of the tree's [nodes + 1, vocab] rows; null where the slot's child
+// was chosen deterministically (q = one-hot), as the host rules read it.
+struct FlatChainDraftRows {
+  const float* base = nullptr;  // the tree's rows, or null: no draft rows
+  const std::uint8_t* draws = nullptr;
+  std::int64_t vocab = 0;
+  SPECDEC_HOST_DEVICE const float* operator()(std::int64_t i) const {
+    return base == nullptr || draws[i] == 0 ? nullptr : base + i * vocab;
+  }
+};
+
+// Writes a flat chain's outcome as the tree kernels do: the accepted nodes
+// 0..accepted-1, then -1 padding to max_depth; -1 accepted for a refused
+// chain, whose emitted token is kNoToken.
+SPECDEC_HOST_DEVICE void write_flat_chain(std::int32_t accepted, TokenId y, std::int32_t max_depth,
+                                          std::int32_t* path, std::int32_t* num_accepted, TokenId* emitted) {
+  for (std::int32_t j = 0; j < max_depth; ++j) path[j] = j < accepted ? j : -1;
+  *num_accepted = accepted;
+  *emitted = accepted < 0 ? kNoToken : y;
+}
+
+// Whether the flat chain launchers' arguments are usable (see
+// chain_speculative_sampling_flat).
+inline bool valid_flat_arguments(const std::int32_t* parents, const TokenId* tokens, const std::uint8_t* draws,
+                                 const float* target_probs, const std::int32_t* accepted_nodes,
+                                 const std::int32_t* num_accepted, const TokenId* emitted, std::int32_t batch,
+                                 std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab) {
+  if (batch < 0 || nodes < 0 || nodes == std::numeric_limits<std::int32_t>::max() || max_depth < 0 ||
+      max_depth > nodes || vocab <= 0 || vocab > std::numeric_limits<TokenId>::max())
+    return false;
+  const std::int64_t rows = static_cast<std::int64_t>(batch) * (static_cast<std::int64_t>(nodes) + 1);
+  if (rows > 0 && vocab > std::numeric_limits<std::int64_t>::max() / rows) return false;
+  if (batch == 0) return true;
+  if (draws == nullptr || target_probs == nullptr || num_accepted == nullptr || emitted == nullptr) return false;
+  if (nodes > 0 && (parents == nullptr || tokens == nullptr)) return false;
+  if (max_depth > 0 && accepted_nodes == nullptr) return false;
+  return true;
+}
+
 }  // namespace specdec::cuda::detail

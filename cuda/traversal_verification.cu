@@ -47,7 +47,8 @@ __device__ bool valid_tree(const std::int32_t* parents, const TokenId* tokens, c
 __global__ void traversal_verification_kernel(
     const std::int32_t* __restrict__ parents, const TokenId* __restrict__ tokens,
     const std::uint8_t* __restrict__ slot_draws, const float* __restrict__ draft_probs,
-    const float* __restrict__ target_probs, std::int32_t* __restrict__ accepted_nodes,
+    const float* __restrict__ target_probs, const std::int32_t* __restrict__ tree_nodes,
+    std::int32_t* __restrict__ accepted_nodes,
     std::int32_t* __restrict__ num_accepted, TokenId* __restrict__ emitted, std::int32_t batch,
     std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab, char* __restrict__ workspace,
     std::size_t stride, std::size_t levels_size, std::uint64_t seed, std::uint64_t offset,
@@ -61,10 +62,12 @@ __global__ void traversal_verification_kernel(
   std::int32_t* path = accepted_nodes + b * max_depth;
   std::int32_t k = -1;
   emitted[b] = kNoToken;
-  if (valid_tree(par, tok, draws, draft_probs != nullptr, nodes, max_depth, vocab)) {
+  // A tree of n nodes, padded to `nodes`: its rows keep the padded stride.
+  const std::int32_t n = tree_nodes == nullptr ? nodes : tree_nodes[b];
+  if (n >= 0 && n <= nodes && valid_tree(par, tok, draws, draft_probs != nullptr, n, max_depth, vocab)) {
     const std::int64_t rows = static_cast<std::int64_t>(nodes) + 1;
     const row_math::FlatTree tree{
-        par, tok, draws, draft_probs == nullptr ? nullptr : draft_probs + b * rows * vocab, nodes, vocab};
+        par, tok, draws, draft_probs == nullptr ? nullptr : draft_probs + b * rows * vocab, n, vocab};
     char* base = workspace + static_cast<std::size_t>(b) * stride;
     auto* levels = reinterpret_cast<row_math::TraversalLevel*>(base);
     auto* scratch = reinterpret_cast<double*>(base + levels_size);
@@ -91,12 +94,12 @@ std::size_t traversal_verification_workspace_bytes(std::int32_t batch, std::int3
 
 Status traversal_verification(const std::int32_t* parents, const TokenId* tokens,
                               const std::uint8_t* slot_draws, const float* draft_probs,
-                              const float* target_probs, std::int32_t* accepted_nodes,
+                              const float* target_probs, const std::int32_t* tree_nodes,
+                              std::int32_t* accepted_nodes,
                               std::int32_t* num_accepted, TokenId* emitted, std::int32_t batch,
                               std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab, void* workspace,
                               std::size_t workspace_bytes, std::uint64_t seed, std::uint64_t offset,
-                              void* stream,
-    const PhiloxUniforms* tree_streams) {
+                              void* stream, const PhiloxUniforms* tree_streams) {
   if (batch < 0 || nodes < 0 || nodes == std::numeric_limits<std::int32_t>::max() || max_depth < 0 ||
       max_depth > nodes || vocab <= 0 || vocab > std::numeric_limits<TokenId>::max())
     return Status::kInvalidArgument;
@@ -112,7 +115,8 @@ Status traversal_verification(const std::int32_t* parents, const TokenId* tokens
     return Status::kInvalidArgument;
   traversal_verification_kernel<<<detail::blocks_for(batch), detail::kThreadsPerBlock, 0,
                                   static_cast<cudaStream_t>(stream)>>>(
-      parents, tokens, slot_draws, draft_probs, target_probs, accepted_nodes, num_accepted, emitted, batch,
+      parents, tokens, slot_draws, draft_probs, target_probs, tree_nodes, accepted_nodes, num_accepted, emitted,
+      batch,
       nodes, max_depth, vocab, static_cast<char*>(workspace), row_bytes(max_depth, vocab),
       level_bytes(max_depth), seed, offset, tree_streams);
   return cudaGetLastError() == cudaSuccess ? Status::kOk : Status::kCudaError;

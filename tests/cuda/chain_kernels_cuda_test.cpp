@@ -178,6 +178,49 @@ TEST_CASE("The chain kernels' launchers reject bad arguments before touching a d
   CHECK(std::string(specdec::status_string(Status::kInvalidArgument)) == "invalid argument");
 }
 
+TEST_CASE("The chain kernels' FlatTrees launchers reject bad arguments before touching a device", "[unit]") {
+  const auto kernel = GENERATE(Kernel::kSpeculativeSampling, Kernel::kBlockVerification);
+  INFO(name(kernel));
+  const auto launch = kernel == Kernel::kSpeculativeSampling ? specdec::cuda::chain_speculative_sampling_flat
+                                                             : specdec::cuda::block_verification_flat;
+  std::int32_t ints[4] = {};
+  TokenId ids[4] = {};
+  std::uint8_t draws[4] = {};
+  float probs[8] = {};
+  // Everything but one argument valid; host addresses stand in for device
+  // pointers, so each call below must fail validation.
+  const auto call = [&](std::int32_t batch, std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab,
+                        const std::uint8_t* d = nullptr, const float* p = nullptr, std::int32_t* path = nullptr,
+                        std::int32_t* count = nullptr, TokenId* emitted = nullptr) {
+    return launch(ints, ids, d == nullptr ? draws : d, probs, p == nullptr ? probs : p, nullptr,
+                  path == nullptr ? ints : path, count == nullptr ? ints : count,
+                  emitted == nullptr ? ids : emitted, batch, nodes, max_depth, vocab, 1, 0, nullptr, nullptr);
+  };
+  const auto kInvalid = Status::kInvalidArgument;
+  CHECK(call(-1, 1, 1, 2) == kInvalid);
+  CHECK(call(1, -1, 0, 2) == kInvalid);
+  CHECK(call(1, 1, 2, 2) == kInvalid);  // deeper than the nodes allow
+  CHECK(call(1, 1, -1, 2) == kInvalid);
+  CHECK(call(1, 1, 1, 0) == kInvalid);
+  CHECK(call(1, 1, 1, (std::int64_t{1} << 21) + 1) == kInvalid);  // wider than a block draws
+  CHECK(call(1, INT32_MAX, 1, 2) == kInvalid);
+  CHECK(launch(ints, ids, nullptr, probs, probs, nullptr, ints, ints, ids, 1, 1, 1, 2, 1, 0, nullptr, nullptr) ==
+        kInvalid);
+  CHECK(launch(ints, ids, draws, probs, nullptr, nullptr, ints, ints, ids, 1, 1, 1, 2, 1, 0, nullptr, nullptr) ==
+        kInvalid);
+  CHECK(launch(ints, ids, draws, probs, probs, nullptr, nullptr, ints, ids, 1, 1, 1, 2, 1, 0, nullptr, nullptr) ==
+        kInvalid);
+  CHECK(launch(ints, ids, draws, probs, probs, nullptr, ints, nullptr, ids, 1, 1, 1, 2, 1, 0, nullptr, nullptr) ==
+        kInvalid);
+  CHECK(launch(ints, ids, draws, probs, probs, nullptr, ints, ints, nullptr, 1, 1, 1, 2, 1, 0, nullptr, nullptr) ==
+        kInvalid);
+  CHECK(launch(nullptr, ids, draws, probs, probs, nullptr, ints, ints, ids, 1, 1, 1, 2, 1, 0, nullptr, nullptr) ==
+        kInvalid);
+  // An empty batch launches nothing.
+  CHECK(launch(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0, 3, 3, 10, 1, 0,
+               nullptr, nullptr) == Status::kOk);
+}
+
 TEST_CASE("The chain kernels emit exactly the host row functions' tokens", "[cuda]") {
   const auto kernel = GENERATE(Kernel::kSpeculativeSampling, Kernel::kBlockVerification);
   INFO(name(kernel));

@@ -2,21 +2,27 @@
 // host Warper with each request's sampling, then the host rule drawing from
 // the request's own RandomStream, must give every tree the same path, token,
 // depth_accepted and uniforms used, in batches that mix greedy and sampled
-// requests, tree sizes and child modes. Without a device the [cuda] tests
-// WARN and pass; the argument checks run anywhere.
+// requests, tree sizes and child modes, with draft rows in any order of the
+// drafter's (DraftTree::children_draft_row), on the host or on the device.
+// Without a device the [cuda] tests WARN and pass; the argument checks run
+// anywhere.
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <cstdint>
+#include <numeric>
 #include <random>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "device_support.hpp"
+#include "specdec/accept/block_verification.hpp"
 #include "specdec/accept/greedy.hpp"
 #include "specdec/accept/recursive_rejection_sampling.hpp"
+#include "specdec/accept/speculative_sampling.hpp"
 #include "specdec/accept/traversal_verification.hpp"
 #include "specdec/accept/typical_acceptance.hpp"
 #include "specdec/core/error.hpp"
@@ -59,18 +65,38 @@ struct Round {
   std::vector<float> logits;  // the forward's rows, item after item
 };
 
-// `batch` random trees of up to `nodes` nodes (exactly `nodes` with
-// `same_size`), each request its own sampling and stream. A third of the
-// rows' logits are the log of the slot's draft row, so sampled drafts are
-// often accepted and paths go deep; the rest are random.
+// Moves a tree's draft rows to random rows of its draft matrix, as a
+// drafter that appends rows in its own order leaves them, and points the
+// tree's sampled slots at them.
+void shuffle_draft_rows(std::mt19937& gen, sd::testing::RandomTree& t, std::int64_t vocab) {
+  const std::int32_t n = t.tree.size() + 1;
+  std::vector<std::int32_t> to(static_cast<std::size_t>(n));
+  std::iota(to.begin(), to.end(), 0);
+  std::shuffle(to.begin(), to.end(), gen);
+  sd::ProbMatrix moved(n, vocab);
+  for (std::int32_t slot = sd::DraftTree::kRoot; slot + 1 < n; ++slot) {
+    const auto from = t.draft_matrix.view().row(slot + 1);
+    std::copy(from.begin(), from.end(), moved.row(to[static_cast<std::size_t>(slot + 1)]).begin());
+    const auto mode = t.tree.children_mode(slot);
+    if (mode != sd::ChildMode::kDeterministic)
+      t.tree.set_children_source(slot, to[static_cast<std::size_t>(slot + 1)], mode);
+  }
+  t.draft_matrix = std::move(moved);
+}
+
+// `batch` random trees (chains with `chains`) of up to `nodes` nodes, each
+// request its own sampling and stream, half of them with their draft rows
+// shuffled. A third of the rows' logits are the log of the slot's draft row,
+// so sampled drafts are often accepted and paths go deep; the rest are
+// random.
 Round make_round(std::mt19937& gen, std::int32_t batch, std::int32_t nodes, std::int64_t vocab,
-                 bool greedy_only, bool same_size) {
+                 bool greedy_only, bool chains) {
   Round r;
   std::normal_distribution<float> normal(0.0f, 2.0f);
   const auto v = static_cast<std::size_t>(vocab);
   while (static_cast<std::int32_t>(r.trees.size()) < batch) {
-    auto t = sd::testing::random_tree(gen, vocab, nodes);
-    if (same_size && t.tree.size() != nodes) continue;
+    auto t = sd::testing::random_tree(gen, vocab, nodes, chains);
+    if (gen() % 2 == 0) shuffle_draft_rows(gen, t, vocab);
     r.trees.push_back(std::move(t));
   }
   for (std::int32_t b = 0; b < batch; ++b) {
@@ -114,6 +140,12 @@ std::int32_t host_verify(DeviceRule rule, const Round& r, std::size_t b, std::in
     case DeviceRule::kTypical:
       out = sd::TypicalAcceptance{}.verify(t.tree, rows.view(), t.draft_matrix.view(), rng);
       break;
+    case DeviceRule::kSpeculative:
+      out = sd::SpeculativeSampling{}.verify(t.tree, rows.view(), t.draft_matrix.view(), rng);
+      break;
+    case DeviceRule::kBlock:
+      out = sd::BlockVerification{}.verify(t.tree, rows.view(), t.draft_matrix.view(), rng);
+      break;
   }
   return static_cast<std::int32_t>(rng.offset() - item.stream.offset);
 }
@@ -138,6 +170,20 @@ TEST_CASE("DeviceRound refuses a round it was not given the buffers for", "[unit
                   sd::InvalidArgumentError);
   CHECK_THROWS_AS(round.logits(-1, 8), sd::InvalidArgumentError);
   CHECK_THROWS_AS(round.draft_rows(2, 0), sd::InvalidArgumentError);
+
+  // A sampled slot whose draft row the drafter did not give, or of another
+  // vocabulary (checked before any device memory is touched).
+  sd::DraftTree drawn;
+  drawn.clear(0);
+  drawn.set_children_source(sd::DraftTree::kRoot, 2, sd::ChildMode::kSampledWithReplacement);
+  drawn.add_node(sd::DraftTree::kRoot, 1, 0.5f);
+  const std::vector<sd::cuda::DeviceRoundItem> drawn_items = {{&drawn, {}, {}}};
+  const sd::cuda::DeviceRoundLayout drawn_layout(drawn_items);
+  sd::ProbMatrix two_rows(2, 8), three_rows(3, 4);
+  const std::vector<sd::ProbRows> short_rows = {two_rows.view()}, narrow_rows = {three_rows.view()};
+  CHECK_THROWS_AS(round.set_draft_rows(drawn_layout, short_rows, 8), sd::ShapeError);
+  CHECK_THROWS_AS(round.set_draft_rows(drawn_layout, narrow_rows, 8), sd::ShapeError);
+  CHECK_THROWS_AS(round.set_draft_rows(drawn_layout, {}, 8), sd::ShapeError);
 }
 
 TEST_CASE("DeviceRound emits the host path's tokens and uniforms for every rule, mixed requests in one batch",
@@ -151,29 +197,39 @@ TEST_CASE("DeviceRound emits the host path's tokens and uniforms for every rule,
   // Under compute-sanitizer (scripts/gpu-check.sh sets SPECDEC_CUDA_QUICK):
   // the two smallest vocabularies and the largest only.
   const bool quick = std::getenv("SPECDEC_CUDA_QUICK") != nullptr;
-  int cases = 0, deep = 0, sampled = 0;
-  for (const DeviceRule rule :
-       {DeviceRule::kRecursiveRejection, DeviceRule::kGreedy, DeviceRule::kTypical, DeviceRule::kTraversal}) {
+  int cases = 0, deep = 0, sampled = 0, device_rows = 0;
+  for (const DeviceRule rule : {DeviceRule::kRecursiveRejection, DeviceRule::kGreedy, DeviceRule::kTypical,
+                                DeviceRule::kTraversal, DeviceRule::kSpeculative, DeviceRule::kBlock}) {
     for (const Size size :
          {Size{3, 64, 5}, Size{50, 64, 8}, Size{8192, 24, 8}, Size{32000, 8, 6}, Size{128256, 3, 5}}) {
       if (quick && (size.vocab == 8192 || size.vocab == 32000)) continue;
-      const bool traversal = rule == DeviceRule::kTraversal;
-      Round r = make_round(gen, size.batch, traversal ? 4 : size.nodes, size.vocab,
-                           rule == DeviceRule::kGreedy, traversal);
+      const bool chains = rule == DeviceRule::kSpeculative || rule == DeviceRule::kBlock;
+      // The traversal kernel runs one thread per tree, sequentially over the
+      // vocabulary: smaller trees keep it quick.
+      Round r = make_round(gen, size.batch, rule == DeviceRule::kTraversal ? 4 : size.nodes, size.vocab,
+                           rule == DeviceRule::kGreedy, chains);
       const sd::cuda::DeviceRoundLayout layout(r.items);
       sd::cuda::DeviceRound round;
       float* logits = round.logits(layout.forward_rows(), size.vocab);
       REQUIRE(cudaMemcpy(logits, r.logits.data(), r.logits.size() * sizeof(float), cudaMemcpyHostToDevice) ==
               cudaSuccess);
-      // Draft rows in the padded layout: slot s of tree b at b (nodes + 1) + s + 1.
-      float* draft = round.draft_rows(layout.padded_rows(), size.vocab);
-      const auto v = static_cast<std::size_t>(size.vocab);
-      for (std::int32_t b = 0; b < layout.batch(); ++b) {
-        const auto& rows = r.trees[static_cast<std::size_t>(b)].draft_rows;
-        const auto at = static_cast<std::size_t>(layout.trees().row(b, sd::DraftTree::kRoot)) * v;
-        REQUIRE(cudaMemcpy(draft + at, rows.data(), rows.size() * sizeof(float), cudaMemcpyHostToDevice) ==
-                cudaSuccess);
+      // The drafters' rows, as the engine hands them over: in host memory, or
+      // (at vocabulary 50) in device memory, as a drafter on the device keeps
+      // them.
+      std::vector<sd::ProbRows> rows;
+      std::vector<std::unique_ptr<sd::testing::DeviceBuffer<float>>> on_device;
+      for (const auto& t : r.trees) {
+        const sd::ProbRows host = t.draft_matrix.view();
+        if (size.vocab != 50) {
+          rows.push_back(host);
+          continue;
+        }
+        on_device.push_back(std::make_unique<sd::testing::DeviceBuffer<float>>(
+            std::vector<float>(host.data(), host.data() + host.num_rows() * host.row_stride())));
+        rows.emplace_back(on_device.back()->get(), host.num_rows(), host.vocab(), host.row_stride());
+        ++device_rows;
       }
+      round.set_draft_rows(layout, rows, size.vocab);
       std::vector<sd::VerifyResult> got(static_cast<std::size_t>(layout.batch()));
       std::vector<std::int32_t> used(got.size());
       round.verify(layout, rule, size.vocab, true, got, used);
@@ -194,9 +250,10 @@ TEST_CASE("DeviceRound emits the host path's tokens and uniforms for every rule,
       }
     }
   }
-  CHECK(cases > (quick ? 300 : 400));
-  CHECK(deep > 40);
-  CHECK(sampled > 100);
+  CHECK(cases > (quick ? 450 : 600));
+  CHECK(deep > 60);
+  CHECK(sampled > 150);
+  CHECK(device_rows > 100);
 }
 
 TEST_CASE("DeviceRound refuses the greedy rule on a sampled request and a row it cannot warp", "[cuda]") {
@@ -226,4 +283,17 @@ TEST_CASE("DeviceRound refuses the greedy rule on a sampled request and a row it
   const sd::cuda::DeviceRoundLayout drawn_layout(drawn_items);
   CHECK_THROWS_AS(round.verify(drawn_layout, DeviceRule::kRecursiveRejection, 4, false, out, used),
                   sd::InvalidArgumentError);
+  // The chain rules verify chains only.
+  sd::DraftTree forked;
+  forked.clear(0);
+  forked.add_node(sd::DraftTree::kRoot, 1, 1.0f);
+  forked.add_node(sd::DraftTree::kRoot, 2, 1.0f);
+  const std::vector<sd::cuda::DeviceRoundItem> forked_items = {{&forked, {}, {}}};
+  const sd::cuda::DeviceRoundLayout forked_layout(forked_items);
+  float* forked_logits = round.logits(3, 4);
+  std::vector<float> three(12, 0.0f);
+  REQUIRE(cudaMemcpy(forked_logits, three.data(), three.size() * sizeof(float), cudaMemcpyHostToDevice) ==
+          cudaSuccess);
+  for (const DeviceRule rule : {DeviceRule::kSpeculative, DeviceRule::kBlock})
+    CHECK_THROWS_AS(round.verify(forked_layout, rule, 4, false, out, used), sd::InvalidTreeError);
 }

@@ -181,3 +181,54 @@ TEST_CASE("DeviceRoundLayout refuses what it cannot lay out or decode, naming it
   CHECK(out.accepted_nodes == std::vector<std::int32_t>{0, 1});
   CHECK(out.depth_accepted == std::vector<std::uint8_t>{1, 1});
 }
+
+TEST_CASE("DeviceRoundLayout copies each sampled slot's draft row, wherever the drafter put it, in runs",
+          "[unit]") {
+  // A chain whose slot s reads row s + 1 (a chain builder's order) and a
+  // tree whose slots read rows out of order, each with a deterministic slot.
+  sd::DraftTree chain, tree;
+  chain.clear(3);
+  chain.set_children_source(sd::DraftTree::kRoot, 0, sd::ChildMode::kSampledWithReplacement);
+  chain.add_node(sd::DraftTree::kRoot, 4, 0.5f);
+  chain.set_children_source(0, 1, sd::ChildMode::kSampledWithReplacement);
+  chain.add_node(0, 5, 0.5f);
+  chain.set_children_source(1, 2, sd::ChildMode::kDeterministic);
+  chain.add_node(1, 6, 0.5f);
+  chain.set_children_source(2, 3, sd::ChildMode::kSampledWithReplacement);
+  chain.add_node(2, 7, 0.5f);
+  tree.clear(3);
+  tree.set_children_source(sd::DraftTree::kRoot, 4, sd::ChildMode::kSampledWithoutReplacement);
+  tree.add_node(sd::DraftTree::kRoot, 4, 0.5f);
+  tree.add_node(sd::DraftTree::kRoot, 5, 0.5f);
+  tree.set_children_source(1, 0, sd::ChildMode::kSampledWithReplacement);
+  tree.add_node(1, 6, 0.5f);
+  tree.set_children_source(0, 1, sd::ChildMode::kSampledWithReplacement);
+  tree.add_node(0, 7, 0.5f);
+  const std::vector<sd::cuda::DeviceRoundItem> items = {{&chain, {}, {}}, {&tree, {}, {}}};
+  const sd::cuda::DeviceRoundLayout layout(items);
+  REQUIRE(layout.trees().nodes() == 4);  // 5 padded rows per tree
+  const auto& c = layout.draft_copies();
+  REQUIRE(c.size() == 5);
+  // The chain: rows 0-1 to padded 0-1 in one run; row 2 is one-hot, unread;
+  // row 3 to padded 3.
+  CHECK((c[0].item == 0 && c[0].source_row == 0 && c[0].padded_row == 0 && c[0].rows == 2));
+  CHECK((c[1].item == 0 && c[1].source_row == 3 && c[1].padded_row == 3 && c[1].rows == 1));
+  // The tree (padded rows from 5): the root's children from row 4, node 0's
+  // from row 1 and node 1's from row 0, each its own run.
+  CHECK((c[2].item == 1 && c[2].source_row == 4 && c[2].padded_row == 5 && c[2].rows == 1));
+  CHECK((c[3].item == 1 && c[3].source_row == 1 && c[3].padded_row == 6 && c[3].rows == 1));
+  CHECK((c[4].item == 1 && c[4].source_row == 0 && c[4].padded_row == 7 && c[4].rows == 1));
+
+  // A deterministic round copies nothing; a sampled slot without a row is refused.
+  sd::DraftTree greedy;
+  greedy.clear(3);
+  greedy.add_node(sd::DraftTree::kRoot, 4, 1.0f);
+  const std::vector<sd::cuda::DeviceRoundItem> greedy_items = {{&greedy, {}, {}}};
+  CHECK(sd::cuda::DeviceRoundLayout(greedy_items).draft_copies().empty());
+  sd::DraftTree rowless;
+  rowless.clear(3);
+  rowless.set_children_source(sd::DraftTree::kRoot, -1, sd::ChildMode::kSampledWithReplacement);
+  rowless.add_node(sd::DraftTree::kRoot, 4, 0.5f);
+  const std::vector<sd::cuda::DeviceRoundItem> rowless_items = {{&rowless, {}, {}}};
+  CHECK_THROWS_AS(sd::cuda::DeviceRoundLayout(rowless_items), sd::InvalidTreeError);
+}

@@ -2,8 +2,8 @@
 // logits to the device, the warp and the rule run there, and every request of
 // a mixed greedy and sampled batch must emit exactly the tokens it emits with
 // the host path (ModelVerifier), rule by rule, over chains and trees. A rule
-// without a device kernel (SpeculativeSampling) goes through score(), the rows
-// brought back. Without a device the [cuda] tests WARN and pass.
+// without a device kernel goes through score(), the rows brought back.
+// Without a device the [cuda] tests WARN and pass.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "device_support.hpp"
+#include "specdec/accept/block_verification.hpp"
 #include "specdec/accept/greedy.hpp"
 #include "specdec/accept/recursive_rejection_sampling.hpp"
 #include "specdec/accept/speculative_sampling.hpp"
+#include "specdec/accept/traversal_verification.hpp"
 #include "specdec/accept/typical_acceptance.hpp"
 #include "specdec/core/logit_rows.hpp"
 #include "specdec/cuda/device_verifier.hpp"
@@ -33,6 +35,10 @@ using sd::testing::HashedContextModel;
 namespace {
 
 constexpr std::int64_t kVocab = 300;
+
+// A rule with no device kernel of its own: recursive rejection sampling
+// under another type, so the engine takes the host path (score()).
+struct HostOnlyRule : sd::RecursiveRejectionSampling {};
 
 // HashedContextModel whose forward writes device logits where the view is a
 // device view, as a CUDA model would.
@@ -126,7 +132,8 @@ void check_rule(Builder builder, sd::DraftBudget budget, bool greedy_only) {
 }  // namespace
 
 static_assert(sd::RuleVerifier<sd::cuda::DeviceVerifier<DeviceLogitsModel>, sd::RecursiveRejectionSampling>);
-static_assert(!sd::RuleVerifier<sd::cuda::DeviceVerifier<DeviceLogitsModel>, sd::SpeculativeSampling>);
+static_assert(sd::RuleVerifier<sd::cuda::DeviceVerifier<DeviceLogitsModel>, sd::SpeculativeSampling>);
+static_assert(!sd::RuleVerifier<sd::cuda::DeviceVerifier<DeviceLogitsModel>, HostOnlyRule>);
 
 TEST_CASE("DeviceVerifier: each request emits the host path's tokens, every device rule, chains and trees",
           "[cuda]") {
@@ -137,9 +144,13 @@ TEST_CASE("DeviceVerifier: each request emits the host path's tokens, every devi
   check_rule<sd::GreedyAcceptance>(sd::ChainBuilder{}, chain, true);
   check_rule<sd::GreedyAcceptance>(sd::DynamicTreeBuilder{3, 3, 8}, tree, true);
   check_rule<sd::TypicalAcceptance>(sd::DynamicTreeBuilder{3, 3, 8}, tree, false);
+  check_rule<sd::TraversalVerification>(sd::ChainBuilder{}, chain, false);
+  check_rule<sd::TraversalVerification>(sd::DynamicTreeBuilder{3, 3, 8}, tree, false);
+  check_rule<sd::SpeculativeSampling>(sd::ChainBuilder{}, chain, false);
+  check_rule<sd::BlockVerification>(sd::ChainBuilder{}, chain, false);
 }
 
 TEST_CASE("DeviceVerifier: a rule without a device kernel verifies host rows brought back", "[cuda]") {
   SPECDEC_SKIP_WITHOUT_DEVICE();
-  check_rule<sd::SpeculativeSampling>(sd::ChainBuilder{}, sd::FixedLength::chain(4).budget(), false);
+  check_rule<HostOnlyRule>(sd::ChainBuilder{}, sd::FixedLength::chain(4).budget(), false);
 }

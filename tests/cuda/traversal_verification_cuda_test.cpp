@@ -72,7 +72,7 @@ DeviceRun run_device(const Batch& in, std::int32_t batch, std::int32_t nodes, st
   const auto bytes = specdec::cuda::traversal_verification_workspace_bytes(batch, in.max_depth, vocab);
   const DeviceBuffer<char> workspace{std::vector<char>(bytes)};
   const Status s = specdec::cuda::traversal_verification(
-      parents.get(), tokens.get(), draws.get(), draft.get(), target.get(), path.get(), count.get(),
+      parents.get(), tokens.get(), draws.get(), draft.get(), target.get(), nullptr, path.get(), count.get(),
       emitted.get(), batch, nodes, in.max_depth, vocab, workspace.get(), bytes, seed, offset);
   REQUIRE(std::string(specdec::status_string(s)) == "ok");
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
@@ -90,9 +90,9 @@ TEST_CASE("cuda::traversal_verification rejects bad arguments before touching a 
   char workspace[4096];
   const auto call = [&](std::int32_t batch, std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab,
                         std::size_t bytes, void* ws = nullptr, const float* target = nullptr) {
-    return traversal_verification(ints, ids, draws, probs, target == nullptr ? probs : target, ints, ints,
-                                  ids, batch, nodes, max_depth, vocab, ws == nullptr ? workspace : ws, bytes,
-                                  1, 0);
+    return traversal_verification(ints, ids, draws, probs, target == nullptr ? probs : target, nullptr, ints,
+                                  ints, ids, batch, nodes, max_depth, vocab, ws == nullptr ? workspace : ws,
+                                  bytes, 1, 0);
   };
   const auto kInvalid = Status::kInvalidArgument;
   CHECK(call(-1, 1, 1, 2, 4096) == kInvalid);
@@ -101,14 +101,14 @@ TEST_CASE("cuda::traversal_verification rejects bad arguments before touching a 
   CHECK(call(1, 1, 1, 0, 4096) == kInvalid);
   CHECK(call(1, 1, 1, std::int64_t{1} << 31, 4096) == kInvalid);
   CHECK(call(1, 3, 3, 2, 8) == kInvalid);  // short workspace
-  CHECK(traversal_verification(ints, ids, nullptr, probs, probs, ints, ints, ids, 1, 1, 1, 2, workspace, 4096,
-                               1, 0) == kInvalid);
-  CHECK(traversal_verification(ints, ids, draws, probs, nullptr, ints, ints, ids, 1, 1, 1, 2, workspace, 4096,
-                               1, 0) == kInvalid);
-  CHECK(traversal_verification(ints, ids, draws, probs, probs, nullptr, ints, ids, 1, 1, 1, 2, workspace,
+  CHECK(traversal_verification(ints, ids, nullptr, probs, probs, nullptr, ints, ints, ids, 1, 1, 1, 2,
+                               workspace, 4096, 1, 0) == kInvalid);
+  CHECK(traversal_verification(ints, ids, draws, probs, nullptr, nullptr, ints, ints, ids, 1, 1, 1, 2,
+                               workspace, 4096, 1, 0) == kInvalid);
+  CHECK(traversal_verification(ints, ids, draws, probs, probs, nullptr, nullptr, ints, ids, 1, 1, 1, 2,
+                               workspace, 4096, 1, 0) == kInvalid);
+  CHECK(traversal_verification(ints, ids, draws, probs, probs, nullptr, ints, ints, ids, 1, 1, 1, 2, nullptr,
                                4096, 1, 0) == kInvalid);
-  CHECK(traversal_verification(ints, ids, draws, probs, probs, ints, ints, ids, 1, 1, 1, 2, nullptr, 4096, 1,
-                               0) == kInvalid);
   CHECK(call(0, 5, 3, 10, 0) == Status::kOk);  // an empty batch launches nothing
 
   using specdec::cuda::traversal_verification_workspace_bytes;

@@ -40,7 +40,8 @@ inline std::vector<float> random_row(std::mt19937& gen, std::int64_t vocab) {
   return r;
 }
 
-inline RandomTree random_tree(std::mt19937& gen, std::int64_t vocab, int max_nodes) {
+// With `chain`, node i is node i - 1's child: a chain for the chain rules.
+inline RandomTree random_tree(std::mt19937& gen, std::int64_t vocab, int max_nodes, bool chain = false) {
   RandomTree t;
   t.tree.clear(0);
   const int n = std::uniform_int_distribution<int>(1, max_nodes)(gen);
@@ -53,7 +54,7 @@ inline RandomTree random_tree(std::mt19937& gen, std::int64_t vocab, int max_nod
     std::int32_t parent = 0;
     std::vector<TokenId> unused;
     do {
-      parent = std::uniform_int_distribution<std::int32_t>(-1, i - 1)(gen);
+      parent = chain ? i - 1 : std::uniform_int_distribution<std::int32_t>(-1, i - 1)(gen);
       unused.clear();
       for (TokenId x = 0; x < static_cast<TokenId>(vocab); ++x)
         if (t.tree.children_mode(parent) != ChildMode::kSampledWithoutReplacement ||

@@ -36,4 +36,20 @@ Status block_verification(const float* draft_probs,     // [batch, gamma, vocab]
                           std::uint64_t offset, void* stream = nullptr,
                           const PhiloxUniforms* tree_streams = nullptr);
 
+// The same rule over chains laid out as FlatTrees, with the arguments,
+// draws and refusals of cuda::chain_speculative_sampling_flat: chain b draws
+// tree_nodes[b] + 1 uniforms.
+Status block_verification_flat(const std::int32_t* parents,     // [batch, nodes]
+                               const TokenId* tokens,           // [batch, nodes]
+                               const std::uint8_t* slot_draws,  // [batch, nodes + 1]
+                               const float* draft_probs,        // [batch, nodes + 1, vocab] or null
+                               const float* target_probs,       // [batch, nodes + 1, vocab]
+                               const std::int32_t* tree_nodes,  // [batch] or null
+                               std::int32_t* accepted_nodes,    // [batch, max_depth]
+                               std::int32_t* num_accepted,      // [batch]
+                               TokenId* emitted,                // [batch]
+                               std::int32_t batch, std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab,
+                               std::uint64_t seed, std::uint64_t offset, void* stream = nullptr,
+                               const PhiloxUniforms* tree_streams = nullptr);
+
 }  // namespace specdec::cuda

@@ -64,6 +64,32 @@ Status chain_speculative_sampling(const float* draft_probs,     // [batch, gamma
                                   std::uint64_t seed, std::uint64_t offset, void* stream = nullptr,
                                   const PhiloxUniforms* tree_streams = nullptr);
 
+// The same rule over chains laid out as FlatTrees (the device round's
+// layout, cuda::recursive_rejection_sampling's arguments): tree b holds a
+// chain of tree_nodes[b] drafts (null: `nodes` each), node i the child of
+// node i - 1, padded to `nodes`; x_i's draft row is its parent slot's (row i
+// of the tree's [nodes + 1, vocab] rows), read where slot_draws[i] != 0 and
+// one-hot where it is 0, as the host rule reads a tree's recorded children.
+// Chain b draws tree_nodes[b] + 1 uniforms. The outcome is written as the
+// tree kernels write it (accepted_nodes: 0, 1, ..., then -1; num_accepted;
+// emitted); num_accepted is -1 and emitted kNoToken for a tree the kernel
+// refused (not a chain, a token outside [0, vocab), a draw not 0..2, a
+// sampled slot without draft rows, longer than max_depth). Returns
+// kInvalidArgument, before touching the device, as for traversal
+// verification's arguments (vocab up to 2^21).
+Status chain_speculative_sampling_flat(const std::int32_t* parents,     // [batch, nodes]
+                                       const TokenId* tokens,           // [batch, nodes]
+                                       const std::uint8_t* slot_draws,  // [batch, nodes + 1]
+                                       const float* draft_probs,        // [batch, nodes + 1, vocab] or null
+                                       const float* target_probs,       // [batch, nodes + 1, vocab]
+                                       const std::int32_t* tree_nodes,  // [batch] or null
+                                       std::int32_t* accepted_nodes,    // [batch, max_depth]
+                                       std::int32_t* num_accepted,      // [batch]
+                                       TokenId* emitted,                // [batch]
+                                       std::int32_t batch, std::int32_t nodes, std::int32_t max_depth,
+                                       std::int64_t vocab, std::uint64_t seed, std::uint64_t offset,
+                                       void* stream = nullptr, const PhiloxUniforms* tree_streams = nullptr);
+
 // Chain speculative sampling straight from the target's logits: what
 // warp_rows at each request's temperature (no top-k, no top-p) followed by
 // chain_speculative_sampling computes, token for token, without writing the

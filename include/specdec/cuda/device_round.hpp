@@ -33,17 +33,25 @@
 
 namespace specdec::cuda {
 
-// Which rule's kernel a round runs. Every one takes ragged trees (each its
-// own size) except traversal verification, whose kernel needs every tree the
-// same size.
+// Which rule's kernel a round runs. Every one takes ragged batches (each
+// tree its own size); the chain rules take chains only.
 enum class DeviceRule {
   kGreedy,              // GreedyAcceptance (greedy requests only)
   kRecursiveRejection,  // RecursiveRejectionSampling, every child mode
   kTraversal,           // TraversalVerification
   kTypical,             // TypicalAcceptance (lossy)
+  kSpeculative,         // SpeculativeSampling (chains)
+  kBlock,               // BlockVerification (chains)
 };
 
 const char* device_rule_name(DeviceRule rule);
+
+// Whether the rule reads the draft rows of sampled slots (the lossless rules
+// other than greedy do; greedy and typical acceptance read the target only).
+constexpr bool rule_reads_draft_rows(DeviceRule rule) {
+  return rule == DeviceRule::kRecursiveRejection || rule == DeviceRule::kTraversal ||
+         rule == DeviceRule::kSpeculative || rule == DeviceRule::kBlock;
+}
 
 class DeviceRound {
  public:
@@ -65,11 +73,13 @@ class DeviceRound {
   // rules at sampled slots. Fill it before verify() with draft rows = true.
   float* draft_rows(std::int64_t padded_rows, std::int64_t vocab);
 
-  // Copies each item's host draft rows (rows[b]: slot s's row at s + 1, as
-  // the rules read them; rows past the tree's are ignored) into draft_rows()'
-  // padded layout. For drafters that draft on the host; a device drafter
-  // writes draft_rows() itself. Throws ShapeError when a row's vocabulary is
-  // not `vocab` or an item has fewer rows than the slots the rules may read.
+  // Copies the draft rows of each item's sampled slots (rows[b], indexed as
+  // the tree's DraftTree::children_draft_row says) into draft_rows()' padded
+  // layout: layout.draft_copies(), one asynchronous copy per run. rows[b] may
+  // live in host memory (a drafter on the host) or in device memory (a
+  // drafter whose model runs on the device: the copies stay on the device).
+  // Throws ShapeError when a row's vocabulary is not `vocab` or an item has
+  // fewer rows than its tree reads.
   void set_draft_rows(const DeviceRoundLayout& layout, std::span<const ProbRows> rows, std::int64_t vocab);
   // Copies the first `rows` rows of logits() to `host` ([rows, vocab]) and
   // waits for them: the rows of a round whose rule runs on the host.
@@ -82,7 +92,7 @@ class DeviceRound {
   // Throws InvalidArgumentError when the spans are not batch() long, vocab
   // does not match the buffers, a rule needs draft rows at a sampled slot
   // and none were given, or a greedy rule meets a sampled request;
-  // UnsupportedError for traversal over trees of different sizes;
+  // InvalidTreeError for a tree given to a chain rule;
   // InvalidDistributionError when a row could not be warped (a NaN or +inf
   // logit, every logit -inf); InvalidTreeError when the kernel refused a
   // tree; DeviceError when the runtime fails.

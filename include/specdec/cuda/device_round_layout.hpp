@@ -33,6 +33,16 @@
 
 namespace specdec::cuda {
 
+// One run of draft rows to copy into the padded layout: rows [source_row,
+// source_row + rows) of item `item`'s draft rows become padded rows
+// [padded_row, padded_row + rows) (see DeviceRoundLayout::draft_copies).
+struct DraftRowCopy {
+  std::int32_t item = 0;
+  std::int64_t source_row = 0;
+  std::int64_t padded_row = 0;
+  std::int64_t rows = 0;
+};
+
 // One request's part of a round.
 struct DeviceRoundItem {
   const DraftTree* tree = nullptr;  // what the target scored: the root and these nodes
@@ -72,6 +82,7 @@ class DeviceRoundLayout {
     params_.clear();
     streams_.clear();
     first_rows_.clear();
+    copies_.clear();
     for (std::size_t b = 0; b < items.size(); ++b) {
       const auto& item = items[b];
       first_rows_.push_back(static_cast<std::int64_t>(out_rows_.size()));
@@ -79,6 +90,9 @@ class DeviceRoundLayout {
       for (std::int32_t slot = DraftTree::kRoot; slot < item.tree->size(); ++slot) {
         out_rows_.push_back(static_cast<std::int32_t>(static_cast<std::int64_t>(b) * padded + slot + 1));
         params_.push_back(row);
+        if (FlatTrees::draw_code(item.tree->children_mode(slot)) != 0)  // a sampled slot
+          add_copy(static_cast<std::int32_t>(b), item.tree->children_draft_row(slot),
+                   flat_.row(static_cast<std::int32_t>(b), slot));
       }
       streams_.push_back(item.stream);
     }
@@ -96,6 +110,11 @@ class DeviceRoundLayout {
   const std::vector<std::int32_t>& out_rows() const { return out_rows_; }
   const std::vector<RowSampling>& row_params() const { return params_; }
   const std::vector<PhiloxUniforms>& streams() const { return streams_; }
+  // The draft rows the rules read, as copies from each item's draft rows (a
+  // drafter's rows, indexed as DraftTree::children_draft_row says) into the
+  // padded layout (slot s of tree b at trees().row(b, s)): one per run of
+  // sampled slots whose rows follow one another in both, in item order.
+  const std::vector<DraftRowCopy>& draft_copies() const { return copies_; }
 
   // Every host array in one buffer, for one host-to-device copy.
   std::span<const std::byte> blob() const { return blob_; }
@@ -168,6 +187,22 @@ class DeviceRoundLayout {
     at += bytes;
     return where;
   }
+  // Records that padded row `padded_row` reads item b's draft row
+  // `source_row`, extending the last run where both follow it.
+  void add_copy(std::int32_t b, std::int32_t source_row, std::int64_t padded_row) {
+    if (source_row < 0)
+      throw InvalidTreeError(fmt::format(
+          "DeviceRoundLayout: tree {} has a sampled slot with no draft row (DraftTree::set_children_source)", b));
+    if (!copies_.empty()) {
+      DraftRowCopy& last = copies_.back();
+      if (last.item == b && last.source_row + last.rows == source_row && last.padded_row + last.rows == padded_row) {
+        ++last.rows;
+        return;
+      }
+    }
+    copies_.push_back(DraftRowCopy{b, source_row, padded_row, 1});
+  }
+
   template <class T>
   void copy_in(std::size_t offset, const std::vector<T>& v) {
     if (!v.empty()) std::memcpy(blob_.data() + offset, v.data(), v.size() * sizeof(T));
@@ -201,6 +236,7 @@ class DeviceRoundLayout {
   std::vector<RowSampling> params_;
   std::vector<PhiloxUniforms> streams_;
   std::vector<std::int64_t> first_rows_;
+  std::vector<DraftRowCopy> copies_;
   std::vector<std::byte> blob_;
   Offsets offsets_;
 };

@@ -4,8 +4,9 @@
 // paths out, with one synchronisation (docs/cuda.md, "The device round").
 //
 // With the rules that have a device kernel (GreedyAcceptance,
-// RecursiveRejectionSampling, TraversalVerification, TypicalAcceptance) the
-// engine hands it the accept step (RuleVerifier): each request's rule draws
+// RecursiveRejectionSampling, TraversalVerification, TypicalAcceptance, and
+// for chains SpeculativeSampling and BlockVerification) the engine hands it
+// the accept step (RuleVerifier): each request's rule draws
 // from the request's own stream on the device, exactly the uniforms the host
 // rule would, so greedy and sampled requests emit the host path's tokens.
 // With any other rule the engine calls score(), which brings the rows back
@@ -14,8 +15,8 @@
 // What a model M must do for it: write ForwardRequest::logits where the view
 // points (a device view, Device{kCUDA, index}), as a CUDA model does; hidden
 // states, for feature drafters, stay host views. Draft rows come from the
-// host drafters: each round's rows of sampled slots are copied to the device
-// (DeviceRound::set_draft_rows) until drafters keep theirs there.
+// drafters as ProbRows in host or device memory: each round copies the rows
+// of its sampled slots into the rules' layout (DeviceRound::set_draft_rows).
 //
 // No CUDA headers needed (link specdec::cuda).
 #pragma once
@@ -25,8 +26,10 @@
 #include <span>
 #include <vector>
 
+#include "specdec/accept/block_verification.hpp"
 #include "specdec/accept/greedy.hpp"
 #include "specdec/accept/recursive_rejection_sampling.hpp"
+#include "specdec/accept/speculative_sampling.hpp"
 #include "specdec/accept/traversal_verification.hpp"
 #include "specdec/accept/typical_acceptance.hpp"
 #include "specdec/concepts.hpp"
@@ -40,7 +43,8 @@ namespace specdec::cuda {
 template <class R>
 inline constexpr bool kHasDeviceRule =
     std::same_as<R, GreedyAcceptance> || std::same_as<R, RecursiveRejectionSampling> ||
-    std::same_as<R, TraversalVerification> || std::same_as<R, TypicalAcceptance>;
+    std::same_as<R, TraversalVerification> || std::same_as<R, TypicalAcceptance> ||
+    std::same_as<R, SpeculativeSampling> || std::same_as<R, BlockVerification>;
 
 template <class R>
 requires kHasDeviceRule<R>
@@ -51,6 +55,10 @@ constexpr DeviceRule device_rule_of() {
     return DeviceRule::kRecursiveRejection;
   else if constexpr (std::same_as<R, TraversalVerification>)
     return DeviceRule::kTraversal;
+  else if constexpr (std::same_as<R, SpeculativeSampling>)
+    return DeviceRule::kSpeculative;
+  else if constexpr (std::same_as<R, BlockVerification>)
+    return DeviceRule::kBlock;
   else
     return DeviceRule::kTypical;
 }
@@ -113,7 +121,7 @@ class DeviceVerifier {
     constexpr DeviceRule kRule = device_rule_of<R>();
     // Only the rules that read draft rows, and only when a slot was sampled.
     bool draft = false;
-    if constexpr (kRule == DeviceRule::kRecursiveRejection || kRule == DeviceRule::kTraversal)
+    if constexpr (rule_reads_draft_rows(kRule))
       for (const auto d : layout_.trees().draws()) draft |= d != 0;
     if (draft) round_.set_draft_rows(layout_, draft_rows, vocab);
     used_.resize(items.size());

@@ -4,10 +4,10 @@
 // Each batch row runs row_math::traversal_verification_row over a
 // row_math::FlatTree, the function the host rule TraversalVerification runs,
 // with the same Philox draws: row b's j-th uniform is philox_uniform(seed, b,
-// offset + j), node i's test reading j = i and the emitted token j = nodes.
-// Host and device emit identical tokens for identical inputs; the next call's
-// offset is offset + nodes + 1. One thread per row (the row function is
-// sequential over the vocabulary, in double precision).
+// offset + j), node i's test reading j = i and the emitted token j = n, for a
+// tree of n nodes. Host and device emit identical tokens for identical
+// inputs; the tree's next offset is offset + n + 1. One thread per row (the
+// row function is sequential over the vocabulary, in double precision).
 //
 // No CUDA headers needed (link specdec::cuda; a cudaStream_t is passed as void*).
 #pragma once
@@ -39,9 +39,13 @@ std::size_t traversal_verification_workspace_bytes(std::int32_t batch, std::int3
 //   draft_probs     the draft row of each slot (slot s at s + 1), read for
 //                   slots drawn 1 or 2; may be null when every slot is 0
 //   target_probs    the target row after each slot (root first)
+//   tree_nodes      nodes of each tree, in [0, nodes], the rest padding
+//                   (its uniforms: j = 0 .. tree_nodes[b]); null: every
+//                   tree has `nodes`
 //   accepted_nodes  the accepted path, root's child first, then -1 padding
-//   num_accepted    its length; -1 for a row the kernel refused (a parent out
-//                   of order, a token outside [0, vocab), a draw not 0..2, a
+//   num_accepted    its length; -1 for a row the kernel refused
+//                   (tree_nodes[b] outside [0, nodes], a parent out of
+//                   order, a token outside [0, vocab), a draw not 0..2, a
 //                   sampled slot without draft_probs, a node deeper than
 //                   max_depth), whose emitted token is kNoToken
 //   emitted         the token after the path (its residual draw or the bonus)
@@ -60,6 +64,7 @@ Status traversal_verification(const std::int32_t* parents,     // [batch, nodes]
                               const std::uint8_t* slot_draws,  // [batch, nodes + 1]
                               const float* draft_probs,        // [batch, nodes + 1, vocab] or null
                               const float* target_probs,       // [batch, nodes + 1, vocab]
+                              const std::int32_t* tree_nodes,  // [batch] or null
                               std::int32_t* accepted_nodes,    // [batch, max_depth]
                               std::int32_t* num_accepted,      // [batch]
                               TokenId* emitted,                // [batch]
