@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The device check: on a CUDA machine, with the binaries scripts/gpu-pack.sh
 # packed, runs the CUDA tests, the CUDA tests under compute-sanitizer's
-# memcheck, a device-to-device bandwidth probe, and the kernel benchmarks;
+# memcheck, a device-to-device bandwidth probe, the kernel benchmarks and the
+# CUDA model's step benchmarks;
 # writes logs and JSON into OUT_DIR and prints a summary against the goals
 # last. Sized to finish in a few minutes on an H100 / H200.
 #   bash scripts/gpu-check.sh [PACK=.gpu] [OUT_DIR=gpu-out]
 # BENCH_FILTER (a Google Benchmark regex) limits the benchmarks to a subset,
-# MEMCHECK_FILTER (a Catch2 test spec, default "[cuda]") the memcheck run.
+# MEMCHECK_FILTER (a Catch2 test spec, default "[cuda]") the memcheck run,
+# MODEL_BENCH_FILTER the model benchmarks.
 set -uo pipefail
 pack=${1:-.gpu}
 out=${2:-gpu-out}
@@ -31,6 +33,11 @@ step "kernel benchmarks"
 if ! timeout 180 "$pack/bin/cuda_kernels_bench" --benchmark_filter="${BENCH_FILTER:-.}" --benchmark_min_time=0.1 --benchmark_repetitions=3 \
     --benchmark_report_aggregates_only=true --benchmark_out="$out/cuda_kernels_bench.json" \
     --benchmark_out_format=json > "$out/cuda_kernels_bench.log" 2>&1; then status=1; fi
+
+step "model benchmarks (the CUDA Llama: default models when models/ holds them, 1B- and 7B-class random)"
+if ! timeout 150 "$pack/bin/cuda_model_bench" --benchmark_filter="${MODEL_BENCH_FILTER:-.}" --benchmark_min_time=0.2 \
+    --benchmark_out="$out/cuda_model_bench.json" --benchmark_out_format=json > "$out/cuda_model_bench.log" 2>&1; then status=1; fi
+tail -20 "$out/cuda_model_bench.log"
 
 step summary
 python3 "$(dirname "$0")/gpu_summary.py" "$out/cuda_kernels_bench.json" | tee "$out/summary.txt"

@@ -1,0 +1,409 @@
+// The kernels of cuda::LlamaModel's forward (declared in llama_kernels.hpp).
+// Activations, keys, values and sums are f32; weights f32 or bf16 (kept as
+// raw 16-bit words, widened by a shift). A decode step is bound by reading
+// the weights once, so the projections (linear_rows) give each output column
+// to one warp, which streams that weight row once for up to eight activation
+// rows at a time in 16-byte loads.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "llama_kernels.hpp"
+#include "specdec/core/rng.hpp"
+
+namespace specdec::cuda::detail {
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+__device__ __forceinline__ float bf16_to_float(std::uint16_t b) {
+  return __uint_as_float(static_cast<unsigned>(b) << 16);
+}
+// Round to nearest even (NaN stays NaN), as io::f32_to_bf16.
+__device__ __forceinline__ std::uint16_t float_to_bf16(float f) {
+  const unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
+  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+__device__ __forceinline__ float load_weight(const float* w, std::int64_t i) { return w[i]; }
+__device__ __forceinline__ float load_weight(const std::uint16_t* w, std::int64_t i) { return bf16_to_float(w[i]); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int s = 16; s >= 1; s /= 2) v += __shfl_xor_sync(kFullMask, v, s);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int s = 16; s >= 1; s /= 2) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, s));
+  return v;
+}
+
+unsigned grid_for(std::int64_t n, int threads) {
+  return static_cast<unsigned>((n + threads - 1) / threads);
+}
+bool launched() { return cudaGetLastError() == cudaSuccess; }
+cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+
+// ---- weights ------------------------------------------------------------------
+
+__global__ void fill_normal_kernel(void* w, bool bf16, std::int64_t n, double sd, std::uint64_t seed,
+                                   std::uint64_t stream) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const PhiloxUniforms u{seed, stream, 0};
+  const double u1 = u[static_cast<std::uint64_t>(2 * i)], u2 = u[static_cast<std::uint64_t>(2 * i + 1)];
+  const double z = sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
+  const auto v = static_cast<float>(sd * z);
+  if (bf16)
+    static_cast<std::uint16_t*>(w)[i] = float_to_bf16(v);
+  else
+    static_cast<float*>(w)[i] = v;
+}
+
+__global__ void fill_value_kernel(void* w, bool bf16, std::int64_t n, float value) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  if (bf16)
+    static_cast<std::uint16_t*>(w)[i] = float_to_bf16(value);
+  else
+    static_cast<float*>(w)[i] = value;
+}
+
+// ---- rows -----------------------------------------------------------------------
+
+template <class W>
+__global__ void embed_kernel(const W* __restrict__ table, const std::int32_t* __restrict__ tokens,
+                             std::int64_t hidden, float* __restrict__ x) {
+  const std::int64_t t = blockIdx.x;
+  const W* row = table + static_cast<std::int64_t>(tokens[t]) * hidden;
+  for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) x[t * hidden + i] = load_weight(row, i);
+}
+
+constexpr int kNormThreads = 256;
+
+__global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(const float* __restrict__ x,
+                                                                const float* __restrict__ weight,
+                                                                float* __restrict__ y, std::int64_t hidden,
+                                                                float eps) {
+  __shared__ float partial[kNormThreads / 32];
+  const std::int64_t t = blockIdx.x;
+  const float* row = x + t * hidden;
+  float s = 0.0f;
+  for (std::int64_t i = threadIdx.x; i < hidden; i += kNormThreads) s += row[i] * row[i];
+  s = warp_sum(s);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = s;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < kNormThreads / 32; ++w) total += partial[w];
+  const float r = rsqrtf(total / static_cast<float>(hidden) + eps);
+  for (std::int64_t i = threadIdx.x; i < hidden; i += kNormThreads) y[t * hidden + i] = row[i] * r * weight[i];
+}
+
+// ---- projections ----------------------------------------------------------------
+
+constexpr int kLinearWarps = 8;  // output columns per block
+constexpr int kLinearRows = 8;   // activation rows per pass over a weight row
+
+// 8 consecutive weights of a row as floats, from one 16-byte (bf16) or two
+// 16-byte (f32) loads; `k` a multiple of 8.
+__device__ __forceinline__ void load8(const std::uint16_t* w, std::int64_t k, float out[8]) {
+  const uint4 v = *reinterpret_cast<const uint4*>(w + k);
+  const unsigned words[4] = {v.x, v.y, v.z, v.w};
+  for (int j = 0; j < 4; ++j) {
+    out[2 * j] = __uint_as_float(words[j] << 16);
+    out[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
+  }
+}
+__device__ __forceinline__ void load8(const float* w, std::int64_t k, float out[8]) {
+  const float4 a = *reinterpret_cast<const float4*>(w + k);
+  const float4 b = *reinterpret_cast<const float4*>(w + k + 4);
+  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+}
+
+// One warp per output column n: lane l takes the 8-wide chunks l, l + 32, ...
+// of the weight row (or single weights when `in` is not a multiple of 8),
+// for up to kLinearRows activation rows, then the warp sums its lanes.
+template <class W>
+__global__ void __launch_bounds__(kLinearWarps * 32)
+    linear_kernel(const float* __restrict__ x, const W* __restrict__ w, float* __restrict__ y, std::int64_t rows,
+                  std::int64_t out, std::int64_t in, bool accumulate) {
+  const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * kLinearWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (n >= out) return;
+  const W* row = w + n * in;
+  const bool vec = in % 8 == 0;
+  for (std::int64_t m0 = 0; m0 < rows; m0 += kLinearRows) {
+    const int mm = static_cast<int>(rows - m0 < kLinearRows ? rows - m0 : kLinearRows);
+    float s[kLinearRows] = {};
+    if (vec) {
+      for (std::int64_t k = 8 * static_cast<std::int64_t>(lane); k < in; k += 8 * 32) {
+        float wk[8];
+        load8(row, k, wk);
+        for (int m = 0; m < mm; ++m) {
+          const float* xr = x + (m0 + m) * in + k;
+          const float4 a = *reinterpret_cast<const float4*>(xr);
+          const float4 b = *reinterpret_cast<const float4*>(xr + 4);
+          s[m] += wk[0] * a.x + wk[1] * a.y + wk[2] * a.z + wk[3] * a.w + wk[4] * b.x + wk[5] * b.y +
+                  wk[6] * b.z + wk[7] * b.w;
+        }
+      }
+    } else {
+      for (std::int64_t k = lane; k < in; k += 32) {
+        const float wk = load_weight(row, k);
+        for (int m = 0; m < mm; ++m) s[m] += wk * x[(m0 + m) * in + k];
+      }
+    }
+    for (int m = 0; m < kLinearRows; ++m) s[m] = warp_sum(s[m]);
+    if (lane == 0)
+      for (int m = 0; m < mm; ++m) {
+        float* dst = y + (m0 + m) * out + n;
+        *dst = accumulate ? *dst + s[m] : s[m];
+      }
+  }
+}
+
+// ---- attention ------------------------------------------------------------------
+
+constexpr int kRopeThreads = 128;
+
+__device__ __forceinline__ void rope_pair(const float* src, float* dst, const float* cos, const float* sin,
+                                          std::int32_t half, std::int32_t i) {
+  const float x1 = src[i], x2 = src[i + half];
+  dst[i] = x1 * cos[i] - x2 * sin[i];
+  dst[i + half] = x2 * cos[i + half] + x1 * sin[i + half];
+}
+
+__global__ void __launch_bounds__(kRopeThreads)
+    rope_and_store_kernel(float* __restrict__ qkv, const TokenPlan* __restrict__ plan, const float* __restrict__ cos,
+                          const float* __restrict__ sin, float* const* __restrict__ k_slots,
+                          float* const* __restrict__ v_slots, std::int32_t layer, AttentionShape s) {
+  const std::int64_t t = blockIdx.x;
+  const TokenPlan p = plan[t];
+  const std::int32_t hd = s.head_dim, half = hd / 2;
+  const std::int64_t q_dim = static_cast<std::int64_t>(s.heads) * hd;
+  const std::int64_t kv_dim = static_cast<std::int64_t>(s.kv_heads) * hd;
+  float* q = qkv + t * (q_dim + 2 * kv_dim);
+  const float* k = q + q_dim;
+  const float* v = k + kv_dim;
+  const float* c = cos + static_cast<std::int64_t>(p.position) * hd;
+  const float* sn = sin + static_cast<std::int64_t>(p.position) * hd;
+  for (std::int64_t e = threadIdx.x; e < static_cast<std::int64_t>(s.heads) * half; e += kRopeThreads) {
+    const auto h = static_cast<std::int32_t>(e / half), i = static_cast<std::int32_t>(e % half);
+    rope_pair(q + h * hd, q + h * hd, c, sn, half, i);
+  }
+  // Keys and values: head h of the row into row write_row of layer `layer`.
+  float* kc = k_slots[p.slot];
+  float* vc = v_slots[p.slot];
+  for (std::int64_t e = threadIdx.x; e < static_cast<std::int64_t>(s.kv_heads) * half; e += kRopeThreads) {
+    const auto h = static_cast<std::int32_t>(e / half), i = static_cast<std::int32_t>(e % half);
+    float* dst = kc + ((static_cast<std::int64_t>(layer) * s.kv_heads + h) * s.capacity + p.write_row) * hd;
+    rope_pair(k + h * hd, dst, c, sn, half, i);
+  }
+  for (std::int64_t e = threadIdx.x; e < kv_dim; e += kRopeThreads) {
+    const auto h = static_cast<std::int32_t>(e / hd), i = static_cast<std::int32_t>(e % hd);
+    vc[((static_cast<std::int64_t>(layer) * s.kv_heads + h) * s.capacity + p.write_row) * hd + i] = v[e];
+  }
+}
+
+constexpr int kAttnWarps = 4;
+constexpr int kAttnThreads = kAttnWarps * 32;
+constexpr int kAttnChunk = 1024;  // keys scored per pass (online softmax between passes)
+
+__device__ __forceinline__ bool visible(const TokenPlan& p, const std::uint64_t* mask_words, std::int64_t key) {
+  if (key < p.prefix || p.mask_word < 0) return true;
+  const std::int64_t j = key - p.prefix;
+  return (mask_words[p.mask_word + j / 64] >> (j % 64)) & 1u;
+}
+
+// One block per (row, query head): scores of a chunk of keys in shared
+// memory (a warp per key, lanes over the head's dimensions), the chunk's
+// softmax folded into running max / sum / output (thread d holds dimensions
+// d and d + 128 of the output).
+__global__ void __launch_bounds__(kAttnThreads)
+    attention_kernel(const float* __restrict__ qkv, const TokenPlan* __restrict__ plan,
+                     const std::uint64_t* __restrict__ mask_words, const float* const* __restrict__ k_slots,
+                     const float* const* __restrict__ v_slots, std::int32_t layer, AttentionShape s,
+                     float* __restrict__ out) {
+  __shared__ float q[kMaxHeadDim];
+  __shared__ float scores[kAttnChunk];
+  __shared__ float red[kAttnWarps];
+  const std::int64_t t = blockIdx.x / s.heads;
+  const std::int32_t h = static_cast<std::int32_t>(blockIdx.x % s.heads);
+  const std::int32_t kvh = h / (s.heads / s.kv_heads);
+  const TokenPlan p = plan[t];
+  const std::int32_t hd = s.head_dim;
+  const std::int64_t q_dim = static_cast<std::int64_t>(s.heads) * hd;
+  const std::int64_t kv_dim = static_cast<std::int64_t>(s.kv_heads) * hd;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  for (int d = tid; d < hd; d += kAttnThreads) q[d] = qkv[t * (q_dim + 2 * kv_dim) + h * hd + d];
+  const std::int64_t head_base = (static_cast<std::int64_t>(layer) * s.kv_heads + kvh) * s.capacity;
+  const float* kc = k_slots[p.slot] + head_base * hd;
+  const float* vc = v_slots[p.slot] + head_base * hd;
+  const float scale = rsqrtf(static_cast<float>(hd));
+  const std::int64_t keys = static_cast<std::int64_t>(p.prefix) + p.window;
+  float running_max = -INFINITY, running_sum = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
+  __syncthreads();
+  for (std::int64_t c0 = 0; c0 < keys; c0 += kAttnChunk) {
+    const int cn = static_cast<int>(keys - c0 < kAttnChunk ? keys - c0 : kAttnChunk);
+    for (int j = warp; j < cn; j += kAttnWarps) {
+      const std::int64_t key = c0 + j;
+      float dot = 0.0f;
+      if (visible(p, mask_words, key)) {
+        const float* kr = kc + key * hd;
+        for (int d = lane; d < hd; d += 32) dot += q[d] * kr[d];
+        dot = warp_sum(dot) * scale;
+      } else {
+        dot = -INFINITY;
+      }
+      if (lane == 0) scores[j] = dot;
+    }
+    __syncthreads();
+    float m = -INFINITY;
+    for (int j = tid; j < cn; j += kAttnThreads) m = fmaxf(m, scores[j]);
+    m = warp_max(m);
+    if (lane == 0) red[warp] = m;
+    __syncthreads();
+    m = red[0];
+    for (int w = 1; w < kAttnWarps; ++w) m = fmaxf(m, red[w]);
+    __syncthreads();
+    const float new_max = fmaxf(running_max, m);
+    if (new_max != -INFINITY) {  // else every key so far is hidden
+      const float correction = running_max == -INFINITY ? 0.0f : expf(running_max - new_max);
+      float part = 0.0f;
+      for (int j = tid; j < cn; j += kAttnThreads) {
+        const float e = scores[j] == -INFINITY ? 0.0f : expf(scores[j] - new_max);
+        scores[j] = e;
+        part += e;
+      }
+      part = warp_sum(part);
+      if (lane == 0) red[warp] = part;
+      __syncthreads();
+      float chunk_sum = 0.0f;
+      for (int w = 0; w < kAttnWarps; ++w) chunk_sum += red[w];
+      running_sum = running_sum * correction + chunk_sum;
+      acc0 *= correction;
+      acc1 *= correction;
+      for (int j = 0; j < cn; ++j) {
+        const float pj = scores[j];
+        if (pj == 0.0f) continue;
+        const float* vr = vc + (c0 + j) * hd;
+        if (tid < hd) acc0 += pj * vr[tid];
+        if (tid + kAttnThreads < hd) acc1 += pj * vr[tid + kAttnThreads];
+      }
+      running_max = new_max;
+    }
+    __syncthreads();
+  }
+  const float inv = running_sum > 0.0f ? 1.0f / running_sum : 0.0f;
+  float* o = out + t * q_dim + h * hd;
+  if (tid < hd) o[tid] = acc0 * inv;
+  if (tid + kAttnThreads < hd) o[tid + kAttnThreads] = acc1 * inv;
+}
+
+__global__ void swiglu_kernel(const float* __restrict__ gu, float* __restrict__ a, std::int64_t rows,
+                              std::int64_t inner) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * inner) return;
+  const std::int64_t t = i / inner, c = i % inner;
+  const float g = gu[t * 2 * inner + c], u = gu[t * 2 * inner + inner + c];
+  a[i] = g / (1.0f + expf(-g)) * u;
+}
+
+// One block per (layer, kv head) and per keys / values; the path's entries
+// in order, so an entry's source (length + path[i] >= length + i) is read
+// before a later entry overwrites it.
+__global__ void compact_kernel(float* __restrict__ k, float* __restrict__ v, std::int64_t length,
+                               const std::int32_t* __restrict__ path, std::int32_t n, std::int64_t capacity,
+                               std::int32_t head_dim) {
+  float* base = (blockIdx.y == 0 ? k : v) + static_cast<std::int64_t>(blockIdx.x) * capacity * head_dim;
+  for (std::int32_t i = 0; i < n; ++i) {
+    const std::int64_t from = length + path[i], to = length + i;
+    if (from != to)
+      for (int d = threadIdx.x; d < head_dim; d += blockDim.x) base[to * head_dim + d] = base[from * head_dim + d];
+    __syncthreads();
+  }
+}
+
+}  // namespace
+
+bool fill_normal(void* w, bool bf16, std::int64_t n, double sd, std::uint64_t seed, std::uint64_t stream,
+                 void* cuda_stream) {
+  if (n <= 0) return true;
+  fill_normal_kernel<<<grid_for(n, 256), 256, 0, as_stream(cuda_stream)>>>(w, bf16, n, sd, seed,
+                                                                         stream);
+  return launched();
+}
+
+bool fill_value(void* w, bool bf16, std::int64_t n, float value, void* cuda_stream) {
+  if (n <= 0) return true;
+  fill_value_kernel<<<grid_for(n, 256), 256, 0, as_stream(cuda_stream)>>>(w, bf16, n, value);
+  return launched();
+}
+
+bool embed_rows(const void* table, bool bf16, const std::int32_t* tokens, std::int64_t rows, std::int64_t hidden,
+                float* x, void* stream) {
+  if (rows <= 0) return true;
+  if (bf16)
+    embed_kernel<<<static_cast<unsigned>(rows), 256, 0, as_stream(stream)>>>(
+        static_cast<const std::uint16_t*>(table), tokens, hidden, x);
+  else
+    embed_kernel<<<static_cast<unsigned>(rows), 256, 0, as_stream(stream)>>>(static_cast<const float*>(table), tokens,
+                                                                            hidden, x);
+  return launched();
+}
+
+bool rms_norm_rows(const float* x, const float* weight, float* y, std::int64_t rows, std::int64_t hidden, float eps,
+                   void* stream) {
+  if (rows <= 0) return true;
+  rms_norm_kernel<<<static_cast<unsigned>(rows), kNormThreads, 0, as_stream(stream)>>>(x, weight, y, hidden, eps);
+  return launched();
+}
+
+bool linear_rows(const float* x, const void* w, bool bf16, float* y, std::int64_t rows, std::int64_t out,
+                 std::int64_t in, bool accumulate, void* stream) {
+  if (rows <= 0 || out <= 0) return true;
+  const unsigned blocks = grid_for(out, kLinearWarps);
+  if (bf16)
+    linear_kernel<<<blocks, kLinearWarps * 32, 0, as_stream(stream)>>>(x, static_cast<const std::uint16_t*>(w), y,
+                                                                      rows, out, in, accumulate);
+  else
+    linear_kernel<<<blocks, kLinearWarps * 32, 0, as_stream(stream)>>>(x, static_cast<const float*>(w), y, rows, out,
+                                                                      in, accumulate);
+  return launched();
+}
+
+bool rope_and_store(float* qkv, const TokenPlan* plan, std::int64_t rows, const float* cos, const float* sin,
+                    float* const* k_slots, float* const* v_slots, std::int32_t layer, const AttentionShape& shape,
+                    void* stream) {
+  if (rows <= 0) return true;
+  rope_and_store_kernel<<<static_cast<unsigned>(rows), kRopeThreads, 0, as_stream(stream)>>>(
+      qkv, plan, cos, sin, k_slots, v_slots, layer, shape);
+  return launched();
+}
+
+bool attention_rows(const float* qkv, const TokenPlan* plan, const std::uint64_t* mask_words, std::int64_t rows,
+                    const float* const* k_slots, const float* const* v_slots, std::int32_t layer,
+                    const AttentionShape& shape, float* out, void* stream) {
+  if (rows <= 0) return true;
+  attention_kernel<<<static_cast<unsigned>(rows * shape.heads), kAttnThreads, 0, as_stream(stream)>>>(
+      qkv, plan, mask_words, k_slots, v_slots, layer, shape, out);
+  return launched();
+}
+
+bool swiglu_rows(const float* gu, float* a, std::int64_t rows, std::int64_t inner, void* stream) {
+  if (rows <= 0) return true;
+  swiglu_kernel<<<grid_for(rows * inner, 256), 256, 0, as_stream(stream)>>>(gu, a, rows, inner);
+  return launched();
+}
+
+bool compact_cache(float* k, float* v, std::int64_t length, const std::int32_t* path, std::int32_t n,
+                   const AttentionShape& shape, void* stream) {
+  if (n <= 0) return true;
+  const dim3 grid(static_cast<unsigned>(shape.layers * shape.kv_heads), 2);
+  compact_kernel<<<grid, 128, 0, as_stream(stream)>>>(k, v, length, path, n, shape.capacity, shape.head_dim);
+  return launched();
+}
+
+}  // namespace specdec::cuda::detail
