@@ -22,13 +22,19 @@ function(specdec_target_sanitize target)
   endif()
 endfunction()
 
-# specdec_add_test(NAME name SOURCES a.cpp ... [LIBS lib ...] [GROUPS g ...])
+# specdec_add_test(NAME name [SERIAL] SOURCES a.cpp ... [LIBS lib ...] [GROUPS g ...])
 # One Catch2 executable, registered with CTest per TEST_CASE. GROUPS (default:
 # unit) names the tag groups the executable holds; each becomes a CTest label:
 # unit (untagged by the others), statistical, torch, cuda ([cuda] tests report
 # "skipped: no CUDA device" and CTest shows them as skipped where none exists).
 function(specdec_add_test)
-  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;GROUPS" ${ARGN})
+  cmake_parse_arguments(T "SERIAL" "NAME" "SOURCES;LIBS;GROUPS" ${ARGN})
+  # SERIAL: tests that measure their own threads' waits (the thread team's
+  # back-off) run alone under `ctest -j`, not beside another test's cores.
+  set(_serial)
+  if(T_SERIAL)
+    set(_serial RUN_SERIAL TRUE)
+  endif()
   if(NOT T_GROUPS)
     set(T_GROUPS unit)
   endif()
@@ -43,13 +49,14 @@ function(specdec_add_test)
   set(_no_tests -w NoTests)
   foreach(group IN LISTS T_GROUPS)
     if(group STREQUAL "unit")
-      catch_discover_tests(${T_NAME} TEST_SPEC "~[statistical]~[cuda]~[torch]" EXTRA_ARGS ${_no_tests} PROPERTIES LABELS unit)
+      catch_discover_tests(${T_NAME} TEST_SPEC "~[statistical]~[cuda]~[torch]" EXTRA_ARGS ${_no_tests}
+                         PROPERTIES LABELS unit ${_serial})
     elseif(group STREQUAL "cuda")
       catch_discover_tests(${T_NAME} TEST_SPEC "[cuda]" TEST_PREFIX "cuda: " EXTRA_ARGS ${_no_tests}
                            PROPERTIES LABELS cuda SKIP_REGULAR_EXPRESSION "skipped: no CUDA device")
     else()
       catch_discover_tests(${T_NAME} TEST_SPEC "[${group}]" TEST_PREFIX "${group}: " EXTRA_ARGS ${_no_tests}
-                           PROPERTIES LABELS ${group})
+                           PROPERTIES LABELS ${group} ${_serial})
     endif()
   endforeach()
 endfunction()

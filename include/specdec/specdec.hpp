@@ -80,3 +80,4 @@
 #include "specdec/tree/static_tree_builder.hpp"
 #include "specdec/tree/token_info_tree.hpp"
 #include "specdec/verify/model_verifier.hpp"
+#include "specdec/verify/target_verifier.hpp"

@@ -14,11 +14,14 @@ template <class M>
 class AutoregressiveParts {
  public:
   using Timed = TimedModel<M>;
-  using Engine = typename AutoregressiveDecoder<Timed>::Engine;
+  using Verifier = target_verifier_t<Timed>;
+  using Engine = SpeculativeEngine<NothingDrafted, ChainBuilder, Verifier, RecursiveRejectionSampling, NoDraftBudget>;
   using Slot = RequestSlot<Engine, NothingDrafted, NoDraftBudget>;
 
   explicit AutoregressiveParts(const MethodContext<M>& c)
-      : target_(c.target), verifier_(target_), engine_(ChainBuilder{}, verifier_, RecursiveRejectionSampling{}) {
+      : target_(c.target),
+        verifier_(TargetVerifier<Timed>::make(target_)),
+        engine_(ChainBuilder{}, verifier_, RecursiveRejectionSampling{}) {
     engine_.set_target_clock(&target_.clock());
   }
   Engine& engine() { return engine_; }
@@ -30,7 +33,7 @@ class AutoregressiveParts {
 
  private:
   Timed target_;
-  ModelVerifier<Timed> verifier_;
+  Verifier verifier_;
   Engine engine_;
 };
 

@@ -26,7 +26,7 @@
 #include "specdec/policy/follow_verified.hpp"
 #include "specdec/policy/heuristic_length.hpp"
 #include "specdec/select/verify_latency.hpp"
-#include "specdec/verify/model_verifier.hpp"
+#include "specdec/verify/target_verifier.hpp"
 
 namespace specdec::methods {
 
@@ -160,13 +160,14 @@ class DraftModelParts {
  public:
   using Timed = TimedModel<M>;
   using Drafter = ModelDrafter<Timed>;
-  using Engine = SpeculativeEngine<Drafter, Builder, ModelVerifier<Timed>, Rule, RuntimePolicy>;
+  using Verifier = target_verifier_t<Timed>;
+  using Engine = SpeculativeEngine<Drafter, Builder, Verifier, Rule, RuntimePolicy>;
   using Slot = RequestSlot<Engine, Drafter, RuntimePolicy>;
 
   DraftModelParts(const MethodContext<M>& c, Builder builder, Rule rule, RuntimePolicy policy)
       : target_(c.target),
         draft_(*c.draft),
-        verifier_(target_),
+        verifier_(TargetVerifier<Timed>::make(target_)),
         policy_(std::move(policy)),
         engine_(std::move(builder), verifier_, std::move(rule)),
         around_(c.hooks.around_draft ? c.hooks.around_draft(c) : Around{}) {
@@ -188,7 +189,7 @@ class DraftModelParts {
  private:
   using Around = std::function<void(const std::function<void()>&)>;
   Timed target_, draft_;
-  ModelVerifier<Timed> verifier_;
+  Verifier verifier_;
   RuntimePolicy policy_;
   Engine engine_;
   Around around_;

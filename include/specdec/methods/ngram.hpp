@@ -15,12 +15,13 @@ template <class M, class Rule>
 class NgramParts {
  public:
   using Timed = TimedModel<M>;
-  using Engine = SpeculativeEngine<NgramDrafter, ChainBuilder, ModelVerifier<Timed>, Rule, RuntimePolicy>;
+  using Verifier = target_verifier_t<Timed>;
+  using Engine = SpeculativeEngine<NgramDrafter, ChainBuilder, Verifier, Rule, RuntimePolicy>;
   using Slot = RequestSlot<Engine, NgramDrafter, RuntimePolicy>;
 
   NgramParts(const MethodContext<M>& c, Rule rule)
       : target_(c.target),
-        verifier_(target_),
+        verifier_(TargetVerifier<Timed>::make(target_)),
         policy_(chain_policy(c)),
         // one-hot guesses: the chain is the guess, whatever the request samples
         engine_(ChainBuilder{ChainBuilder::Pick::kTop1}, verifier_, std::move(rule)),
@@ -37,7 +38,7 @@ class NgramParts {
 
  private:
   Timed target_;
-  ModelVerifier<Timed> verifier_;
+  Verifier verifier_;
   RuntimePolicy policy_;
   Engine engine_;
   std::int32_t min_n_, max_n_;

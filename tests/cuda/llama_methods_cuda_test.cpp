@@ -1,0 +1,79 @@
+// The method registry over the CUDA model (cuda/llama_methods.hpp): every
+// method built by name on cuda::LlamaModel decodes greedily exactly as
+// autoregressive decoding does on it, with rule=auto (greedy acceptance on
+// the device for the TargetVerifier recipes) and with rule=rrs and
+// rule=traversal. The listing needs no device; the decoding tests WARN and
+// pass without one.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "device_support.hpp"
+#include "specdec/cuda/llama_methods.hpp"
+#include "support/catch.hpp"
+#include "support/reference_llama.hpp"
+
+namespace sd = specdec;
+using sd::TokenId;
+
+namespace {
+
+sd::io::LlamaConfig config(std::int64_t hidden, std::int64_t layers) {
+  sd::io::LlamaConfig c;
+  c.vocab_size = 97;
+  c.hidden_size = hidden;
+  c.intermediate_size = 2 * hidden;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = hidden / 4;
+  c.max_position_embeddings = 128;
+  c.rms_norm_eps = 1e-5;
+  return c;
+}
+
+std::filesystem::path saved(const sd::testing::ReferenceLlama& m, const char* name) {
+  const auto dir = std::filesystem::temp_directory_path() / name;
+  std::filesystem::remove_all(dir);
+  m.save(dir);
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("The CUDA registry lists the standard methods", "[unit]") {
+  std::vector<std::string> names;
+  for (const auto& m : sd::cuda::method_registry().methods()) names.push_back(m.name);
+  CHECK(names == std::vector<std::string>{"autoregressive", "chain", "tree", "dynamic", "sequoia", "ngram",
+                                          "duo", "sv"});
+}
+
+TEST_CASE("Every method on the CUDA model decodes greedily as autoregressive decoding does", "[cuda]") {
+  SPECDEC_SKIP_WITHOUT_DEVICE();
+  // A target and a smaller draft that agrees with it now and then.
+  auto target =
+      sd::cuda::LlamaModel::load(saved(sd::testing::ReferenceLlama(config(64, 2), 21, true), "specdec_m_t"));
+  auto draft =
+      sd::cuda::LlamaModel::load(saved(sd::testing::ReferenceLlama(config(32, 1), 22, true), "specdec_m_d"));
+  const auto& registry = sd::cuda::method_registry();
+  sd::SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  sd::GenerationOptions options;
+  options.max_new_tokens = 48;
+  options.sampling = greedy;
+  // A prompt that repeats itself, so that n-gram lookup finds drafts.
+  const std::vector<TokenId> prompt = {5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6};
+  const auto want = registry.make("autoregressive", target, nullptr, greedy).generate(prompt, options).tokens;
+  REQUIRE(want.size() == 48);
+  for (const char* spec : {"chain", "chain:rule=rrs", "chain:rule=block", "tree", "tree:rule=traversal",
+                           "dynamic", "sequoia", "ngram", "duo"}) {
+    INFO(spec);
+    const auto info = registry.find(std::string(spec).substr(0, std::string(spec).find(':')));
+    auto decoder =
+        registry.make(spec, target, info.models == sd::MethodModels::kDraftModel ? &draft : nullptr, greedy);
+    CHECK(decoder.generate(prompt, options).tokens == want);
+  }
+}
