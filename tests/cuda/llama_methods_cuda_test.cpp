@@ -22,17 +22,7 @@ using sd::TokenId;
 namespace {
 
 sd::io::LlamaConfig config(std::int64_t hidden, std::int64_t layers) {
-  sd::io::LlamaConfig c;
-  c.vocab_size = 97;
-  c.hidden_size = hidden;
-  c.intermediate_size = 2 * hidden;
-  c.num_hidden_layers = layers;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = hidden / 4;
-  c.max_position_embeddings = 128;
-  c.rms_norm_eps = 1e-5;
-  return c;
+  return sd::testing::tiny_llama_config(hidden, 2 * hidden, layers);
 }
 
 std::filesystem::path saved(const sd::testing::ReferenceLlama& m, const char* name) {

@@ -36,20 +36,7 @@ static_assert(sd::Model<sd::cuda::LlamaModel>);
 
 namespace {
 
-sd::io::LlamaConfig tiny_config(bool tied) {
-  sd::io::LlamaConfig c;
-  c.vocab_size = 97;
-  c.hidden_size = 64;
-  c.intermediate_size = 96;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 16;
-  c.max_position_embeddings = 64;
-  c.rms_norm_eps = 1e-5;
-  c.tie_word_embeddings = tied;
-  return c;
-}
+sd::io::LlamaConfig tiny_config(bool tied) { return sd::testing::tiny_llama_config(64, 96, 2, tied); }
 
 // A reference model and the CUDA model loaded from its checkpoint.
 struct Pair {
@@ -220,7 +207,7 @@ TEST_CASE("cuda::LlamaModel refuses what the host model refuses, and loads only 
   CHECK_THROWS_AS(m.open(3, sd::CachePolicy::sink_window(4, 16)), sd::UnsupportedError);
   m.open(3);
   CHECK_THROWS_AS(run(m, 3, {97}, {0}), sd::ShapeError);
-  CHECK_THROWS_AS(run(m, 3, {1}, {64}), sd::ShapeError);
+  CHECK_THROWS_AS(run(m, 3, {1}, {128}), sd::ShapeError);
   run(m, 3, {1, 2}, {0, 1});
   CHECK_THROWS_AS(m.accept(3, std::vector<std::int32_t>{1, 0}), sd::InvalidArgumentError);
   CHECK_THROWS_AS(m.rollback(3, 1), sd::InvalidArgumentError);  // nothing committed yet

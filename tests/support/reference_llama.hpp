@@ -24,6 +24,24 @@
 
 namespace specdec::testing {
 
+// A tiny Llama of vocabulary 97: 4 query and 2 key/value heads, `inner` MLP
+// width, 128 positions.
+inline io::LlamaConfig tiny_llama_config(std::int64_t hidden, std::int64_t inner, std::int64_t layers,
+                                         bool tied = false) {
+  io::LlamaConfig c;
+  c.vocab_size = 97;
+  c.hidden_size = hidden;
+  c.intermediate_size = inner;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = hidden / 4;
+  c.max_position_embeddings = 128;
+  c.rms_norm_eps = 1e-5;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
 class ReferenceLlama {
  public:
   // Weights N(0, 0.1) (norms 1 + N(0, 0.1)), rounded through bf16 when
