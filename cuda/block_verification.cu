@@ -89,8 +89,8 @@ Status block_verification(const float* draft_probs, const TokenId* draft_tokens,
                           std::int32_t gamma, std::int64_t vocab, std::uint64_t seed, std::uint64_t offset,
                           void* stream, const PhiloxUniforms* tree_streams) {
   return detail::launch_dense_chain<BlockVerificationChain>(draft_probs, draft_tokens, target_probs, output_tokens,
-                                                 num_accepted, batch, gamma, vocab, seed, offset, stream,
-                                                 tree_streams);
+                                                            num_accepted, batch, gamma, vocab, seed, offset, stream,
+                                                            tree_streams);
 }
 
 Status block_verification_flat(const std::int32_t* parents, const TokenId* tokens, const std::uint8_t* slot_draws,
@@ -100,8 +100,9 @@ Status block_verification_flat(const std::int32_t* parents, const TokenId* token
                                std::uint64_t seed, std::uint64_t offset, void* stream,
                                const PhiloxUniforms* tree_streams) {
   return detail::launch_flat_chain<BlockVerificationChain>(parents, tokens, slot_draws, draft_probs, target_probs,
-                                                tree_nodes, accepted_nodes, num_accepted, emitted, batch, nodes,
-                                                max_depth, vocab, seed, offset, stream, tree_streams);
+                                                           tree_nodes, accepted_nodes, num_accepted, emitted, batch,
+                                                           nodes, max_depth, vocab, seed, offset, stream,
+                                                           tree_streams);
 }
 
 }  // namespace specdec::cuda

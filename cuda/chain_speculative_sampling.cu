@@ -69,9 +69,9 @@ Status chain_speculative_sampling(const float* draft_probs,     // [batch, gamma
                                   std::int32_t batch, std::int32_t gamma, std::int64_t vocab,
                                   std::uint64_t seed, std::uint64_t offset, void* stream,
                                   const PhiloxUniforms* tree_streams) {
-  return detail::launch_dense_chain<SpeculativeSamplingChain>(draft_probs, draft_tokens, target_probs, output_tokens,
-                                                 num_accepted, batch, gamma, vocab, seed, offset, stream,
-                                                 tree_streams);
+  return detail::launch_dense_chain<SpeculativeSamplingChain>(
+      draft_probs, draft_tokens, target_probs, output_tokens, num_accepted, batch, gamma, vocab, seed, offset, stream,
+      tree_streams);
 }
 
 Status chain_speculative_sampling_flat(const std::int32_t* parents, const TokenId* tokens,
@@ -81,9 +81,9 @@ Status chain_speculative_sampling_flat(const std::int32_t* parents, const TokenI
                                        std::int32_t batch, std::int32_t nodes, std::int32_t max_depth,
                                        std::int64_t vocab, std::uint64_t seed, std::uint64_t offset, void* stream,
                                        const PhiloxUniforms* tree_streams) {
-  return detail::launch_flat_chain<SpeculativeSamplingChain>(parents, tokens, slot_draws, draft_probs, target_probs,
-                                                tree_nodes, accepted_nodes, num_accepted, emitted, batch, nodes,
-                                                max_depth, vocab, seed, offset, stream, tree_streams);
+  return detail::launch_flat_chain<SpeculativeSamplingChain>(
+      parents, tokens, slot_draws, draft_probs, target_probs, tree_nodes, accepted_nodes, num_accepted, emitted,
+      batch, nodes, max_depth, vocab, seed, offset, stream, tree_streams);
 }
 
 namespace detail {

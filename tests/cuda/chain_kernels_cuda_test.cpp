@@ -189,12 +189,9 @@ TEST_CASE("The chain kernels' FlatTrees launchers reject bad arguments before to
   float probs[8] = {};
   // Everything but one argument valid; host addresses stand in for device
   // pointers, so each call below must fail validation.
-  const auto call = [&](std::int32_t batch, std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab,
-                        const std::uint8_t* d = nullptr, const float* p = nullptr, std::int32_t* path = nullptr,
-                        std::int32_t* count = nullptr, TokenId* emitted = nullptr) {
-    return launch(ints, ids, d == nullptr ? draws : d, probs, p == nullptr ? probs : p, nullptr,
-                  path == nullptr ? ints : path, count == nullptr ? ints : count,
-                  emitted == nullptr ? ids : emitted, batch, nodes, max_depth, vocab, 1, 0, nullptr, nullptr);
+  const auto call = [&](std::int32_t batch, std::int32_t nodes, std::int32_t max_depth, std::int64_t vocab) {
+    return launch(ints, ids, draws, probs, probs, nullptr, ints, ints, ids, batch, nodes, max_depth, vocab, 1, 0,
+                  nullptr, nullptr);
   };
   const auto kInvalid = Status::kInvalidArgument;
   CHECK(call(-1, 1, 1, 2) == kInvalid);
