@@ -55,14 +55,20 @@ class HostLlama {
   std::int64_t hidden_size() const { return config_.hidden_size; }
   std::int64_t max_context() const { return config_.max_position_embeddings; }
 
+  // Dense, or sink + window (CachePolicy): the window is kept compact by
+  // moving it down over the tokens each accept() evicts, which is simple, not
+  // the fastest (specdec's LlamaModel keeps a ring).
   void open(std::int32_t seq, const sd::CachePolicy& policy = {}) {
-    if (policy.kind != sd::CachePolicy::Kind::kDense)
-      throw sd::UnsupportedError("HostLlama: only dense caches");
+    if (policy.kind == sd::CachePolicy::Kind::kSinkWindow && (policy.sink < 0 || policy.window < 1))
+      throw sd::InvalidArgumentError("HostLlama: a sink + window cache needs sink >= 0 and window >= 1");
     auto& cache = caches_[seq];
     const auto per_layer = config_.num_key_value_heads * config_.max_position_embeddings * config_.head_dim;
     cache.k.resize(static_cast<std::size_t>(config_.num_hidden_layers * per_layer));
     cache.v.resize(cache.k.size());
-    cache.length = cache.staged = 0;
+    cache.length = cache.staged = cache.evicted = cache.sink_shift = 0;
+    cache.policy = policy;
+    const auto sink_values = config_.num_hidden_layers * config_.num_key_value_heads * policy.sink * config_.head_dim;
+    cache.sink_keys.assign(cache.sparse() ? static_cast<std::size_t>(sink_values) : 0, 0.0f);
   }
   void close(std::int32_t seq) {
     if (caches_.erase(seq) == 0) throw sd::InvalidArgumentError(fmt::format("HostLlama: sequence {} is not open", seq));
@@ -116,23 +122,67 @@ class HostLlama {
           std::copy_n(cache.k.data() + from, hd, cache.k.data() + to);
           std::copy_n(cache.v.data() + from, hd, cache.v.data() + to);
         }
+    const auto old_length = cache.length;
     cache.length += static_cast<std::int64_t>(path.size());
     cache.staged = 0;
+    if (!cache.sparse()) return;
+    const auto& p = cache.policy;
+    for (std::int64_t lh = 0; lh < config_.num_hidden_layers * config_.num_key_value_heads; ++lh)
+      for (auto t = old_length; t < std::min(cache.length, p.sink); ++t)  // the sink's keys as rotated at t
+        std::copy_n(cache.k.data() + (lh * cap + t) * hd, hd, cache.sink_keys.data() + (lh * p.sink + t) * hd);
+    const auto drop = cache.length - p.sink - p.window;
+    if (drop <= 0) return;
+    for (std::int64_t lh = 0; lh < config_.num_hidden_layers * config_.num_key_value_heads; ++lh) {
+      const auto from = (lh * cap + p.sink + drop) * hd, to = (lh * cap + p.sink) * hd;
+      std::copy_n(cache.k.data() + from, p.window * hd, cache.k.data() + to);  // to < from: a forward copy is safe
+      std::copy_n(cache.v.data() + from, p.window * hd, cache.v.data() + to);
+    }
+    cache.length -= drop;
+    cache.evicted += drop;
   }
 
   void rollback(std::int32_t seq, std::int64_t length) {
     auto& cache = cache_of(seq);
-    if (length < 0 || length > cache.length)
-      throw sd::InvalidArgumentError(fmt::format("HostLlama::rollback: {} outside [0, {}]", length, cache.length));
-    cache.length = length;
+    const auto text_length = cache.length + cache.evicted;
+    if (length < 0 || length > text_length)
+      throw sd::InvalidArgumentError(fmt::format("HostLlama::rollback: {} outside [0, {}]", length, text_length));
+    if (cache.evicted > 0 && length < text_length)
+      throw sd::InvalidArgumentError(fmt::format(
+          "HostLlama::rollback: sequence {} has evicted {} tokens; it cannot roll back", seq, cache.evicted));
+    cache.length = length - cache.evicted;
     cache.staged = 0;
   }
 
  private:
   struct Cache {
     std::vector<float> k, v;  // [layers, kv_heads, context, head_dim]
-    std::int64_t length = 0, staged = 0;
+    std::int64_t length = 0, staged = 0;  // committed slots (the sink and the window), staged after them
+    sd::CachePolicy policy;
+    std::int64_t evicted = 0;             // committed tokens the window dropped
+    // Positions::kCache: the sink's keys rotated at their own positions, and
+    // the shift the cache's copies carry (see shift_sink).
+    std::vector<float> sink_keys;
+    std::int64_t sink_shift = 0;
+    bool sparse() const { return policy.kind == sd::CachePolicy::Kind::kSinkWindow; }
   };
+
+  // Positions::kCache (StreamingLLM): positions within the cache are the
+  // text's minus the evicted tokens, for every key but the sink's. RoPE
+  // scores depend on differences only, so the window's keys keep their text
+  // rotation and the sink's are rotated by their position plus `evicted`.
+  void shift_sink(Cache& cache) const {
+    if (!cache.sparse() || cache.policy.positions != sd::CachePolicy::Positions::kCache ||
+        cache.sink_shift == cache.evicted)
+      return;
+    const auto hd = config_.head_dim, cap = config_.max_position_embeddings, sink = cache.policy.sink;
+    for (std::int64_t lh = 0; lh < config_.num_hidden_layers * config_.num_key_value_heads; ++lh)
+      for (std::int64_t t = 0; t < std::min(sink, cache.length); ++t) {
+        float* key = cache.k.data() + (lh * cap + t) * hd;
+        std::copy_n(cache.sink_keys.data() + (lh * sink + t) * hd, hd, key);
+        rope_.apply(key, cache.evicted);
+      }
+    cache.sink_shift = cache.evicted;
+  }
 
   Cache& cache_of(std::int32_t seq) {
     const auto it = caches_.find(seq);
@@ -145,6 +195,7 @@ class HostLlama {
   void run_sequence(const sd::SequenceInput& s, float* logits, float* hidden) {
     const auto& c = config_;
     auto& cache = cache_of(s.seq_id);
+    shift_sink(cache);
     const auto before = s.extend_staged ? cache.staged : 0;
     const auto n = static_cast<std::int64_t>(s.tokens.size());
     const auto d = c.hidden_size;

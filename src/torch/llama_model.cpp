@@ -250,39 +250,83 @@ at::Tensor LlamaModel::forward_train(const at::Tensor& tokens, at::Tensor* hidde
 
 // ---- Model concept -----------------------------------------------------------
 
-void LlamaModel::open(std::int32_t seq, const CachePolicy& policy) {
-  if (policy.kind != CachePolicy::Kind::kDense)
-    throw UnsupportedError(fmt::format(
-        "LlamaModel::open: sequence {}: only dense caches are implemented (a sink + window cache was asked for)", seq));
-  const auto it = caches_.find(seq);
-  if (it != caches_.end()) {  // reopened: the same buffers, emptied
-    it->second.length = it->second.staged = 0;
-    return;
-  }
-  // A closed sequence's buffers are reused. They need no zeroing: attention
-  // uses only the slots a forward wrote (its last block of keys reads the
-  // block's other slots and drops those lanes; new buffers start zeroed).
+// Staging room of a sink + window cache between forwards: a chain or a small
+// tree; a forward with more grows the buffers for itself.
+constexpr std::int64_t kSparseStaging = 64;
+
+std::int64_t LlamaModel::sparse_slots(const CachePolicy& policy) const {
+  return key_capacity(policy.sink + policy.window + kSparseStaging);
+}
+
+LlamaModel::Cache LlamaModel::new_cache(std::int64_t slots) const {
+  const auto& c = config_;
   Cache cache;
-  if (!spare_caches_.empty()) {
-    cache = std::move(spare_caches_.back());
-    spare_caches_.pop_back();
-  } else {
-    const auto& c = config_;
-    const auto slots = key_capacity(c.max_position_embeddings);
-    // Zeroed by memset: at::zeros would start an OpenMP region (see accept).
-    cache.k = at::empty({c.num_hidden_layers, c.num_key_value_heads, slots * c.head_dim});
-    cache.v = at::empty({c.num_hidden_layers, c.num_key_value_heads, slots, c.head_dim});
-    std::memset(cache.k.data_ptr<float>(), 0, cache.k.numel() * sizeof(float));
-    std::memset(cache.v.data_ptr<float>(), 0, cache.v.numel() * sizeof(float));
+  cache.slots = slots;
+  // Zeroed by memset: at::zeros would start an OpenMP region (see accept).
+  cache.k = at::empty({c.num_hidden_layers, c.num_key_value_heads, slots * c.head_dim});
+  cache.v = at::empty({c.num_hidden_layers, c.num_key_value_heads, slots, c.head_dim});
+  std::memset(cache.k.data_ptr<float>(), 0, cache.k.numel() * sizeof(float));
+  std::memset(cache.v.data_ptr<float>(), 0, cache.v.numel() * sizeof(float));
+  return cache;
+}
+
+// Slot s of a head sits at the same offset within the head's keys (blocks)
+// and values (rows) whatever the capacity, so each head keeps its first
+// min(old, new) slots in place.
+void LlamaModel::resize_cache(Cache& cache, std::int64_t slots) const {
+  Cache grown = new_cache(slots);
+  const auto heads = config_.num_hidden_layers * config_.num_key_value_heads, hd = config_.head_dim;
+  const auto keep = std::min(cache.slots, slots) * hd;
+  for (std::int64_t h = 0; h < heads; ++h) {
+    std::copy_n(cache.k.data_ptr<float>() + h * cache.slots * hd, keep, grown.k.data_ptr<float>() + h * slots * hd);
+    std::copy_n(cache.v.data_ptr<float>() + h * cache.slots * hd, keep, grown.v.data_ptr<float>() + h * slots * hd);
   }
+  cache.k = std::move(grown.k);
+  cache.v = std::move(grown.v);
+  cache.slots = slots;
+}
+
+void LlamaModel::open(std::int32_t seq, const CachePolicy& policy) {
+  const bool sparse = policy.kind == CachePolicy::Kind::kSinkWindow;
+  if (sparse && (policy.sink < 0 || policy.window < 1))
+    throw InvalidArgumentError(fmt::format(
+        "LlamaModel::open: sequence {}: a sink + window cache needs sink >= 0 and window >= 1 (got {} and {})", seq,
+        policy.sink, policy.window));
+  if (policy.kind != CachePolicy::Kind::kDense && !sparse)
+    throw UnsupportedError(fmt::format("LlamaModel::open: sequence {}: unknown cache policy", seq));
+  const auto dense_slots = key_capacity(config_.max_position_embeddings);
+  const auto slots = sparse ? std::min(sparse_slots(policy), dense_slots) : dense_slots;
+  const auto it = caches_.find(seq);
+  if (it != caches_.end() && it->second.slots != slots) close(seq);  // reopened with another policy
+  auto existing = caches_.find(seq);
+  if (existing == caches_.end()) {
+    // A closed dense sequence's buffers are reused. They need no zeroing:
+    // attention uses only the slots a forward wrote (its last block of keys
+    // reads the block's other slots and drops those lanes; new buffers start
+    // zeroed).
+    if (!sparse && !spare_caches_.empty()) {
+      caches_[seq] = std::move(spare_caches_.back());
+      spare_caches_.pop_back();
+    } else {
+      caches_[seq] = new_cache(slots);
+    }
+    existing = caches_.find(seq);
+  }
+  Cache& cache = existing->second;
   cache.length = cache.staged = 0;
-  caches_[seq] = std::move(cache);
+  cache.policy = policy;
+  cache.sink_shift = 0;
+  cache.sink_keys.clear();
+  if (sparse && policy.positions == CachePolicy::Positions::kCache)
+    cache.sink_keys.assign(
+        static_cast<std::size_t>(config_.num_hidden_layers * config_.num_key_value_heads * policy.sink * config_.head_dim),
+        0.0f);
 }
 
 void LlamaModel::close(std::int32_t seq) {
   const auto it = caches_.find(seq);
   if (it == caches_.end()) throw InvalidArgumentError(fmt::format("LlamaModel::close: sequence {} is not open", seq));
-  spare_caches_.push_back(std::move(it->second));
+  if (!it->second.sparse()) spare_caches_.push_back(std::move(it->second));
   caches_.erase(it);
 }
 
@@ -297,6 +341,32 @@ LlamaModel::Cache& LlamaModel::cache(std::int32_t seq) {
 }
 
 std::int64_t LlamaModel::cached_length(std::int32_t seq) const { return cache(seq).length; }
+std::int64_t LlamaModel::cache_slots(std::int32_t seq) const { return cache(seq).slots; }
+
+// Positions::kCache: StreamingLLM's positions within the cache differ from
+// the text's by the number of evicted tokens E, for every query and every
+// key but the sink's (the window is contiguous in the text). RoPE scores
+// depend on position differences only, so rotating the sink's keys by s + E
+// instead of s, with everything else at text positions, scores as the cache
+// positions do.
+void LlamaModel::shift_sink(Cache& cs) const {
+  const auto& pol = cs.policy;
+  if (!cs.sparse() || pol.positions != CachePolicy::Positions::kCache) return;
+  const auto shift = std::max<std::int64_t>(0, cs.length - pol.sink - pol.window);
+  if (shift == cs.sink_shift) return;
+  const auto hd = config_.head_dim, heads = config_.num_hidden_layers * config_.num_key_value_heads;
+  const float* cos = rope_cos_.data_ptr<float>() + shift * hd;
+  const float* sin = rope_sin_.data_ptr<float>() + shift * hd;
+  float key[kMaxHeadDim];
+  for (std::int64_t h = 0; h < heads; ++h) {
+    float* kh = cs.k.data_ptr<float>() + h * cs.slots * hd;
+    for (std::int64_t s = 0; s < std::min(pol.sink, cs.length); ++s) {
+      kernels::rope_head(cs.sink_keys.data() + (h * pol.sink + s) * hd, cos, sin, hd, key);
+      for (std::int64_t e = 0; e < hd; ++e) kh[key_offset(s, e, hd)] = key[e];
+    }
+  }
+  cs.sink_shift = shift;
+}
 
 void LlamaModel::forward(const ForwardRequest& request) {
   at::NoGradGuard no_grad;
@@ -316,6 +386,7 @@ void LlamaModel::forward(const ForwardRequest& request) {
     auto& cache_s = cache(s.seq_id);
     const auto n = static_cast<std::int64_t>(s.tokens.size());
     const auto before = s.extend_staged ? cache_s.staged : 0;
+    const auto visible = cache_s.visible();
     if (static_cast<std::int64_t>(s.positions.size()) != n)
       throw ShapeError(fmt::format("LlamaModel::forward: sequence {} has {} tokens but {} positions", s.seq_id, n,
                                    s.positions.size()));
@@ -326,6 +397,7 @@ void LlamaModel::forward(const ForwardRequest& request) {
     if (cache_s.length + before + n > c.max_position_embeddings)
       throw ShapeError(fmt::format("LlamaModel::forward: sequence {} would hold {} tokens, the context is {}",
                                    s.seq_id, cache_s.length + before + n, c.max_position_embeddings));
+    if (visible + before + n > cache_s.slots) resize_cache(cache_s, key_capacity(visible + before + n));
     for (const auto t : s.tokens)
       if (t < 0 || t >= c.vocab_size)
         throw ShapeError(fmt::format("LlamaModel: token id {} is outside the vocabulary of {}", t, c.vocab_size));
@@ -336,9 +408,9 @@ void LlamaModel::forward(const ForwardRequest& request) {
     AttentionSpan span;
     span.first_row = static_cast<std::int64_t>(tokens.size());
     span.rows = n;
-    span.capacity = key_capacity(c.max_position_embeddings);
-    span.prefix = cache_s.length + before;
-    span.masked_from = cache_s.length;
+    span.capacity = cache_s.slots;
+    span.prefix = visible + before;
+    span.masked_from = visible;
     if (!s.mask.empty()) {
       const auto cols = before + n;
       std::vector<std::uint8_t> hidden(static_cast<std::size_t>(n * cols), 0);
@@ -378,13 +450,13 @@ void LlamaModel::forward(const ForwardRequest& request) {
   const DecoderShape shape{d, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size,
                            static_cast<float>(c.rms_norm_eps)};
   std::vector<float> layer_hidden;
-  const auto span_capacity = key_capacity(c.max_position_embeddings);
+  for (const auto& s : request.sequences) shift_sink(cache(s.seq_id));
   for (std::size_t li = 0; li < layers_.size(); ++li) {
     const auto& l = layers_[li];
     const auto& p = packed_[li];
     for (std::size_t si = 0; si < spans.size(); ++si) {  // this layer's slice of each cache
       auto& cs = cache(request.sequences[si].seq_id);
-      const auto layer_entries = static_cast<std::int64_t>(li) * c.num_key_value_heads * c.head_dim * span_capacity;
+      const auto layer_entries = static_cast<std::int64_t>(li) * c.num_key_value_heads * c.head_dim * cs.slots;
       spans[si].k = cs.k.data_ptr<float>() + layer_entries;
       spans[si].v = cs.v.data_ptr<float>() + layer_entries;
     }
@@ -418,34 +490,48 @@ void LlamaModel::accept(std::int32_t seq, std::span<const std::int32_t> path) {
           "LlamaModel::accept: path entry {} = {} must be increasing and within the {} staged tokens", i, p,
           cs.staged));
   }
-  if (n > 0) {
-    // Entry i moves from length + path[i] to length + i <= its source, in
-    // increasing i, so no source is overwritten before it is read. Plain
-    // loops, not ATen ops: those would start OpenMP regions whose spinning
-    // threads take cores from the forward's team (threads.hpp).
-    const auto& c = config_;
-    const auto slots = key_capacity(c.max_position_embeddings), hd = c.head_dim;
-    float* k = cs.k.data_ptr<float>();
-    float* v = cs.v.data_ptr<float>();
-    for (std::int64_t head = 0; head < c.num_hidden_layers * c.num_key_value_heads; ++head) {
-      float* kh = k + head * slots * hd;  // keys in blocks (decoder_layer.hpp)
-      float* vh = v + head * slots * hd;
-      for (std::int64_t i = 0; i < n; ++i) {
-        const auto from = cs.length + path[static_cast<std::size_t>(i)], to = cs.length + i;
-        if (from == to) continue;
-        for (std::int64_t e = 0; e < hd; ++e) kh[key_offset(to, e, hd)] = kh[key_offset(from, e, hd)];
-        std::copy_n(vh + from * hd, hd, vh + to * hd);
-      }
+  // Kept token i (text index t = length + i) moves from its staged slot,
+  // visible + path[i], to slot_of(t). A dense cache moves it down (to <= its
+  // source, in increasing i, so no source is overwritten before it is read);
+  // a sink + window cache also writes slots below `visible`, over the tokens
+  // it evicts, and skips the kept tokens that the later ones evict at once.
+  // Plain loops, not ATen ops: those would start OpenMP regions whose
+  // spinning threads take cores from the forward's team (threads.hpp).
+  const auto& c = config_;
+  const auto hd = c.head_dim, visible = cs.visible(), end = cs.length + n;
+  const auto& pol = cs.policy;
+  const auto kept = [&](std::int64_t t) { return !cs.sparse() || t < pol.sink || t >= end - pol.window; };
+  float* k = cs.k.data_ptr<float>();
+  float* v = cs.v.data_ptr<float>();
+  for (std::int64_t head = 0; head < c.num_hidden_layers * c.num_key_value_heads; ++head) {
+    float* kh = k + head * cs.slots * hd;  // keys in blocks (decoder_layer.hpp)
+    float* vh = v + head * cs.slots * hd;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto t = cs.length + i;
+      if (!kept(t)) continue;
+      const auto from = visible + path[static_cast<std::size_t>(i)], to = cs.slot_of(t);
+      if (t < pol.sink && !cs.sink_keys.empty())  // rotated at its own position: shift_sink's source
+        for (std::int64_t e = 0; e < hd; ++e)
+          cs.sink_keys[static_cast<std::size_t>((head * pol.sink + t) * hd + e)] = kh[key_offset(from, e, hd)];
+      if (from == to) continue;
+      for (std::int64_t e = 0; e < hd; ++e) kh[key_offset(to, e, hd)] = kh[key_offset(from, e, hd)];
+      std::copy_n(vh + from * hd, hd, vh + to * hd);
     }
   }
-  cs.length += n;
+  cs.length = end;
   cs.staged = 0;
+  if (cs.sparse() && cs.slots > sparse_slots(pol)) resize_cache(cs, sparse_slots(pol));  // after a prompt
 }
 
 void LlamaModel::rollback(std::int32_t seq, std::int64_t length) {
   auto& cs = cache(seq);
   if (length < 0 || length > cs.length)
     throw InvalidArgumentError(fmt::format("LlamaModel::rollback: length {} is outside [0, {}]", length, cs.length));
+  if (cs.sparse() && length < cs.length && cs.length > cs.policy.sink + cs.policy.window)
+    throw InvalidArgumentError(fmt::format(
+        "LlamaModel::rollback: sequence {} keeps a sink of {} and a window of {} tokens and has evicted {} of its "
+        "{}; it cannot roll back to {}",
+        seq, cs.policy.sink, cs.policy.window, cs.length - cs.policy.sink - cs.policy.window, cs.length, length));
   cs.length = length;
   cs.staged = 0;
 }

@@ -37,7 +37,7 @@ std::filesystem::path saved(const sd::testing::ReferenceLlama& m, const char* na
 TEST_CASE("The CUDA registry lists the standard methods", "[unit]") {
   std::vector<std::string> names;
   for (const auto& m : sd::cuda::method_registry().methods()) names.push_back(m.name);
-  CHECK(names == std::vector<std::string>{"autoregressive", "chain", "tree", "dynamic", "sequoia", "ngram",
+  CHECK(names == std::vector<std::string>{"autoregressive", "chain", "tree", "dynamic", "sequoia", "ngram", "magicdec",
                                           "duo", "sv"});
 }
 

@@ -28,6 +28,7 @@
 #include "specdec/engine/lyanna_decoder.hpp"
 #include "specdec/engine/speculative_decoder.hpp"
 #include "specdec/engine/speculative_engine.hpp"
+#include "specdec/methods/magicdec.hpp"
 #include "specdec/policy/cost_aware_tree.hpp"
 #include "specdec/policy/fixed_length.hpp"
 #include "specdec/policy/hardware_budget.hpp"
@@ -494,4 +495,34 @@ TEST_CASE("The three-token test rejects typical acceptance (power)", "[statistic
                                    sd::DraftBudget{3, 3, 3, 0.0f}, sd::SamplingParams{1.0f, 0, 1.0f});
   INFO(fit.describe());
   CHECK(fit.rejects(st::kAlpha));
+}
+
+TEST_CASE("MagicDec (the target drafting through a sink + window cache) keeps the three-token law",
+          "[statistical][engine][magicdec]") {
+  const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
+  const std::string spec = GENERATE("magicdec:k=1:sink=1:window=1", "magicdec:k=1:sink=1:window=1:rule=speculative",
+                                    "magicdec:k=1:sink=1:window=1:rule=block");
+  INFO(spec << ", " << st::describe(sampling));
+  // Order 4: the draft sees its sink, a window of one committed token and the
+  // pending tokens (at most two with k = 1), so once the prompt is committed
+  // its context differs from the target's. The first round drafts with the
+  // whole prompt staged (seen in full, as a prefill): drafts of one token
+  // leave the third token, at least, to a round drafted through the sparse
+  // cache.
+  HashedContextModel target(kVocab, 11, 4);
+  sd::MethodRegistry<HashedContextModel> registry;
+  registry.add(sd::methods::magicdec_method<HashedContextModel>());
+  auto method = registry.make(spec, target, nullptr, sampling);
+  const std::vector<sd::TokenId> prompt = {3, 1, 4, 1, 5};
+  std::int64_t accepted = 0, tried = 0;
+  const auto fit = fit_three_tokens(target, prompt, sampling, [&](std::uint64_t seed) {
+    auto out = method.generate(prompt, three_tokens(seed, sampling));
+    accepted += out.stats.acceptance.num_accepted;
+    for (const auto d : out.stats.acceptance.depth_tried) tried += d;
+    return out;
+  });
+  INFO(fit.describe() << "; " << accepted << " of " << tried << " drafts accepted");
+  CHECK(accepted > 0);
+  CHECK(accepted < tried);  // the sparse draft is not the target
+  CHECK_FALSE(fit.rejects(st::kAlpha));
 }

@@ -43,10 +43,14 @@ class HashedContextModel {
   // forward past it throws, as a real model's would.
   std::int64_t max_context() const { return max_context_; }
   void set_max_context(std::int64_t n) { max_context_ = n; }
+  // A sink + window sequence sees its first `sink` committed tokens and its
+  // last `window` (CachePolicy): its logits then hash those, and its positions
+  // stay the text's. (No rotation here: both position conventions read alike.)
   void open(std::int32_t seq, const CachePolicy& policy = {}) {
-    if (policy.kind != CachePolicy::Kind::kDense)
-      throw UnsupportedError("HashedContextModel: only dense caches");
+    if (policy.kind == CachePolicy::Kind::kSinkWindow && (policy.sink < 0 || policy.window < 1))
+      throw InvalidArgumentError("HashedContextModel: a sink + window cache needs sink >= 0 and window >= 1");
     seqs_[seq] = Sequence{};
+    seqs_[seq].policy = policy;
   }
   void close(std::int32_t seq) {
     closed_[seq] = seq_at(seq).committed;  // what committed() reports after the close
@@ -90,8 +94,10 @@ class HashedContextModel {
         throw ShapeError(fmt::format("HashedContextModel: sequence {} would hold {} tokens, the context is {}",
                                      in.seq_id, s.committed.size() + static_cast<std::size_t>(before + n), max_context_));
       for (std::int64_t i = 0; i < n; ++i) {
-        // The staged tokens this query sees, in staging order, then itself.
-        std::vector<TokenId> ctx = s.committed;
+        // The committed tokens this query sees, the staged ones in staging
+        // order, then itself.
+        std::vector<TokenId> ctx = s.visible();
+        const auto evicted = static_cast<std::int64_t>(s.committed.size() - ctx.size());
         for (std::int64_t j = 0; j < before + i; ++j) {
           const bool visible =
               in.mask.empty() || in.mask.test(static_cast<std::int32_t>(before + i), static_cast<std::int32_t>(j));
@@ -101,9 +107,9 @@ class HashedContextModel {
           throw ShapeError("HashedContextModel: a query does not see itself");
         const TokenId tok = in.tokens[static_cast<std::size_t>(i)];
         if (tok < 0 || tok >= vocab_) throw InvalidArgumentError("HashedContextModel: token out of range");
-        if (in.positions[static_cast<std::size_t>(i)] != static_cast<std::int64_t>(ctx.size()))
+        if (in.positions[static_cast<std::size_t>(i)] != evicted + static_cast<std::int64_t>(ctx.size()))
           throw ShapeError(fmt::format("HashedContextModel: position {} but {} visible tokens before it",
-                                       in.positions[static_cast<std::size_t>(i)], ctx.size()));
+                                       in.positions[static_cast<std::size_t>(i)], evicted + static_cast<std::int64_t>(ctx.size())));
         ctx.push_back(tok);
         s.staged.push_back(tok);
         if (want_hidden) {
@@ -156,6 +162,14 @@ class HashedContextModel {
  private:
   struct Sequence {
     std::vector<TokenId> committed, staged;
+    CachePolicy policy;
+    std::vector<TokenId> visible() const {
+      const auto n = static_cast<std::int64_t>(committed.size());
+      if (policy.kind == CachePolicy::Kind::kDense || n <= policy.sink + policy.window) return committed;
+      std::vector<TokenId> v(committed.begin(), committed.begin() + policy.sink);
+      v.insert(v.end(), committed.end() - policy.window, committed.end());
+      return v;
+    }
   };
   const Sequence& seq_at(std::int32_t seq) const {
     const auto it = seqs_.find(seq);

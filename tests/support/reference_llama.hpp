@@ -1,13 +1,14 @@
-// A Llama forward in plain loops, for checking the CUDA model without
-// libtorch: random weights written as a Hugging Face checkpoint, and the
-// logits of the last token of a context computed from scratch (positions 0..
-// n - 1, causal attention), in double precision. Slow; for tiny configs.
+// A Llama forward in plain loops, for checking the models against: random
+// weights written as a Hugging Face checkpoint, and the logits of a context
+// computed from scratch in double precision, with causal attention or under
+// a sink + window cache. Slow; for tiny configs.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <span>
 #include <string>
@@ -105,28 +106,52 @@ class ReferenceLlama {
 
   // The logits after the last token of `context`.
   std::vector<double> last_logits(const std::vector<TokenId>& context) const {
+    const std::vector<std::int64_t> prefill(context.size(), 0);
+    return all_logits(context, prefill, 0, std::numeric_limits<std::int64_t>::max() / 2, false).back();
+  }
+
+  // The logits after every token of `context` under a sink + window cache
+  // (CachePolicy, StreamingLLM arXiv 2309.17453 §3.2): token t was run when
+  // `committed[t]` tokens were committed, so it sees the sink (tokens below
+  // `sink`), the last `window` committed tokens, and the tokens from
+  // committed[t] to itself (its forward's, causally). Keys and queries are
+  // rotated at text positions, or with `cache_positions` at positions within
+  // the cache: shifted down by the committed tokens evicted, but the sink's.
+  std::vector<std::vector<double>> all_logits(const std::vector<TokenId>& context,
+                                              const std::vector<std::int64_t>& committed, std::int64_t sink,
+                                              std::int64_t window, bool cache_positions) const {
     const auto n = static_cast<std::int64_t>(context.size());
     const std::int64_t d = c_.hidden_size, hd = c_.head_dim, heads = c_.num_attention_heads,
                        kvh = c_.num_key_value_heads;
+    const auto sees = [&](std::int64_t t, std::int64_t j) {
+      return j <= t && (j >= committed[t] || j < sink || j >= committed[t] - window);
+    };
+    const auto evicted = [&](std::int64_t t) {
+      return cache_positions ? std::max<std::int64_t>(0, committed[t] - sink - window) : 0;
+    };
     std::vector<std::vector<double>> x(static_cast<std::size_t>(n));
     for (std::int64_t t = 0; t < n; ++t) x[t] = row(embed_, context[static_cast<std::size_t>(t)]);
     for (const Layer& l : layers_) {
       std::vector<std::vector<double>> q(x.size()), k(x.size()), v(x.size());
       for (std::int64_t t = 0; t < n; ++t) {
         const auto h = rms_norm(x[t], l.attn_norm);
-        q[t] = rope(matvec(l.wq, h), t, heads);
-        k[t] = rope(matvec(l.wk, h), t, kvh);
+        q[t] = rope(matvec(l.wq, h), t - evicted(t), heads);
+        k[t] = matvec(l.wk, h);  // rotated per query below
         v[t] = matvec(l.wv, h);
       }
       for (std::int64_t t = 0; t < n; ++t) {
+        std::vector<std::vector<double>> kt(static_cast<std::size_t>(t + 1));
+        for (std::int64_t j = 0; j <= t; ++j)
+          if (sees(t, j)) kt[j] = rope(k[j], j < sink ? j : j - evicted(t), kvh);
         std::vector<double> att(static_cast<std::size_t>(heads * hd), 0.0);
         for (std::int64_t hh = 0; hh < heads; ++hh) {
           const std::int64_t g = hh / (heads / kvh);
-          std::vector<double> s(static_cast<std::size_t>(t + 1));
+          std::vector<double> s(static_cast<std::size_t>(t + 1), -INFINITY);
           double m = -INFINITY;
           for (std::int64_t j = 0; j <= t; ++j) {
+            if (!sees(t, j)) continue;
             double dot = 0.0;
-            for (std::int64_t e = 0; e < hd; ++e) dot += q[t][hh * hd + e] * k[j][g * hd + e];
+            for (std::int64_t e = 0; e < hd; ++e) dot += q[t][hh * hd + e] * kt[j][g * hd + e];
             s[j] = dot / std::sqrt(static_cast<double>(hd));
             m = std::max(m, s[j]);
           }
@@ -145,8 +170,10 @@ class ReferenceLlama {
         for (std::int64_t e = 0; e < d; ++e) x[t][e] += down[e];
       }
     }
-    const auto h = rms_norm(x.back(), final_norm_);
-    return matvec(c_.tie_word_embeddings ? embed_ : lm_head_, h);
+    std::vector<std::vector<double>> out;
+    for (std::int64_t t = 0; t < n; ++t)
+      out.push_back(matvec(c_.tie_word_embeddings ? embed_ : lm_head_, rms_norm(x[t], final_norm_)));
+    return out;
   }
 
  private:

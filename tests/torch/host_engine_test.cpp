@@ -19,6 +19,8 @@
 #include "specdec/torch/draft_head.hpp"
 #include "specdec/torch/llama_model.hpp"
 #include "support/catch.hpp"
+#include "support/reference_llama.hpp"
+#include "support/sink_window_schedule.hpp"
 
 namespace sd = specdec;
 namespace tb = specdec::torch_backend;
@@ -47,6 +49,24 @@ TEST_CASE("The host engine's own Llama model matches the libtorch model's logits
     scale = std::max(scale, std::abs(double(ref.data_ptr<float>()[i])));
   }
   CHECK(worst / scale < 1e-4);
+}
+
+TEST_CASE("The host engine's own Llama model keeps a sink + window cache as the StreamingLLM mask says",
+          "[torch][host_engine][sparse]") {
+  using Positions = sd::CachePolicy::Positions;
+  const auto positions = GENERATE(Positions::kText, Positions::kCache);
+  CAPTURE(positions == Positions::kCache);
+  const sd::testing::ReferenceLlama ref(sd::testing::tiny_llama_config(32, 48, 2), 5, false);
+  const auto dir = std::filesystem::temp_directory_path() / "specdec_host_sink";
+  std::filesystem::remove_all(dir);
+  ref.save(dir);
+  host_engine::HostLlama host(dir);
+  const std::int64_t sink = 3, window = 10;
+  host.open(0, sd::CachePolicy::sink_window(sink, window, positions));
+  const auto run = sd::testing::run_sink_window_schedule(host, 17, [] {});
+  CHECK(sd::testing::worst_row_error(run, ref.all_logits(run.context, run.committed, sink, window,
+                                                         positions == Positions::kCache)) < 1e-4);
+  CHECK_THROWS_AS(host.rollback(0, static_cast<std::int64_t>(run.context.size()) - 1), sd::InvalidArgumentError);
 }
 
 TEST_CASE("The host engine's own Lyanna head drafts what the libtorch head drafts", "[torch][host_engine]") {

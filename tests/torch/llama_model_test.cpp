@@ -277,7 +277,6 @@ TEST_CASE("Growing a tree one level per forward (extend_staged) equals one tree 
 
 TEST_CASE("Sequences open and close, and forwards write only into the caller's buffers", "[torch][model]") {
   auto m = tb::LlamaModel::random(tiny_config(true, 2), 17);
-  CHECK_THROWS_AS(m.open(0, sd::CachePolicy::sink_window(4, 16)), sd::UnsupportedError);
   CHECK_THROWS_AS(m.close(3), sd::InvalidArgumentError);
   m.open(0);
   const std::vector<sd::TokenId> tokens{1, 2, 3};

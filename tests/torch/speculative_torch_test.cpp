@@ -135,7 +135,10 @@ TEST_CASE("Every method decodes greedily exactly like autoregressive decoding", 
                            "sequoia:p=0.5,0.2,0.1:total=8:depth=3:draw=sample:rule=traversal",
                            // budgets from the measured forward cost (policy/cost_aware_tree.hpp)
                            "chain:k=4:policy=cost", "dynamic:top_k=3:depth=3:total=8:policy=cost",
-                           "tree:policy=cost", "ngram:k=3:policy=cost"}) {
+                           "tree:policy=cost", "ngram:k=3:policy=cost",
+                           // self-speculation through a sink + window cache small enough to evict
+                           "magicdec:k=3:sink=1:window=4", "magicdec:k=3:sink=2:window=6:positions=text",
+                           "magicdec:k=4:window=5:rule=speculative", "magicdec:k=3:window=4:rule=block"}) {
     auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f});
     sd::GenerationOptions o;
     o.max_new_tokens = 32;
@@ -163,7 +166,8 @@ TEST_CASE("Every method's continuous batching equals greedy decoding, request by
   }
   for (const char* spec : {"autoregressive", "chain:k=3", "tree", "dynamic:top_k=3:depth=3:total=8",
                            "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram:k=3", "lyanna", "eagle",
-                           "duo:gamma=3:pin=0", "sv:k=3:lat_batch=4:lat_reps=1", "sv:k=3:all=1"}) {
+                           "duo:gamma=3:pin=0", "sv:k=3:lat_batch=4:lat_reps=1", "sv:k=3:all=1",
+                           "magicdec:k=3:window=4"}) {
     auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f}, heads);
     INFO(spec);
     const auto run = method.generate_batch(prompts, options, 3);
@@ -382,7 +386,7 @@ TEST_CASE("The registry lists every method, specs round-trip, and lossy rules sa
     if (m.name != "sequoia") CHECK(tb::parse_method(m.name).spec() == tb::parse_method(tb::parse_method(m.name).spec()).spec());
   }
   // The registry's standard methods, then the feature-head methods this backend adds.
-  CHECK(names == std::vector<std::string>{"autoregressive", "chain", "tree", "dynamic", "sequoia", "ngram", "duo", "sv",
+  CHECK(names == std::vector<std::string>{"autoregressive", "chain", "tree", "dynamic", "sequoia", "ngram", "magicdec", "duo", "sv",
                                           "lyanna", "eagle"});
   CHECK_THROWS_WITH(tb::find_method("beam"), Catch::Contains("beam") && Catch::Contains("lyanna"));
   CHECK_THROWS_WITH(tb::parse_method("chain:colour=red"), Catch::Contains("k, policy, threshold, hot, rule"));
@@ -500,7 +504,8 @@ TEST_CASE("Every method stops cleanly when the context is full, keeping every to
   const std::vector<sd::TokenId> prompt{7, 3, 9, 3, 7, 3, 9};
   const auto reference = greedy(target, prompt, 48 - 7);
   for (const char* spec : {"autoregressive", "chain:k=6", "tree", "dynamic:top_k=3:depth=5:total=10", "ngram:k=5",
-                           "lyanna:depth=4:budget=10", "lyanna:fusion=0", "eagle", "sv:k=6:lat_batch=2:lat_reps=1"}) {
+                           "lyanna:depth=4:budget=10", "lyanna:fusion=0", "eagle", "sv:k=6:lat_batch=2:lat_reps=1",
+                           "magicdec:k=6:window=8"}) {
     auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f}, heads);
     sd::GenerationOptions o;
     o.max_new_tokens = 100000;

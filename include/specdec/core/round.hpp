@@ -105,20 +105,33 @@ struct PackedMask {
 
 // How a Model keeps one sequence's keys and values, chosen when the sequence
 // is opened. Dense keeps every token. A sink + window cache (StreamingLLM,
-// arXiv 2309.17453, §3.2; MagicDec, arXiv 2408.11049, §4.1) keeps the first
-// `sink` tokens and the last `window`; positions stay the caller's absolute
-// ones either way. A model refuses a policy it does not implement with
-// UnsupportedError.
+// arXiv 2309.17453, §3.2) keeps the first `sink` committed tokens and the last
+// `window`, so its memory stays constant as the sequence grows: the sparse-KV
+// drafts of MagicDec (arXiv 2408.11049, §4.1) and SPIRe (arXiv 2504.06419,
+// §3.1). The window holds committed tokens; a forward's staged tokens (the
+// pending chain, a draft tree) see one another as in a dense cache, in
+// addition to the sink and the window. Callers always pass text positions;
+// `positions` says how the model rotates keys and queries with them:
+//  - kText: by their positions in the text (SPIRe);
+//  - kCache: by their positions within the cache, sink first, as StreamingLLM
+//    and MagicDec do: once tokens have been evicted, the sink sits closer to
+//    the queries than it does in the text.
+// A model refuses a policy it does not implement with UnsupportedError, and
+// an invalid one (a negative sink, a window below 1) with
+// InvalidArgumentError.
 struct CachePolicy {
   enum class Kind : std::uint8_t { kDense, kSinkWindow };
+  enum class Positions : std::uint8_t { kText, kCache };
   Kind kind = Kind::kDense;
   std::int64_t sink = 0;
   std::int64_t window = 0;
+  Positions positions = Positions::kText;
 
   static CachePolicy dense() { return {}; }
-  static CachePolicy sink_window(std::int64_t sink, std::int64_t window) {
-    return {Kind::kSinkWindow, sink, window};
+  static CachePolicy sink_window(std::int64_t sink, std::int64_t window, Positions positions = Positions::kText) {
+    return {Kind::kSinkWindow, sink, window, positions};
   }
+  bool operator==(const CachePolicy&) const = default;
 };
 
 // One sequence's new tokens in a Model forward: their positions (absolute,

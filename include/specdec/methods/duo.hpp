@@ -88,7 +88,7 @@ class DuoParts {
 
   Engine& engine() { return engine_; }
   std::unique_ptr<Slot> slot(std::int32_t seq, const GenerationOptions& options, TokenCallback on_token) {
-    return draft_model_slot<Slot>(draft_, policy_, seq, options, std::move(on_token));
+    return draft_model_slot<Slot>(draft_, policy_, seq, options, std::move(on_token), seq);
   }
   template <class F>
   void run(F&& f) {

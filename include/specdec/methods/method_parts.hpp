@@ -133,13 +133,15 @@ struct RequestSlot {
 };
 
 // A request of a method whose drafter is a shared draft model: sequence
-// `seq` of it, its draft-model time on the request's clock.
+// `draft_seq` of it (the request's own `seq` unless the draft is the target),
+// under `cache`, its draft-model time on the request's clock.
 template <class Slot, class Timed, class Policy>
 std::unique_ptr<Slot> draft_model_slot(Timed& draft, const Policy& policy, std::int32_t seq,
-                                       const GenerationOptions& options, TokenCallback on_token) {
+                                       const GenerationOptions& options, TokenCallback on_token,
+                                       std::int32_t draft_seq, const CachePolicy& cache = {}) {
   auto s = std::make_unique<Slot>(
-      std::monostate{}, [&](std::monostate&) { return ModelDrafter<Timed>(draft, seq); }, policy, seq, options,
-      std::move(on_token));
+      std::monostate{}, [&](std::monostate&) { return ModelDrafter<Timed>(draft, draft_seq, cache); }, policy, seq,
+      options, std::move(on_token));
   s->request.set_draft_clock(&draft.clock());
   return s;
 }
@@ -152,9 +154,20 @@ std::vector<MethodParam> with_draft_params(std::vector<MethodParam> params, cons
   return params;
 }
 
+// Self-speculation (MagicDec, arXiv 2408.11049, §4.1): the target drafts for
+// itself through a sparse cache. Request `seq` drafts as the target's
+// sequence self_draft_seq(seq), so a host that self-speculates numbers its
+// requests from 0.
+struct SelfDraft {
+  bool on = false;
+  CachePolicy cache{};
+};
+inline constexpr std::int32_t self_draft_seq(std::int32_t seq) { return -1 - seq; }
+
 // The parts of a method whose draft model drafts every request's tree with
-// `Builder` (chain, tree, dynamic, sequoia): each request drafts as its own
-// sequence of the shared draft model, and starts from a copy of the policy.
+// `Builder` (chain, tree, dynamic, sequoia; magicdec with the target as its
+// draft): each request drafts as its own sequence of the shared draft model,
+// and starts from a copy of the policy.
 template <class M, class Builder, class Rule>
 class DraftModelParts {
  public:
@@ -164,19 +177,27 @@ class DraftModelParts {
   using Engine = SpeculativeEngine<Drafter, Builder, Verifier, Rule, RuntimePolicy>;
   using Slot = RequestSlot<Engine, Drafter, RuntimePolicy>;
 
-  DraftModelParts(const MethodContext<M>& c, Builder builder, Rule rule, RuntimePolicy policy)
+  DraftModelParts(const MethodContext<M>& c, Builder builder, Rule rule, RuntimePolicy policy, SelfDraft self = {})
       : target_(c.target),
-        draft_(*c.draft),
+        draft_(self.on ? c.target : *c.draft),
         verifier_(TargetVerifier<Timed>::make(target_)),
         policy_(std::move(policy)),
         engine_(std::move(builder), verifier_, std::move(rule)),
-        around_(c.hooks.around_draft ? c.hooks.around_draft(c) : Around{}) {
+        around_(!self.on && c.hooks.around_draft ? c.hooks.around_draft(c) : Around{}),
+        self_(self) {
     engine_.set_target_clock(&target_.clock());
   }
 
   Engine& engine() { return engine_; }
   std::unique_ptr<Slot> slot(std::int32_t seq, const GenerationOptions& options, TokenCallback on_token) {
-    return draft_model_slot<Slot>(draft_, policy_, seq, options, std::move(on_token));
+    if (!self_.on) return draft_model_slot<Slot>(draft_, policy_, seq, options, std::move(on_token), seq);
+    if (seq < 0)
+      throw InvalidArgumentError(fmt::format(
+          "request {}: a self-speculating method drafts as the target's sequence -1 - seq, so requests are numbered "
+          "from 0",
+          seq));
+    return draft_model_slot<Slot>(draft_, policy_, seq, options, std::move(on_token), self_draft_seq(seq),
+                                  self_.cache);
   }
   template <class F>
   void run(F&& f) {
@@ -193,15 +214,16 @@ class DraftModelParts {
   RuntimePolicy policy_;
   Engine engine_;
   Around around_;
+  SelfDraft self_;
 };
 
 // A draft-model method drafting with `builder`, under the rule= of `c`.
 template <class M, class Builder>
-AnyDecoder draft_model_method(const MethodContext<M>& c, Builder builder, RuntimePolicy policy) {
+AnyDecoder draft_model_method(const MethodContext<M>& c, Builder builder, RuntimePolicy policy, SelfDraft self = {}) {
   constexpr bool kChain = requires { requires Builder::kBuildsChainsOnly; };
   return with_rule<kChain, true>(c.config, c.sampling, [&]<class Rule>(Rule rule) {
     return AnyDecoder::make<DraftModelParts<M, Builder, Rule>>(c.config.spec(), c, std::move(builder), std::move(rule),
-                                                               std::move(policy));
+                                                               std::move(policy), self);
   });
 }
 

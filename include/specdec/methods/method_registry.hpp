@@ -36,13 +36,15 @@
 namespace specdec {
 
 // What a method runs besides the target.
-enum class MethodModels : std::uint8_t { kTargetOnly, kDraftModel, kLyannaHead, kEagleHead };
+// kSelfDraft: the target drafts for itself through a sparse cache (MagicDec).
+enum class MethodModels : std::uint8_t { kTargetOnly, kDraftModel, kLyannaHead, kEagleHead, kSelfDraft };
 inline const char* describe(MethodModels m) {
   switch (m) {
     case MethodModels::kTargetOnly: return "target only";
     case MethodModels::kDraftModel: return "target + draft model";
     case MethodModels::kLyannaHead: return "target + Lyanna head";
     case MethodModels::kEagleHead: return "target + EAGLE head";
+    case MethodModels::kSelfDraft: return "target, drafting for itself (sparse KV)";
   }
   return "?";
 }
@@ -134,7 +136,8 @@ class MethodRegistry {
     const bool has_rule = std::any_of(info.params.begin(), info.params.end(), [](const auto& p) { return p.key == "rule"; });
     if (!has_rule) return "no acceptance rule";
     return methods::describe(
-        methods::rule_kind(config, sampling, methods::RuleFit{info.chain_only, info.models == MethodModels::kDraftModel}));
+        methods::rule_kind(config, sampling, methods::RuleFit{info.chain_only, info.models == MethodModels::kDraftModel ||
+                                                                     info.models == MethodModels::kSelfDraft}));
   }
 
   // Builds the method on `target` (and `draft` for the draft-model methods),

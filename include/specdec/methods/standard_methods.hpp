@@ -14,6 +14,7 @@
 #include "specdec/methods/chain.hpp"
 #include "specdec/methods/duo.hpp"
 #include "specdec/methods/dynamic.hpp"
+#include "specdec/methods/magicdec.hpp"
 #include "specdec/methods/method_registry.hpp"
 #include "specdec/methods/ngram.hpp"
 #include "specdec/methods/sequoia.hpp"
@@ -31,6 +32,7 @@ MethodRegistry<M> standard_methods(MethodHooks<M> hooks = {}) {
   r.add(methods::dynamic_method<M>(r.hooks()));
   r.add(methods::sequoia_method<M>(r.hooks()));
   r.add(methods::ngram_method<M>());
+  r.add(methods::magicdec_method<M>());
   r.add(methods::duo_method<M>());
   r.add(methods::sv_method<M>());
   return r;

@@ -18,6 +18,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -92,12 +93,19 @@ class LlamaModel {
                            at::ScalarType matmul_dtype = at::kFloat) const;
 
   // ---- Model concept: per-sequence KV caches ------------------------------
-  // Opens (or reopens) sequence `seq` with an empty dense cache (reusing a
-  // closed sequence's buffers); a sink + window policy is refused
-  // (UnsupportedError) until this model implements it.
+  // Opens (or reopens) sequence `seq` with an empty cache. A dense cache
+  // holds max_context() tokens (reusing a closed sequence's buffers). A sink
+  // + window cache (CachePolicy) holds the sink, the window and a forward's
+  // staged tokens: its window is a ring, so accept() writes only the tokens it
+  // keeps, and its buffers grow for a forward with more staged tokens than
+  // they hold (a prompt) and shrink back at the next accept(). Rolling back a
+  // sink + window cache past tokens it has evicted is refused.
   void open(std::int32_t seq, const CachePolicy& policy = {});
   void close(std::int32_t seq);
+  // Tokens committed to the sequence (evicted ones included), and the slots
+  // its cache holds per layer and kv head now.
   std::int64_t cached_length(std::int32_t seq) const;
+  std::int64_t cache_slots(std::int32_t seq) const;
   // Runs each sequence's new tokens after its committed prefix and writes the
   // logits / hidden states into the request's host buffers. Their keys and
   // values are staged after the prefix until accept() or rollback(). Forwards
@@ -120,17 +128,39 @@ class LlamaModel {
   struct PackedLayer {
     PackedLinear qkv, o, gate_up, down;
   };
+  // A sequence's keys and values. Committed token t sits at slot t in a dense
+  // cache; in a sink + window cache at t below the sink, else at sink + (t -
+  // sink) % window (a ring), and only the last `window` of those are kept.
+  // Staged tokens follow the committed slots in use.
   struct Cache {
-    at::Tensor k;              // [layers, kv_heads, slots * head_dim]: blocks of transposed keys
-    at::Tensor v;              // [layers, kv_heads, slots, head_dim]
-    std::int64_t length = 0;   // committed tokens
-    std::int64_t staged = 0;   // tokens of the last forward, after `length`
+    at::Tensor k;               // [layers, kv_heads, slots * head_dim]: blocks of transposed keys
+    at::Tensor v;               // [layers, kv_heads, slots, head_dim]
+    std::int64_t slots = 0;     // per layer and kv head, a multiple of the key block
+    std::int64_t length = 0;    // committed tokens
+    std::int64_t staged = 0;    // tokens of the last forward, after the committed slots
+    CachePolicy policy;
+    // Positions::kCache: the sink's keys as rotated at their own positions
+    // ([layers * kv_heads][sink][head_dim]), and the shift of the rotation
+    // the cache's sink slots carry now (the tokens evicted so far).
+    std::vector<float> sink_keys;
+    std::int64_t sink_shift = 0;
+
+    bool sparse() const { return policy.kind == CachePolicy::Kind::kSinkWindow; }
+    // Committed tokens in slots: the prefix every new token sees.
+    std::int64_t visible() const { return sparse() ? std::min(length, policy.sink + policy.window) : length; }
+    std::int64_t slot_of(std::int64_t t) const {
+      return !sparse() || t < policy.sink ? t : policy.sink + (t - policy.sink) % policy.window;
+    }
   };
 
   explicit LlamaModel(io::LlamaConfig config);
   void check_tokens(const at::Tensor& tokens) const;
   Cache& cache(std::int32_t seq);
   const Cache& cache(std::int32_t seq) const;
+  Cache new_cache(std::int64_t slots) const;  // zeroed
+  void resize_cache(Cache& cache, std::int64_t slots) const;
+  std::int64_t sparse_slots(const CachePolicy& policy) const;  // a sink + window cache between forwards
+  void shift_sink(Cache& cache) const;  // Positions::kCache: the sink's rotation for the evictions so far
   at::Tensor rope(const at::Tensor& x, const at::Tensor& positions) const;  // x [n, heads, head_dim]; training
   void pack_for_inference();
 

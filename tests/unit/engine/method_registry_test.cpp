@@ -110,7 +110,7 @@ TEST_CASE("The registry lists, parses and builds by name, and a host adds its ow
   auto registry = sd::standard_methods<HashedContextModel>();
   std::vector<std::string> names;
   for (const auto& m : registry.methods()) names.push_back(m.name);
-  CHECK(names == std::vector<std::string>{"autoregressive", "chain", "tree", "dynamic", "sequoia", "ngram", "duo", "sv"});
+  CHECK(names == std::vector<std::string>{"autoregressive", "chain", "tree", "dynamic", "sequoia", "ngram", "magicdec", "duo", "sv"});
   CHECK_THROWS_WITH(registry.find("beam"), Catch::Contains("unknown method 'beam'") && Catch::Contains("duo"));
   CHECK_THROWS_WITH(registry.parse("chain:colour=red"), Catch::Contains("k, policy, threshold, rule"));
   CHECK_THROWS_WITH(registry.parse("chain:k=x"), Catch::Contains("k=x is not a number"));

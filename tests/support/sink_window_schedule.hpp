@@ -1,0 +1,85 @@
+// A schedule of forwards that exercises a sink + window cache (CachePolicy)
+// on any Model, and the record a reference needs to recompute it
+// (ReferenceLlama::all_logits): a prompt in one forward, single tokens past
+// the window, a staged chain of four with two kept, single tokens again, a
+// chain kept whole, and one more token.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "specdec/core/round.hpp"
+#include "specdec/core/tensor_view.hpp"
+#include "specdec/core/types.hpp"
+
+namespace specdec::testing {
+
+struct SinkWindowRun {
+  std::vector<TokenId> context;             // the committed tokens
+  std::vector<std::int64_t> committed;      // how many were committed when each ran
+  std::vector<std::vector<float>> logits;   // the logits after each
+};
+
+// Runs the schedule on sequence 0 of `m`, opened by the caller. `after_prompt`
+// is called once the prompt is accepted (a test reads the cache's size there).
+template <class M, class AfterPrompt>
+SinkWindowRun run_sink_window_schedule(M& m, std::int64_t prompt, AfterPrompt&& after_prompt) {
+  SinkWindowRun run;
+  const auto vocab = static_cast<std::size_t>(m.vocab_size());
+  std::int64_t cached = 0;
+  const auto step = [&](std::size_t count, std::size_t keep) {
+    std::vector<TokenId> tokens;
+    std::vector<std::int64_t> positions;
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto t = run.context.size() + i;
+      tokens.push_back(static_cast<TokenId>((t * 37 + 11) % 97));
+      positions.push_back(static_cast<std::int64_t>(t));
+    }
+    std::vector<float> logits(count * vocab);
+    const SequenceInput in{0, tokens, positions};
+    ForwardRequest request{std::span(&in, 1)};
+    request.logits = TensorView(logits.data(), DType::kF32, {static_cast<std::int64_t>(count), m.vocab_size()});
+    m.forward(request);
+    std::vector<std::int32_t> path;
+    for (std::size_t i = 0; i < keep; ++i) {
+      run.context.push_back(tokens[i]);
+      run.committed.push_back(cached);
+      run.logits.emplace_back(logits.begin() + static_cast<std::ptrdiff_t>(i * vocab),
+                              logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * vocab));
+      path.push_back(static_cast<std::int32_t>(i));
+    }
+    m.accept(0, path);
+    cached += static_cast<std::int64_t>(keep);
+  };
+  step(static_cast<std::size_t>(prompt), static_cast<std::size_t>(prompt));
+  after_prompt();
+  for (int i = 0; i < 12; ++i) step(1, 1);
+  step(4, 2);  // kept across the window's boundary
+  for (int i = 0; i < 30; ++i) step(1, 1);
+  step(4, 4);
+  step(1, 1);
+  return run;
+}
+
+// Largest |got - want| over a row of logits, relative to its largest |want|.
+inline double row_error(const std::vector<float>& got, const std::vector<double>& want) {
+  double err = 0.0, scale = 0.0;
+  for (std::size_t v = 0; v < want.size(); ++v) {
+    err = std::max(err, std::abs(static_cast<double>(got[v]) - want[v]));
+    scale = std::max(scale, std::abs(want[v]));
+  }
+  return err / scale;
+}
+
+// The largest row_error of a run against the reference's logits.
+inline double worst_row_error(const SinkWindowRun& run, const std::vector<std::vector<double>>& want) {
+  double worst = 0.0;
+  for (std::size_t t = 0; t < run.logits.size(); ++t) worst = std::max(worst, row_error(run.logits[t], want[t]));
+  return worst;
+}
+
+}  // namespace specdec::testing

@@ -1,0 +1,94 @@
+// The libtorch LlamaModel's sink + window cache (CachePolicy; StreamingLLM,
+// arXiv 2309.17453 §3.2) against a plain-loop reference that applies the
+// StreamingLLM mask to a dense forward, with text positions (SPIRe) and
+// positions within the cache (MagicDec): a prompt, decode steps past the
+// window, and staged chains accepted across the window's boundary.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <vector>
+
+#include "specdec/core/bit_matrix.hpp"
+#include "specdec/core/error.hpp"
+#include "specdec/torch/llama_model.hpp"
+#include "support/catch.hpp"
+#include "support/reference_llama.hpp"
+#include "support/sink_window_schedule.hpp"
+
+namespace sd = specdec;
+namespace tb = specdec::torch_backend;
+using sd::TokenId;
+using Positions = sd::CachePolicy::Positions;
+
+namespace {
+
+struct Pair {
+  sd::testing::ReferenceLlama ref;
+  tb::LlamaModel model;
+};
+Pair make_pair(const char* dir_name) {
+  sd::testing::ReferenceLlama ref(sd::testing::tiny_llama_config(32, 48, 2), 5, false);
+  const auto dir = std::filesystem::temp_directory_path() / dir_name;
+  std::filesystem::remove_all(dir);
+  ref.save(dir);
+  return {std::move(ref), tb::LlamaModel::load(dir)};
+}
+
+// Stages `tokens` after what sequence 0 holds (a prefill: no outputs).
+void feed(tb::LlamaModel& m, const std::vector<TokenId>& tokens, std::int64_t first_position) {
+  std::vector<std::int64_t> positions(tokens.size());
+  for (std::size_t i = 0; i < tokens.size(); ++i) positions[i] = first_position + static_cast<std::int64_t>(i);
+  const sd::SequenceInput in{0, tokens, positions};
+  m.forward(sd::ForwardRequest{std::span(&in, 1)});
+}
+
+}  // namespace
+
+TEST_CASE("A sink + window cache equals a dense forward under the StreamingLLM mask", "[torch][model][sparse]") {
+  const auto positions = GENERATE(Positions::kText, Positions::kCache);
+  CAPTURE(positions == Positions::kCache);
+  auto [ref, m] = make_pair(positions == Positions::kText ? "specdec_sink_text" : "specdec_sink_cache");
+  const std::int64_t sink = 3, window = 10, prompt = 17;
+  m.open(0, sd::CachePolicy::sink_window(sink, window, positions));
+
+  std::int64_t slots = 0;
+  const auto run = sd::testing::run_sink_window_schedule(m, prompt, [&] { slots = m.cache_slots(0); });
+  CHECK(slots < 128);  // shrunk back after the prompt: less than the context
+  const auto& [context, committed, rows] = run;
+  REQUIRE(m.cached_length(0) == static_cast<std::int64_t>(context.size()));
+  CHECK(m.cache_slots(0) == slots);  // constant as the sequence grows
+
+  CHECK(sd::testing::worst_row_error(run, ref.all_logits(context, committed, sink, window,
+                                                         positions == Positions::kCache)) < 1e-4);
+
+  // The mask matters: a dense reference differs once tokens are evicted.
+  const std::vector<std::int64_t> dense(context.size(), 0);
+  const auto full = ref.all_logits(context, dense, 0, 1 << 20, false);
+  CHECK(sd::testing::row_error(rows.back(), full.back()) > 1e-3);
+  if (positions == Positions::kCache) {  // and so do the positions
+    const auto text = ref.all_logits(context, committed, sink, window, false);
+    CHECK(sd::testing::row_error(rows.back(), text.back()) > 1e-3);
+  }
+}
+
+TEST_CASE("A sink + window cache refuses what it cannot do, by name", "[torch][model][sparse]") {
+  auto [ref, m] = make_pair("specdec_sink_errors");
+  CHECK_THROWS_AS(m.open(0, sd::CachePolicy::sink_window(-1, 8)), sd::InvalidArgumentError);
+  CHECK_THROWS_AS(m.open(0, sd::CachePolicy::sink_window(2, 0)), sd::InvalidArgumentError);
+  m.open(0, sd::CachePolicy::sink_window(2, 6));
+  const std::vector<TokenId> prompt{5, 6, 7, 8, 9};
+  feed(m, prompt, 0);
+  m.accept(0, std::vector<std::int32_t>{0, 1, 2, 3, 4});
+  m.rollback(0, 3);  // nothing evicted yet: the slots are the text's
+  feed(m, {8, 9, 10, 11, 12}, 3);
+  m.accept(0, std::vector<std::int32_t>{0, 1, 2, 3, 4});
+  REQUIRE(m.cached_length(0) == 8);  // sink 2 + window 6: full, nothing evicted
+  m.rollback(0, 8);
+  feed(m, {13}, 8);
+  m.accept(0, std::vector<std::int32_t>{0});  // evicts token 2
+  CHECK_THROWS_WITH(m.rollback(0, 8), Catch::Contains("evicted 1") && Catch::Contains("roll back to 8"));
+  m.rollback(0, 9);  // dropping what is staged is fine
+  // Reopened dense, the same sequence holds the whole context again.
+  m.open(0);
+  CHECK(m.cache_slots(0) == 128);
+}
