@@ -10,6 +10,7 @@
 #include "bench.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -26,6 +27,8 @@
 #include "specdec/accept/same_drafts_comparison.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/logit_rows.hpp"
+#include "specdec/io/file_io.hpp"
+#include "specdec/policy/throughput_model.hpp"
 #include "specdec/torch/methods.hpp"
 #include "specdec/torch/threads.hpp"
 
@@ -187,6 +190,94 @@ double verified_per_round(const Stats& s) {
   return s.rounds() ? double(s.verified.verified_nodes) / double(s.rounds()) : 0.0;
 }
 
+// Bytes per weight of a model's inference copy.
+double weight_bytes(const torch_backend::LlamaModel& m) { return m.inference_dtype() == DType::kBF16 ? 2.0 : 4.0; }
+
+// The machine's rates as the target's own forward sees them (SPIRe §2's
+// bandwidth and FLOP rate): bytes/s from one-token steps, which read every
+// weight and little else, FLOP/s from 256-token forwards, which are bound by
+// their matmuls. Medians of 7 after a warm-up.
+HardwareRates measure_rates(torch_backend::LlamaModel& target, const ForwardCost& cost) {
+  constexpr std::int32_t kSeq = 1 << 30;  // no request's
+  const auto median_seconds = [&](std::int64_t tokens) {
+    std::vector<TokenId> ids(static_cast<std::size_t>(tokens));
+    std::vector<std::int64_t> positions(ids.size());
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      ids[i] = static_cast<TokenId>(3 + i % 97);
+      positions[i] = static_cast<std::int64_t>(i);
+    }
+    HostRows rows;
+    std::vector<double> seconds;
+    for (int rep = 0; rep < 8; ++rep) {
+      target.open(kSeq);
+      const SequenceInput in{kSeq, ids, positions};
+      ForwardRequest request{std::span(&in, 1)};
+      request.logits = rows.view(tokens, target.vocab_size());
+      const auto start = std::chrono::steady_clock::now();
+      target.forward(request);
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      if (rep > 0) seconds.push_back(took.count());
+      target.close(kSeq);
+    }
+    std::nth_element(seconds.begin(), seconds.begin() + 3, seconds.end());
+    return seconds[3];
+  };
+  const double step = median_seconds(1), wide = median_seconds(256);
+  // 256 causal rows attend to 128.5 keys on average.
+  return {cost.weight_bytes / step,
+          256.0 * (cost.matmul_flops_per_token + 128.5 * cost.attention_flops_per_key) / wide};
+}
+
+// What the performance model needs of a method: its draft's cost and k; none
+// for the methods it does not cover (trees, heads, autoregressive decoding).
+std::optional<std::pair<DraftCost, std::int32_t>> modelled_draft(const MethodConfig& config,
+                                                                 const ForwardCost& target,
+                                                                 const torch_backend::LlamaModel* draft) {
+  if (config.name == "chain" && draft != nullptr && config.text("policy") == "fixed")
+    return std::pair{DraftCost{ForwardCost::of_llama(draft->config(), weight_bytes(*draft), 4.0), 0},
+                     config.int32("k")};
+  if (config.name == "magicdec" && config.text("policy") == "fixed")  // its window holds committed tokens; +k staged
+    return std::pair{DraftCost{target, config.int32("sink") + config.int32("window") + config.int32("k")},
+                     config.int32("k")};
+  return std::nullopt;
+}
+
+// --context: a function (prompt, context L, request i) -> the prompt filled
+// from the front with held-out text to L - max_new_tokens tokens: BOS, a
+// stretch of the text that starts at a different place for each request,
+// then the prompt. L = 0 leaves prompts as they are.
+std::function<std::vector<TokenId>(const std::vector<TokenId>&, std::int64_t, std::size_t)> context_filler(
+    const BenchCommand& b, const tokenizer::Tokenizer& tokenizer) {
+  std::vector<TokenId> text;
+  if (!b.contexts.empty()) {
+    for (const auto l : b.contexts)
+      if (l <= b.max_new_tokens)
+        throw InvalidArgumentError(
+            fmt::format("bench: --context {} leaves no prompt before {} new tokens", l, b.max_new_tokens));
+    text = tokenizer.encode(io::read_text_file(b.context_text));
+  }
+  return [&b, text = std::move(text), bos = tokenizer.bos_id()](const std::vector<TokenId>& prompt,
+                                                                std::int64_t context, std::size_t i) {
+    if (context == 0) return prompt;
+    const auto body = std::span(prompt).subspan(!prompt.empty() && prompt.front() == bos ? 1 : 0);
+    const auto need = context - b.max_new_tokens - 1 - static_cast<std::int64_t>(body.size());
+    if (need < 0)
+      throw InvalidArgumentError(
+          fmt::format("bench: a prompt of {} tokens does not fit --context {} with {} new tokens", prompt.size(),
+                      context, b.max_new_tokens));
+    if (need > static_cast<std::int64_t>(text.size()))
+      throw InvalidArgumentError(fmt::format("bench: {} holds {} tokens; --context {} needs {}",
+                                             b.context_text.string(), text.size(), context, need));
+    // Request i starts 997 i tokens in (997 is prime: the starts spread over the text).
+    const auto span = static_cast<std::size_t>(static_cast<std::int64_t>(text.size()) - need + 1);
+    const auto start = static_cast<std::ptrdiff_t>((i * 997) % span);
+    std::vector<TokenId> out{bos};
+    out.insert(out.end(), text.begin() + start, text.begin() + start + need);
+    out.insert(out.end(), body.begin(), body.end());
+    return out;
+  };
+}
+
 // The batched bench: one workload, every method at every batch size, AR first.
 int run_batched_bench(const BenchCommand& b) {
   for (const auto n : b.batches)
@@ -198,6 +289,12 @@ int run_batched_bench(const BenchCommand& b) {
     throw InvalidArgumentError("bench: --batch runs one precision; give --dtype once (or run once per precision)");
   auto s = load_session(b.target, b.draft, b.tokenizer, b.threads, b.dtypes.empty() ? "auto" : b.dtypes.front());
   auto* draft = s.draft ? &*s.draft : nullptr;
+  // SPIRe's performance model (policy/throughput_model.hpp), on this
+  // machine's rates, beside each measurement it covers.
+  const auto target_cost = ForwardCost::of_llama(s.target.config(), weight_bytes(s.target), 4.0);
+  const auto rates = measure_rates(s.target, target_cost);
+  std::printf("performance model: %.1f GB/s, %.1f GFLOP/s (the target's one-token and 256-token forwards)\n",
+              rates.bytes_per_second / 1e9, rates.flops_per_second / 1e9);
   std::vector<AnyDecoder> methods;
   methods.push_back(torch_backend::make_method(torch_backend::parse_method("autoregressive"), s.target, nullptr,
                                                b.sampling));
@@ -210,14 +307,16 @@ int run_batched_bench(const BenchCommand& b) {
     for (const auto& text : read_prompts(path, b.num_prompts)) prompts.push_back(s.tokenizer.encode(text, true));
     set_names.push_back(path.stem().string());
   }
-  // The workload of a batch size: the pooled prompts, cycled to at least
-  // waves x batch requests; request i has seed + i.
-  auto workload_of = [&](std::int32_t batch) {
+  const auto fill = context_filler(b, s.tokenizer);
+  // The workload of a batch size at a context: the pooled prompts, cycled to
+  // at least waves x batch requests (filled to the context); request i has
+  // seed + i.
+  auto workload_of = [&](std::int32_t batch, std::int64_t context) {
     const auto n = std::max(prompts.size(), static_cast<std::size_t>(std::max(0, b.waves)) *
                                                 static_cast<std::size_t>(batch));
     std::pair<std::vector<std::vector<TokenId>>, std::vector<GenerationOptions>> w;
     for (std::size_t i = 0; i < n; ++i) {
-      w.first.push_back(prompts[i % prompts.size()]);
+      w.first.push_back(fill(prompts[i % prompts.size()], context, i));
       GenerationOptions o;
       o.max_new_tokens = b.max_new_tokens;
       o.sampling = b.sampling;
@@ -226,7 +325,7 @@ int run_batched_bench(const BenchCommand& b) {
     }
     return w;
   };
-  const auto [first_prompts, options] = workload_of(1);
+  const auto [first_prompts, options] = workload_of(1, 0);
   const auto largest = static_cast<std::size_t>(*std::max_element(b.batches.begin(), b.batches.end()));
   if (b.warmup > 0) {  // page in weights, create oneDNN primitives for the row counts a batch sees
     std::vector<GenerationOptions> short_options(options);
@@ -242,16 +341,20 @@ int run_batched_bench(const BenchCommand& b) {
   nlohmann::json records = nlohmann::json::array();
   std::vector<std::string> mismatches;  // --check: greedy outputs differing from autoregressive
   std::size_t outputs = 0;
-  std::printf("%-44s %5s %9s %9s %8s %6s %7s %8s %8s %9s\n", "method", "batch", "tok/s", "AR tok/s", "speedup",
-              "tau", "occup.", "drafted", "verified", "worst-5");
+  std::printf("%-44s %7s %5s %9s %9s %8s %8s %6s %7s %8s %8s %9s\n", "method", "context", "batch", "tok/s",
+              "AR tok/s", "speedup", "decode", "tau", "occup.", "drafted", "verified", "worst-5");
   std::size_t done = 0;
-  const std::size_t total_runs = b.batches.size() * methods.size();
-  for (const auto batch : b.batches) {
-    const auto [batch_prompts, batch_options] = workload_of(batch);
-    double ar_tps = 0.0;
+  const auto contexts = b.contexts.empty() ? std::vector<std::int64_t>{0} : b.contexts;
+  std::vector<std::pair<std::int64_t, std::int32_t>> cells;  // (context, batch), every batch at each context
+  for (const auto context : contexts)
+    for (const auto batch : b.batches) cells.emplace_back(context, batch);
+  const std::size_t total_runs = cells.size() * methods.size();
+  for (const auto& [context, batch] : cells) {
+    const auto [batch_prompts, batch_options] = workload_of(batch, context);
+    double ar_tps = 0.0, ar_decode_tps = 0.0;
     std::vector<std::vector<TokenId>> ar_tokens;
     for (std::size_t m = 0; m < methods.size(); ++m) {
-      progress(done++, total_runs, fmt::format("batch {} {}", batch, methods[m].name()));
+      progress(done++, total_runs, fmt::format("context {} batch {} {}", context, batch, methods[m].name()));
       const auto run = methods[m].generate_batch(batch_prompts, batch_options, static_cast<std::size_t>(batch));
       Tally t;
       std::vector<std::pair<double, std::size_t>> per_request;  // (verified per round, request)
@@ -281,19 +384,42 @@ int run_batched_bench(const BenchCommand& b) {
         worst_rounds += st.rounds();
       }
       const double tps = run.tokens_per_second();
-      if (m == 0) ar_tps = tps;
+      const double decode_tps = run.decode_tokens_per_second();
+      if (m == 0) {
+        ar_tps = tps;
+        ar_decode_tps = decode_tps;
+      }
       const auto& st = t.total;
       const double drafted = st.rounds() ? double(st.verified.drafted_nodes) / double(st.rounds()) : 0.0;
       const double verified = verified_per_round(st);
       const double worst_verified = worst_rounds ? double(worst.verified_nodes) / double(worst_rounds) : 0.0;
-      std::printf("\r%-44s %5d %9.1f %9.1f %7.2fx %6.2f %7.1f %8.2f %8.2f %9.2f%s\n", methods[m].name().c_str(),
-                  batch, tps, ar_tps, tps / ar_tps, st.acceptance.mean_emitted(), run.mean_batch, drafted, verified,
-                  worst_verified, differ ? fmt::format("  ({} outputs differ)", differ).c_str() : "");
+      // The model's multiplier at the measured tau, at the context halfway
+      // through generation.
+      std::optional<ThroughputPrediction> predicted;
+      const auto modelled = m == 0 ? std::nullopt
+                                   : modelled_draft(torch_backend::parse_method(b.methods[m - 1]), target_cost, draft);
+      if (modelled && st.acceptance.mean_emitted() >= 1.0) {
+        const auto mean_context =
+            (context > 0 ? context : static_cast<std::int64_t>(batch_prompts.front().size()) + b.max_new_tokens) -
+            b.max_new_tokens / 2;
+        predicted = predict_throughput(target_cost, modelled->first, rates, batch, mean_context, modelled->second,
+                                       std::min(st.acceptance.mean_emitted(), modelled->second + 1.0));
+      }
+      std::printf("\r%-44s %7lld %5d %9.1f %9.1f %7.2fx %7.2fx %6.2f %7.1f %8.2f %8.2f %9.2f%s%s\n",
+                  methods[m].name().c_str(), static_cast<long long>(context), batch, tps, ar_tps, tps / ar_tps,
+                  decode_tps / ar_decode_tps, st.acceptance.mean_emitted(), run.mean_batch, drafted, verified,
+                  worst_verified, differ ? fmt::format("  ({} outputs differ)", differ).c_str() : "",
+                  predicted ? fmt::format("  model {:.2f}x", predicted->multiplier).c_str() : "");
       auto record = base_record(methods[m].name(), b, st, tps, ar_tps, s.target.inference_dtype());
       record.update({{"batch", batch},
+                         {"context", context},
                          {"workload", workload},
                          {"requests", batch_prompts.size()},
                          {"seconds", run.seconds},
+                         {"prefill_seconds", run.prefill_seconds},
+                         {"decode_tokens_per_second", decode_tps},
+                         {"autoregressive_decode_tokens_per_second", ar_decode_tps},
+                         {"decode_speedup", decode_tps / ar_decode_tps},
                          {"steps", run.steps},
                          {"mean_batch", run.mean_batch},
                          {"peak_batch", run.peak_batch},
@@ -315,6 +441,14 @@ int run_batched_bench(const BenchCommand& b) {
                          {"verify_seconds", st.verify_seconds},
                          {"stop_reasons", t.stop_reasons},
                          {"outputs_differing_from_autoregressive", differ}});
+      if (predicted)
+        record["performance_model"] = {{"multiplier", predicted->multiplier},
+                                       {"delta_t", predicted->delta_t},
+                                       {"t_target_ms", 1e3 * predicted->t_target},
+                                       {"t_draft_ms", 1e3 * predicted->t_draft},
+                                       {"t_verify_ms", 1e3 * predicted->t_verify},
+                                       {"bytes_per_second", rates.bytes_per_second},
+                                       {"flops_per_second", rates.flops_per_second}};
       records.push_back(std::move(record));
     }
   }
@@ -521,6 +655,10 @@ void add_bench_options(CLI::App& cmd, BenchCommand& b) {
                  "run every method in each, interleaved, and compare them (default: auto)");
   cmd.add_option("--batch", b.batches,
                  "run the pooled prompt sets as concurrent requests, up to N at once (repeat for several N)");
+  cmd.add_option("--context", b.contexts,
+                 "with --batch: fill each prompt from the front with held-out text so that generation ends at this "
+                 "context (repeat for several)");
+  cmd.add_option("--context-text", b.context_text, "the held-out text --context fills prompts from");
   cmd.add_option("--waves", b.waves,
                  "with --batch: at least waves x N requests (the prompts cycled, each request its own seed)");
   cmd.add_flag("--same-drafts", b.same_drafts,
@@ -538,6 +676,9 @@ int run_bench(const BenchCommand& b) {
         "bench: --check compares greedy outputs with autoregressive decoding; it needs --temperature 0 (got {})",
         b.sampling.temperature));
   if (!b.batches.empty()) return run_batched_bench(b);
+  if (!b.contexts.empty())
+    throw InvalidArgumentError(
+        "bench: --context fills the requests of a batched run; give --batch (1 for one at a time)");
   // One variant per --dtype: its own models, autoregressive baseline and methods.
   // (Held by pointer: the decoders refer to their session's models.)
   struct Variant {

@@ -35,6 +35,13 @@ struct BenchCommand {
   // cycled, each request its own seed), so the batch stays full for most
   // of the run instead of draining after one wave; 0 = each prompt once.
   std::int32_t waves = 0;
+  // With --batch, --context L (repeatable): every request's prompt is filled
+  // from the front with held-out text (`context_text`, a different stretch per
+  // request) to L - max_new_tokens tokens, so that generation ends at context
+  // L: the long-context grid of SPIRe (arXiv 2504.06419, §4). Empty = the
+  // prompts as they are.
+  std::vector<std::int64_t> contexts;
+  std::filesystem::path context_text = "data/context/heldout.txt";
   // After the timed runs, each method runs its prompts again, untimed, with
   // every round re-verified by token-level, block and traversal verification
   // on the same drafts (SameDraftsComparison); the records get their tau.

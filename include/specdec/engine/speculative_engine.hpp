@@ -196,7 +196,8 @@ class SpeculativeEngine {
   }
 
   // Opens the request's sequence in the target and the drafter and prefills
-  // the prompt; the request takes part in the next step. A request with
+  // the prompt in both (a drafter that can prefill caches all of it but the
+  // root, so steps are decode only); the request takes part in the next step. A request with
   // nothing to generate (max_new_tokens 0, or a full context) is done at once.
   // A rule that verifies greedy decoding only (R::kGreedyOnly) refuses a
   // sampled request here: it would emit the target's argmax while the
@@ -232,10 +233,12 @@ class SpeculativeEngine {
       throw;
     }
     try {
-      if (overlap)
+      if (overlap) {
         worker_->wait();
-      else
+      } else {
         r.drafter_->begin(prompt, r.options_.sampling);
+        if constexpr (kOverlap) r.drafter_->prefill();
+      }
     } catch (...) {
       // The request never began: its sequences are closed again.
       verifier_->end(r.seq_);

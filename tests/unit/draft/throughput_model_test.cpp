@@ -1,0 +1,99 @@
+// SPIRe's performance model (policy/throughput_model.hpp), against figures
+// worked out by hand: a Llama's cost terms, memory- and compute-bound
+// forwards, the multiplier, and the choice of k.
+#include <cmath>
+
+#include "specdec/core/error.hpp"
+#include "specdec/policy/throughput_model.hpp"
+#include "support/catch.hpp"
+
+namespace sd = specdec;
+
+namespace {
+
+// The default target's shape (models/target/config.json).
+sd::io::LlamaConfig target_config() {
+  sd::io::LlamaConfig c;
+  c.vocab_size = 8000;
+  c.hidden_size = 512;
+  c.intermediate_size = 1408;
+  c.num_hidden_layers = 6;
+  c.num_attention_heads = 8;
+  c.num_key_value_heads = 4;
+  c.head_dim = 64;
+  c.max_position_embeddings = 1024;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("A Llama's forward cost terms follow from its config", "[unit][policy]") {
+  const auto f = sd::ForwardCost::of_llama(target_config(), 2.0, 4.0);
+  // Per layer: q|k|v 512 x (512 + 2 x 256), o 512 x 512, gate|up|down 3 x 512 x 1408.
+  const double per_layer = 512.0 * 1024 + 512.0 * 512 + 3.0 * 512 * 1408;
+  const double params = 6 * per_layer + 8000.0 * 512;  // + the tied head, read once
+  CHECK(f.weight_bytes == 2.0 * params);
+  CHECK(params == 21797376.0 - 6 * 2 * 512 - 512);  // the model's parameters but its norms
+  CHECK(f.matmul_flops_per_token == 2.0 * params);
+  CHECK(f.kv_bytes_per_token == 6 * 2 * 256 * 4.0);  // 12 KiB of f32 keys and values per token
+  CHECK(f.attention_flops_per_key == 6 * 4 * 512.0);
+}
+
+TEST_CASE("A forward costs the larger of its compute and its memory traffic", "[unit][policy]") {
+  sd::ForwardCost f;
+  f.weight_bytes = 1e6;
+  f.matmul_flops_per_token = 1e6;
+  f.kv_bytes_per_token = 100.0;
+  f.attention_flops_per_key = 10.0;
+  const sd::HardwareRates hw{1e9, 1e10};
+  // One token, 10 keys: memory (1e6 + 1000 bytes) dominates its compute (1.0001e6 FLOPs).
+  CHECK(f.seconds(hw, 1, 1, 10) == Approx((1e6 + 1e3) / 1e9));
+  // 64 sequences x 5 tokens: compute 320 x (1e6 + 1e4) FLOPs = 32.3 ms > memory 1.064 ms.
+  CHECK(f.seconds(hw, 64, 5, 1000) == Approx(320 * (1e6 + 1e4) / 1e10));
+  CHECK(f.seconds(hw, 64, 5, 1000, sd::CostOverlap::kSum) ==
+        Approx(320 * (1e6 + 1e4) / 1e10 + (1e6 + 64e5) / 1e9));
+}
+
+TEST_CASE("The multiplier is tau over the round's cost in target steps", "[unit][policy]") {
+  const auto target = sd::ForwardCost::of_llama(target_config(), 2.0, 4.0);
+  auto small = target_config();
+  small.num_hidden_layers = 1;
+  const sd::DraftCost vanilla{sd::ForwardCost::of_llama(small, 2.0, 4.0), 0};
+  const sd::DraftCost magicdec{target, 65};
+  const sd::HardwareRates hw{40e9, 4e11};
+  // Memory-bound (batch 1, short context): HOI cancels, Delta t is a ratio of bytes.
+  const auto p = sd::predict_throughput(target, vanilla, hw, 1, 16, 4, 3.5);
+  const double n_t = target.weight_bytes + 16 * target.kv_bytes_per_token,
+               n_d = vanilla.forward.weight_bytes + 16 * vanilla.forward.kv_bytes_per_token;
+  CHECK(p.delta_t == Approx((4 * n_d + n_t) / n_t));
+  CHECK(p.multiplier == Approx(3.5 / p.delta_t));
+  // MagicDec drafts with the target's weights: at batch 1 a draft step costs a
+  // target step, so it loses; at batch 64 and context 1024 the KV cache
+  // dominates and its 65-key draft steps are cheap.
+  CHECK(sd::predict_throughput(target, magicdec, hw, 1, 1024, 4, 4.0).multiplier < 1.0);
+  const auto wide = sd::predict_throughput(target, magicdec, hw, 64, 1024, 4, 4.0);
+  CHECK(wide.t_draft < 0.5 * wide.t_target);
+  CHECK_THROWS_AS(sd::predict_throughput(target, magicdec, hw, 1, 16, 4, 5.5), sd::InvalidArgumentError);
+  CHECK_THROWS_AS(sd::predict_throughput(target, magicdec, sd::HardwareRates{}, 1, 16, 4, 2.0),
+                  sd::InvalidArgumentError);
+}
+
+TEST_CASE("The draft length that pays most grows with acceptance, and none pays when drafts cost too much",
+          "[unit][policy]") {
+  CHECK(sd::expected_tokens(0.0, 4) == 1.0);
+  CHECK(sd::expected_tokens(1.0, 4) == 5.0);
+  CHECK(sd::expected_tokens(0.5, 2) == Approx(1.75));
+  sd::ForwardCost target;
+  target.weight_bytes = 1e8;
+  target.matmul_flops_per_token = 1e8;
+  sd::DraftCost draft{target, 0};
+  draft.forward.weight_bytes = 1e7;  // a tenth of the target's bytes
+  const sd::HardwareRates hw{1e10, 1e13};
+  const auto low = sd::best_draft_length(target, draft, hw, 1, 0, 0.5, 16);
+  const auto high = sd::best_draft_length(target, draft, hw, 1, 0, 0.9, 16);
+  CHECK(low >= 1);
+  CHECK(high > low);
+  draft.forward.weight_bytes = 1e8;  // as costly as the target: no k pays at batch 1
+  CHECK(sd::best_draft_length(target, draft, hw, 1, 0, 0.5, 16) == 0);
+}
