@@ -276,4 +276,51 @@ BENCHMARK(BM_Model_StreamWeights)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
+// One decode step of `batch` sequences that each hold `context` cached tokens
+// (bf16 weights, f32 cache): what attention costs against the weights as the
+// context grows, the term SPIRe's performance model prices as KV bytes
+// (docs/RESULTS.md, "MagicDec on this CPU").
+void BM_Model_StepAtContext(benchmark::State& state) {
+  const auto batch = state.range(0), context = state.range(1);
+  static tb::LlamaModel m = [] {
+    at::set_num_threads(2);
+    auto mm = tb::LlamaModel::random(sd::io::default_model_config("target", 8000), 1);
+    mm.set_inference_dtype(sd::DType::kBF16);
+    return mm;
+  }();
+  std::vector<sd::TokenId> prefix(static_cast<std::size_t>(context));
+  std::vector<std::int64_t> pos(prefix.size());
+  std::vector<std::int32_t> all(prefix.size());
+  for (std::size_t i = 0; i < prefix.size(); ++i) {
+    prefix[i] = static_cast<sd::TokenId>((i * 37) % 8000);
+    pos[i] = static_cast<std::int64_t>(i);
+    all[i] = static_cast<std::int32_t>(i);
+  }
+  for (std::int32_t s = 0; s < batch; ++s) {
+    m.open(s);
+    const sd::SequenceInput in{s, prefix, pos};
+    m.forward(sd::ForwardRequest{std::span(&in, 1)});
+    m.accept(s, all);
+  }
+  const std::vector<sd::TokenId> token{5};
+  const std::vector<std::int64_t> at{context};
+  std::vector<sd::SequenceInput> inputs;
+  for (std::int32_t s = 0; s < batch; ++s) inputs.push_back({s, token, at});
+  sd::HostRows logits;
+  sd::ForwardRequest request{inputs};
+  request.logits = logits.view(batch, m.vocab_size());
+  for (auto _ : state) {
+    m.forward(request);
+    benchmark::DoNotOptimize(request.logits.data());
+  }
+  for (std::int32_t s = 0; s < batch; ++s) m.close(s);
+  state.counters["us_per_sequence"] =
+      benchmark::Counter(static_cast<double>(batch) * 1e-6, benchmark::Counter::kIsIterationInvariantRate |
+                                                                benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_Model_StepAtContext)
+    ->ArgNames({"batch", "context"})
+    ->ArgsProduct({{1, 16}, {16, 256, 1000}})
+    ->Unit(benchmark::kMillisecond);
+
 BENCHMARK_MAIN();

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -228,6 +229,77 @@ HardwareRates measure_rates(torch_backend::LlamaModel& target, const ForwardCost
           256.0 * (cost.matmul_flops_per_token + 128.5 * cost.attention_flops_per_key) / wide};
 }
 
+// The forward's costs as MeasuredForwardCost takes them: r one-token
+// sequences with nothing cached, for the row counts a step and a
+// verification of up to 64 sequences x 5 tokens run (small sink + window
+// caches, so that 320 sequences take little memory), medians of 5; and
+// attention's seconds per sequence and key of a one-token step, from 16
+// sequences at 16 and at 784 cached tokens (its kernel attends up to 4
+// queries of a kv head per read of the keys: decoder_layer.cpp).
+MeasuredForwardCost measure_forward(torch_backend::LlamaModel& m) {
+  constexpr std::int32_t kFirstSeq = 1 << 29;  // no request's
+  HostRows rows_out;
+  const auto median_of_5 = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + 2, v.end());
+    return v[2];
+  };
+  const auto timed_step = [&](std::int32_t n, std::int64_t position) {
+    const std::vector<TokenId> token{5};
+    const std::vector<std::int64_t> at{position};
+    std::vector<SequenceInput> inputs;
+    for (std::int32_t s = 0; s < n; ++s) inputs.push_back({kFirstSeq + s, token, at});
+    ForwardRequest request{inputs};
+    request.logits = rows_out.view(n, m.vocab_size());
+    const auto start = std::chrono::steady_clock::now();
+    m.forward(request);
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    return took.count();
+  };
+  const std::vector<std::int64_t> counts{1, 2, 4, 8, 16, 32, 64, 128, 192, 256, 320};
+  std::vector<double> seconds;
+  for (const auto r : counts) {
+    const auto n = static_cast<std::int32_t>(r);
+    std::vector<double> reps;
+    for (int rep = 0; rep < 6; ++rep) {
+      for (std::int32_t s = 0; s < n; ++s) m.open(kFirstSeq + s, CachePolicy::sink_window(0, 1));
+      const double t = timed_step(n, 0);
+      if (rep > 0) reps.push_back(t);
+      for (std::int32_t s = 0; s < n; ++s) m.close(kFirstSeq + s);
+    }
+    seconds.push_back(median_of_5(reps));
+  }
+  // Attention per key: the same 8-sequence step at two contexts.
+  constexpr std::int32_t kSeqs = 16;
+  const auto at_context = [&](std::int64_t context) {
+    std::vector<TokenId> prefix(static_cast<std::size_t>(context));
+    std::vector<std::int64_t> positions(prefix.size());
+    std::vector<std::int32_t> all(prefix.size());
+    for (std::size_t i = 0; i < prefix.size(); ++i) {
+      prefix[i] = static_cast<TokenId>(3 + (i * 37) % 97);
+      positions[i] = static_cast<std::int64_t>(i);
+      all[i] = static_cast<std::int32_t>(i);
+    }
+    for (std::int32_t s = 0; s < kSeqs; ++s) {
+      m.open(kFirstSeq + s);
+      const SequenceInput in{kFirstSeq + s, prefix, positions};
+      m.forward(ForwardRequest{std::span(&in, 1)});
+      m.accept(kFirstSeq + s, all);
+    }
+    std::vector<double> reps;
+    for (int rep = 0; rep < 6; ++rep) {
+      const double t = timed_step(kSeqs, context);
+      if (rep > 0) reps.push_back(t);
+      for (std::int32_t s = 0; s < kSeqs; ++s) m.rollback(kFirstSeq + s, context);
+    }
+    for (std::int32_t s = 0; s < kSeqs; ++s) m.close(kFirstSeq + s);
+    return median_of_5(reps);
+  };
+  const double short_step = at_context(16), long_step = at_context(784);
+  const auto& c = m.config();
+  return MeasuredForwardCost(counts, seconds, std::max(0.0, (long_step - short_step) / (kSeqs * 768.0)),
+                             c.num_attention_heads / c.num_key_value_heads, 4);
+}
+
 // What the performance model needs of a method: its draft's cost and k; none
 // for the methods it does not cover (trees, heads, autoregressive decoding).
 std::optional<std::pair<DraftCost, std::int32_t>> modelled_draft(const MethodConfig& config,
@@ -245,7 +317,8 @@ std::optional<std::pair<DraftCost, std::int32_t>> modelled_draft(const MethodCon
 // --context: a function (prompt, context L, request i) -> the prompt filled
 // from the front with held-out text to L - max_new_tokens tokens: BOS, a
 // stretch of the text that starts at a different place for each request,
-// then the prompt. L = 0 leaves prompts as they are.
+// then the prompt (its last tokens, if it alone is longer). L = 0 leaves
+// prompts as they are.
 std::function<std::vector<TokenId>(const std::vector<TokenId>&, std::int64_t, std::size_t)> context_filler(
     const BenchCommand& b, const tokenizer::Tokenizer& tokenizer) {
   std::vector<TokenId> text;
@@ -259,12 +332,11 @@ std::function<std::vector<TokenId>(const std::vector<TokenId>&, std::int64_t, st
   return [&b, text = std::move(text), bos = tokenizer.bos_id()](const std::vector<TokenId>& prompt,
                                                                 std::int64_t context, std::size_t i) {
     if (context == 0) return prompt;
-    const auto body = std::span(prompt).subspan(!prompt.empty() && prompt.front() == bos ? 1 : 0);
-    const auto need = context - b.max_new_tokens - 1 - static_cast<std::int64_t>(body.size());
-    if (need < 0)
-      throw InvalidArgumentError(
-          fmt::format("bench: a prompt of {} tokens does not fit --context {} with {} new tokens", prompt.size(),
-                      context, b.max_new_tokens));
+    auto body = std::span(prompt).subspan(!prompt.empty() && prompt.front() == bos ? 1 : 0);
+    const auto room = context - b.max_new_tokens - 1;  // after BOS
+    if (static_cast<std::int64_t>(body.size()) > room)  // a prompt longer than the room keeps its end
+      body = body.last(static_cast<std::size_t>(room));
+    const auto need = room - static_cast<std::int64_t>(body.size());
     if (need > static_cast<std::int64_t>(text.size()))
       throw InvalidArgumentError(fmt::format("bench: {} holds {} tokens; --context {} needs {}",
                                              b.context_text.string(), text.size(), context, need));
@@ -295,6 +367,13 @@ int run_batched_bench(const BenchCommand& b) {
   const auto rates = measure_rates(s.target, target_cost);
   std::printf("performance model: %.1f GB/s, %.1f GFLOP/s (the target's one-token and 256-token forwards)\n",
               rates.bytes_per_second / 1e9, rates.flops_per_second / 1e9);
+  // ... and the measured costs, for the model with the terms SPIRe's leaves out.
+  const auto target_measured = measure_forward(s.target);
+  const auto draft_measured = draft != nullptr ? std::optional(measure_forward(*draft)) : std::nullopt;
+  std::printf("measured: target step %.2f ms (1 row), %.2f ms (64 rows), %.2f ms (320 rows); attention %.3f us per "
+              "sequence and key\n",
+              1e3 * target_measured.weights_seconds(1), 1e3 * target_measured.weights_seconds(64),
+              1e3 * target_measured.weights_seconds(320), 1e6 * target_measured.attention_seconds_per_key());
   std::vector<AnyDecoder> methods;
   methods.push_back(torch_backend::make_method(torch_backend::parse_method("autoregressive"), s.target, nullptr,
                                                b.sampling));
@@ -394,22 +473,44 @@ int run_batched_bench(const BenchCommand& b) {
       const double verified = verified_per_round(st);
       const double worst_verified = worst_rounds ? double(worst.verified_nodes) / double(worst_rounds) : 0.0;
       // The model's multiplier at the measured tau, at the context halfway
-      // through generation.
+      // through generation: SPIRe's, at a full batch, and the one to compare
+      // with the measurement, at the batch the method's steps held on
+      // average (speculative requests finish at different steps, so a
+      // draining batch holds fewer than B while autoregressive decoding's
+      // holds B): tau / Delta t(o) x (o / t_target(o)) / (B / t_target(B)).
       std::optional<ThroughputPrediction> predicted;
+      double predicted_at_occupancy = 0.0, measured_model = 0.0;
       const auto modelled = m == 0 ? std::nullopt
                                    : modelled_draft(torch_backend::parse_method(b.methods[m - 1]), target_cost, draft);
       if (modelled && st.acceptance.mean_emitted() >= 1.0) {
         const auto mean_context =
             (context > 0 ? context : static_cast<std::int64_t>(batch_prompts.front().size()) + b.max_new_tokens) -
             b.max_new_tokens / 2;
-        predicted = predict_throughput(target_cost, modelled->first, rates, batch, mean_context, modelled->second,
-                                       std::min(st.acceptance.mean_emitted(), modelled->second + 1.0));
+        const double tau = std::min(st.acceptance.mean_emitted(), modelled->second + 1.0);
+        predicted = predict_throughput(target_cost, modelled->first, rates, batch, mean_context, modelled->second, tau);
+        const auto held = std::max<std::int64_t>(1, std::llround(run.mean_batch));
+        const auto at_held =
+            predict_throughput(target_cost, modelled->first, rates, held, mean_context, modelled->second, tau);
+        predicted_at_occupancy = at_held.multiplier * (static_cast<double>(held) / at_held.t_target) /
+                                 (static_cast<double>(batch) / predicted->t_target);
+        // With the measured costs; magicdec's draft is the target itself.
+        const bool self = modelled->first.kv_limit > 0;
+        if (self || draft_measured) {
+          const auto& d = self ? target_measured : *draft_measured;
+          const auto p = predict_throughput(target_measured, d, modelled->first.kv_limit, held, mean_context,
+                                            modelled->second, tau);
+          measured_model = p.multiplier * (static_cast<double>(held) / p.t_target) /
+                           (static_cast<double>(batch) / target_measured.seconds(batch, 1, mean_context));
+        }
       }
       std::printf("\r%-44s %7lld %5d %9.1f %9.1f %7.2fx %7.2fx %6.2f %7.1f %8.2f %8.2f %9.2f%s%s\n",
                   methods[m].name().c_str(), static_cast<long long>(context), batch, tps, ar_tps, tps / ar_tps,
                   decode_tps / ar_decode_tps, st.acceptance.mean_emitted(), run.mean_batch, drafted, verified,
                   worst_verified, differ ? fmt::format("  ({} outputs differ)", differ).c_str() : "",
-                  predicted ? fmt::format("  model {:.2f}x", predicted->multiplier).c_str() : "");
+                  predicted ? fmt::format("  model {:.2f}x (SPIRe's {:.2f}x; {:.2f}x at a full batch)",
+                                          measured_model, predicted_at_occupancy, predicted->multiplier)
+                                  .c_str()
+                            : "");
       auto record = base_record(methods[m].name(), b, st, tps, ar_tps, s.target.inference_dtype());
       record.update({{"batch", batch},
                          {"context", context},
@@ -443,6 +544,9 @@ int run_batched_bench(const BenchCommand& b) {
                          {"outputs_differing_from_autoregressive", differ}});
       if (predicted)
         record["performance_model"] = {{"multiplier", predicted->multiplier},
+                                       {"multiplier_at_occupancy", predicted_at_occupancy},
+                                       {"measured_cost_multiplier", measured_model},
+                                       {"attention_seconds_per_key", target_measured.attention_seconds_per_key()},
                                        {"delta_t", predicted->delta_t},
                                        {"t_target_ms", 1e3 * predicted->t_target},
                                        {"t_draft_ms", 1e3 * predicted->t_draft},

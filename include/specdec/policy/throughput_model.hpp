@@ -22,6 +22,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -98,6 +100,24 @@ struct ThroughputPrediction {
   double multiplier = 0.0;                               // tau / delta_t
 };
 
+// tau / Delta t from the three forwards' seconds.
+inline ThroughputPrediction throughput_from_seconds(double t_target, double t_draft, double t_verify, std::int32_t k,
+                                                    double tau) {
+  if (!(t_target > 0.0) || !(t_draft >= 0.0) || !(t_verify > 0.0))
+    throw InvalidArgumentError(fmt::format(
+        "throughput_from_seconds: t_target {} and t_verify {} must be positive, t_draft {} >= 0", t_target, t_verify,
+        t_draft));
+  if (k < 0 || !(tau >= 1.0) || tau > k + 1.0)
+    throw InvalidArgumentError(fmt::format("throughput_from_seconds: tau {} is outside [1, k + 1 = {}]", tau, k + 1));
+  ThroughputPrediction p;
+  p.t_target = t_target;
+  p.t_draft = t_draft;
+  p.t_verify = t_verify;
+  p.delta_t = (k * t_draft + t_verify) / t_target;
+  p.multiplier = tau / p.delta_t;
+  return p;
+}
+
 // SPIRe §2 at batch B and context L (the keys each sequence holds), for
 // chains of k drafts that emit tau tokens per round on average.
 inline ThroughputPrediction predict_throughput(const ForwardCost& target, const DraftCost& draft,
@@ -109,16 +129,77 @@ inline ThroughputPrediction predict_throughput(const ForwardCost& target, const 
     throw InvalidArgumentError(fmt::format(
         "predict_throughput: batch {} (>= 1), context {} (>= 0), k {} (>= 0) and kv_limit {} (>= 0)", batch, context,
         k, draft.kv_limit));
-  if (!(tau >= 1.0) || tau > k + 1.0)
-    throw InvalidArgumentError(fmt::format("predict_throughput: tau {} is outside [1, k + 1 = {}]", tau, k + 1));
   const auto draft_keys = draft.kv_limit > 0 ? std::min(context, draft.kv_limit) : context;
-  ThroughputPrediction p;
-  p.t_target = target.seconds(hw, batch, 1, context, overlap);
-  p.t_verify = target.seconds(hw, batch, k + 1, context, overlap);
-  p.t_draft = draft.forward.seconds(hw, batch, 1, draft_keys, overlap);
-  p.delta_t = (k * p.t_draft + p.t_verify) / p.t_target;
-  p.multiplier = tau / p.delta_t;
-  return p;
+  return throughput_from_seconds(target.seconds(hw, batch, 1, context, overlap),
+                                 draft.forward.seconds(hw, batch, 1, draft_keys, overlap),
+                                 target.seconds(hw, batch, k + 1, context, overlap), k, tau);
+}
+
+// The terms SPIRe's max() leaves out on a CPU, measured on the forward
+// itself (docs/RESULTS.md, "MagicDec on this CPU"): the matmuls' time
+// depends on how many rows share each read of the weights, well below the
+// FLOP rate of a wide forward at tens of rows; and attention runs between a
+// layer's matmuls, not overlapped with them, reading each sequence's keys
+// once per group of queries. So a forward of B sequences x n new tokens
+// whose queries see `keys` cached keys costs
+//   weights(B n) + B x keys x attention_seconds_per_key x reads(n) / reads(1),
+// with weights(r) the measured seconds of r one-token sequences at no
+// context (interpolated linearly between the measured row counts,
+// extrapolated from the last two), attention_seconds_per_key measured on
+// one-token steps, and reads(n) = ceil(n x heads_per_kv / queries_per_read)
+// the reads of a kv head's keys for n tokens (specdec's kernel attends up to
+// 4 queries of a kv head per read; 1 and 1: linear in n).
+class MeasuredForwardCost {
+ public:
+  MeasuredForwardCost(std::vector<std::int64_t> rows, std::vector<double> seconds, double attention_seconds_per_key,
+                      std::int64_t heads_per_kv = 1, std::int64_t queries_per_read = 1)
+      : rows_(std::move(rows)),
+        seconds_(std::move(seconds)),
+        per_key_(attention_seconds_per_key),
+        heads_per_kv_(heads_per_kv),
+        queries_per_read_(queries_per_read) {
+    bool ok = rows_.size() >= 2 && rows_.size() == seconds_.size() && per_key_ >= 0.0 && heads_per_kv_ >= 1 &&
+              queries_per_read_ >= 1;
+    for (std::size_t i = 0; ok && i < rows_.size(); ++i)
+      ok = rows_[i] >= 1 && seconds_[i] > 0.0 && (i == 0 || rows_[i] > rows_[i - 1]);
+    if (!ok)
+      throw InvalidArgumentError(
+          "MeasuredForwardCost: at least two increasing row counts >= 1 with positive seconds, attention seconds >= 0, "
+          "and heads per kv head and queries per read >= 1");
+  }
+  double weights_seconds(std::int64_t rows) const {
+    std::size_t i = 1;
+    while (i + 1 < rows_.size() && rows_[i] < rows) ++i;  // the segment [i - 1, i] that holds rows, or the last
+    const double r0 = static_cast<double>(rows_[i - 1]), r1 = static_cast<double>(rows_[i]);
+    const double t = seconds_[i - 1] + (seconds_[i] - seconds_[i - 1]) * (static_cast<double>(rows) - r0) / (r1 - r0);
+    return std::max(t, seconds_.front() * 0.5);  // below the first count: no cheaper than half a one-row forward
+  }
+  double seconds(std::int64_t batch, std::int64_t tokens, std::int64_t keys) const {
+    const auto reads = [&](std::int64_t n) { return (n * heads_per_kv_ + queries_per_read_ - 1) / queries_per_read_; };
+    return weights_seconds(batch * tokens) + static_cast<double>(batch) * static_cast<double>(keys) * per_key_ *
+                                                 static_cast<double>(reads(tokens)) / static_cast<double>(reads(1));
+  }
+  double attention_seconds_per_key() const { return per_key_; }
+
+ private:
+  std::vector<std::int64_t> rows_;
+  std::vector<double> seconds_;
+  double per_key_;
+  std::int64_t heads_per_kv_, queries_per_read_;
+};
+
+// The same prediction from measured costs: a draft step reads at most
+// `draft_kv_limit` keys (0: the whole context).
+inline ThroughputPrediction predict_throughput(const MeasuredForwardCost& target, const MeasuredForwardCost& draft,
+                                               std::int64_t draft_kv_limit, std::int64_t batch, std::int64_t context,
+                                               std::int32_t k, double tau) {
+  if (batch < 1 || context < 0 || k < 0 || draft_kv_limit < 0)
+    throw InvalidArgumentError(fmt::format(
+        "predict_throughput: batch {} (>= 1), context {} (>= 0), k {} (>= 0) and kv_limit {} (>= 0)", batch, context,
+        k, draft_kv_limit));
+  const auto draft_keys = draft_kv_limit > 0 ? std::min(context, draft_kv_limit) : context;
+  return throughput_from_seconds(target.seconds(batch, 1, context), draft.seconds(batch, 1, draft_keys),
+                                 target.seconds(batch, k + 1, context), k, tau);
 }
 
 // Tokens a round emits on average when each draft is accepted with

@@ -97,3 +97,28 @@ TEST_CASE("The draft length that pays most grows with acceptance, and none pays 
   draft.forward.weight_bytes = 1e8;  // as costly as the target: no k pays at batch 1
   CHECK(sd::best_draft_length(target, draft, hw, 1, 0, 0.5, 16) == 0);
 }
+
+TEST_CASE("Measured forward costs interpolate by rows and add attention per key", "[unit][policy]") {
+  const sd::MeasuredForwardCost f({1, 4, 16}, {1.0, 2.0, 2.5}, 0.01);
+  CHECK(f.weights_seconds(1) == Approx(1.0));
+  CHECK(f.weights_seconds(2) == Approx(1.0 + 1.0 / 3.0));
+  CHECK(f.weights_seconds(10) == Approx(2.25));
+  CHECK(f.weights_seconds(32) == Approx(2.0 + 0.5 * 28.0 / 12.0));  // extrapolated from the last two
+  // 2 sequences x 3 tokens, each seeing 10 keys: weights(6) + 60 key reads.
+  CHECK(f.seconds(2, 3, 10) == Approx(f.weights_seconds(6) + 60 * 0.01));
+  // Two query heads per kv head, four queries per read of its keys: one
+  // token reads them once, five tokens (10 queries) three times.
+  const sd::MeasuredForwardCost grouped({1, 4, 16}, {1.0, 2.0, 2.5}, 0.01, 2, 4);
+  CHECK(grouped.seconds(2, 1, 10) == Approx(grouped.weights_seconds(2) + 2 * 10 * 0.01));
+  CHECK(grouped.seconds(2, 5, 10) == Approx(grouped.weights_seconds(10) + 3 * 2 * 10 * 0.01));
+  // The round from measured costs: a draft of a tenth of a step, verification at 1.5 steps.
+  const sd::MeasuredForwardCost draft({1, 2}, {0.1, 0.15}, 0.0);
+  const auto p = sd::predict_throughput(f, draft, 0, 1, 0, 4, 3.0);
+  CHECK(p.t_target == Approx(1.0));
+  CHECK(p.t_draft == Approx(0.1));
+  CHECK(p.t_verify == Approx(f.weights_seconds(5)));
+  CHECK(p.multiplier == Approx(3.0 / ((4 * 0.1 + f.weights_seconds(5)) / 1.0)));
+  CHECK_THROWS_AS(sd::MeasuredForwardCost({4, 1}, {1.0, 2.0}, 0.0), sd::InvalidArgumentError);
+  CHECK_THROWS_AS(sd::MeasuredForwardCost({1}, {1.0}, 0.0), sd::InvalidArgumentError);
+  CHECK_THROWS_AS(sd::throughput_from_seconds(1.0, 0.1, 1.0, 2, 3.5), sd::InvalidArgumentError);
+}
