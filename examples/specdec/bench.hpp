@@ -38,8 +38,8 @@ struct BenchCommand {
   // With --batch, --context L (repeatable): every request's prompt is filled
   // from the front with held-out text (`context_text`, a different stretch per
   // request) to L - max_new_tokens tokens, so that generation ends at context
-  // L: the long-context grid of SPIRe (arXiv 2504.06419, §4). Empty = the
-  // prompts as they are.
+  // L: the long-context grid of SPIRe (arXiv 2504.06419, §4). A prompt longer
+  // than that keeps its last tokens. Empty = the prompts as they are.
   std::vector<std::int64_t> contexts;
   std::filesystem::path context_text = "data/context/heldout.txt";
   // After the timed runs, each method runs its prompts again, untimed, with
