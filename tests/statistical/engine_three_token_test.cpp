@@ -505,10 +505,8 @@ TEST_CASE("MagicDec (the target drafting through a sink + window cache) keeps th
   INFO(spec << ", " << st::describe(sampling));
   // Order 4: the draft sees its sink, a window of one committed token and the
   // pending tokens (at most two with k = 1), so once the prompt is committed
-  // its context differs from the target's. The first round drafts with the
-  // whole prompt staged (seen in full, as a prefill): drafts of one token
-  // leave the third token, at least, to a round drafted through the sparse
-  // cache.
+  // (the prefill, in begin) its context differs from the target's, and with
+  // drafts of one token the three tokens span two or three rounds.
   HashedContextModel target(kVocab, 11, 4);
   sd::MethodRegistry<HashedContextModel> registry;
   registry.add(sd::methods::magicdec_method<HashedContextModel>());
