@@ -12,19 +12,7 @@ namespace sd = specdec;
 namespace {
 
 // The default target's shape (models/target/config.json).
-sd::io::LlamaConfig target_config() {
-  sd::io::LlamaConfig c;
-  c.vocab_size = 8000;
-  c.hidden_size = 512;
-  c.intermediate_size = 1408;
-  c.num_hidden_layers = 6;
-  c.num_attention_heads = 8;
-  c.num_key_value_heads = 4;
-  c.head_dim = 64;
-  c.max_position_embeddings = 1024;
-  c.tie_word_embeddings = true;
-  return c;
-}
+sd::io::LlamaConfig target_config() { return sd::io::default_model_config("target", 8000); }
 
 }  // namespace
 
