@@ -442,6 +442,8 @@ void LlamaModel::forward(const ForwardRequest& request) {
   const bool hidden_dev =
       want_hidden && output_on_device(request.hidden, total, c.hidden_size, dev, "hidden");
   const auto num_layers = static_cast<std::int32_t>(m.layers.size());
+  if (want_hidden && request.hidden_layers != 1)
+    throw UnsupportedError("cuda::LlamaModel::forward: one hidden layer per forward (hidden_layers = 1)");
   if (want_hidden && (request.hidden_layer >= num_layers || request.hidden_layer < -1))
     throw InvalidArgumentError(fmt::format("cuda::LlamaModel::forward: hidden_layer {} of a {}-layer model",
                                            request.hidden_layer, num_layers));

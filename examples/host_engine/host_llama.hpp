@@ -99,7 +99,7 @@ class HostLlama {
     }
     float* logits = request.logits.empty() ? nullptr : sd::host_output(request.logits, total, c.vocab_size, "HostLlama");
     float* hidden = request.hidden.empty() ? nullptr : sd::host_output(request.hidden, total, c.hidden_size, "HostLlama");
-    if (hidden != nullptr && request.hidden_layer != -1)
+    if (hidden != nullptr && (request.hidden_layer != -1 || request.hidden_layers != 1))
       throw sd::UnsupportedError("HostLlama: hidden states after the final norm only");
     std::int64_t row = 0;
     for (const auto& s : request.sequences) {

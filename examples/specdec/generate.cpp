@@ -80,7 +80,8 @@ int run_generate(const GenerateCommand& g) {
                                            g.target.parent_path());
   const auto prompt = s.tokenizer.encode(g.prompt, /*add_bos=*/true);
   const bool uses_head = info.models == torch_backend::MethodModels::kLyannaHead ||
-                         info.models == torch_backend::MethodModels::kEagleHead;
+                         info.models == torch_backend::MethodModels::kEagleHead ||
+                         info.models == torch_backend::MethodModels::kSpireDraft;
   std::printf("method:    %s (%s)\n", method.name().c_str(), torch_backend::describe_rule(config, g.sampling).c_str());
   std::printf("target:    %s\n", describe_model(g.target, s.target).c_str());
   if (s.draft) std::printf("draft:     %s\n", describe_model(g.draft, *s.draft).c_str());

@@ -9,6 +9,7 @@
 //   specdec sequoia ...      measure positional acceptance, print the Sequoia tree (libtorch builds)
 //   specdec profile-sv ...   Speculative Verification's acceptance profile (libtorch builds)
 //   specdec train-lyanna ... train a Lyanna draft head, an ablation or the EAGLE-style head
+//   specdec train-spire ...  train a SPIRe draft model (or a Figure-5 ablation)
 //   specdec cache-features . the target's features on disk, for training heads
 //   specdec eval-head ...    held-out per-step agreement of a draft head with its target
 //   specdec hot-tokens ...   token frequencies of a corpus, hot-token coverage
@@ -27,6 +28,7 @@
 #include "sequoia.hpp"
 #include "train.hpp"
 #include "train_head.hpp"
+#include "train_spire.hpp"
 #endif
 #include "specdec/core/error.hpp"
 #include "specdec/core/version.hpp"
@@ -69,6 +71,10 @@ int main(int argc, char** argv) {
   auto* train_head_cmd = app.add_subcommand(
       "train-lyanna", "Train a Lyanna draft head (or an ablation, or the EAGLE-style head) on a frozen target");
   specdec::cli::add_train_head_options(*train_head_cmd, train_head);
+  specdec::cli::TrainSpireCommand train_spire;
+  auto* train_spire_cmd = app.add_subcommand(
+      "train-spire", "Train a SPIRe draft model (or one of its ablations) on a frozen target");
+  specdec::cli::add_train_spire_options(*train_spire_cmd, train_spire);
   specdec::cli::CacheFeaturesCommand cache_features;
   auto* cache_features_cmd = app.add_subcommand(
       "cache-features", "Cache a frozen target's hidden states (f16) for training draft heads without the target");
@@ -96,6 +102,7 @@ int main(int argc, char** argv) {
     if (sequoia_cmd->parsed()) return specdec::cli::run_sequoia(sequoia);
     if (profile_sv_cmd->parsed()) return specdec::cli::run_profile_sv(profile_sv);
     if (train_head_cmd->parsed()) return specdec::cli::run_train_head(train_head);
+    if (train_spire_cmd->parsed()) return specdec::cli::run_train_spire(train_spire);
     if (cache_features_cmd->parsed()) return specdec::cli::run_cache_features(cache_features);
     if (eval_head_cmd->parsed()) return specdec::cli::run_eval_head(eval_head);
     if (hot_tokens_cmd->parsed()) return specdec::cli::run_hot_tokens(hot_tokens);

@@ -24,8 +24,6 @@
 
 namespace specdec::cli {
 
-namespace {
-
 // --matmul-dtype auto | f32 | bf16 of the trainers: bf16 operands with f32
 // accumulation where this CPU runs bf16 natively (auto), f32 otherwise.
 at::ScalarType training_matmul_dtype(const std::string& requested) {
@@ -54,8 +52,6 @@ void add_matmul_dtype_option(CLI::App& cmd, std::string& dtype) {
                  "precision of the weight matmuls: auto (bf16 operands, f32 accumulation, where the CPU has a native "
                  "bf16 dot product; else f32), f32, bf16");
 }
-
-}  // namespace
 
 void add_train_head_options(CLI::App& cmd, TrainHeadCommand& t) {
   auto& o = t.options;

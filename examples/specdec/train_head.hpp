@@ -10,6 +10,12 @@
 
 namespace specdec::cli {
 
+// Shared by the trainers' commands (train-lyanna, cache-features, train-spire).
+at::ScalarType training_matmul_dtype(const std::string& requested);  // --matmul-dtype auto | f32 | bf16
+void add_matmul_dtype_option(CLI::App& cmd, std::string& dtype);
+void keep_freed_memory();  // keep freed training activations in the heap
+void print_line(const std::string& line);
+
 struct TrainHeadCommand {
   torch_backend::HeadTrainOptions options;
   std::string variant = "lyanna";  // lyanna | no-token-info | no-first-token | eagle

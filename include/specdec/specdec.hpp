@@ -45,6 +45,7 @@
 #include "specdec/draft/lyanna_drafter.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/draft/ngram_drafter.hpp"
+#include "specdec/draft/spire_drafter.hpp"
 #include "specdec/draft/token_info_table.hpp"
 #include "specdec/engine/any_decoder.hpp"
 #include "specdec/engine/autoregressive_decoder.hpp"

@@ -213,7 +213,9 @@ at::Tensor LlamaModel::rope(const at::Tensor& x, const at::Tensor& positions) co
   return kernels::rope(x, positions, rope_cos_, rope_sin_);  // Llama §RoPE with rope_theta
 }
 
-at::Tensor LlamaModel::forward_train(const at::Tensor& tokens, at::Tensor* hidden, at::ScalarType matmul_dtype) const {
+at::Tensor LlamaModel::forward_train(const at::Tensor& tokens, at::Tensor* hidden, at::ScalarType matmul_dtype,
+                                     std::vector<at::Tensor>* layer_outputs) const {
+  if (layer_outputs != nullptr) layer_outputs->clear();
   if (tokens.dim() != 2) throw ShapeError(fmt::format("forward_train: tokens must be [batch, time], got {}-d", tokens.dim()));
   check_tokens(tokens);
   const auto& c = config_;
@@ -242,6 +244,7 @@ at::Tensor LlamaModel::forward_train(const at::Tensor& tokens, at::Tensor* hidde
     const auto m = rms_norm(x, l.mlp_norm, c.rms_norm_eps);
     x = x + kernels::linear(at::silu(kernels::linear(m, l.w_gate, matmul_dtype)) * kernels::linear(m, l.w_up, matmul_dtype),
                             l.w_down, matmul_dtype);
+    if (layer_outputs != nullptr) layer_outputs->push_back(x);
   }
   const auto out = rms_norm(x, final_norm_, c.rms_norm_eps);
   if (hidden != nullptr) *hidden = out;
@@ -432,12 +435,16 @@ void LlamaModel::forward(const ForwardRequest& request) {
   // The outputs are checked before anything is staged.
   float* logits_out =
       request.logits.empty() ? nullptr : host_output(request.logits, total, c.vocab_size, "LlamaModel::forward (logits)");
-  float* hidden_out =
-      request.hidden.empty() ? nullptr : host_output(request.hidden, total, c.hidden_size, "LlamaModel::forward (hidden)");
   const auto num_layers = static_cast<std::int32_t>(layers_.size());
-  if (hidden_out != nullptr && (request.hidden_layer >= num_layers || request.hidden_layer < -1))
-    throw InvalidArgumentError(fmt::format("LlamaModel::forward: hidden_layer {} of a {}-layer model",
-                                           request.hidden_layer, layers_.size()));
+  const auto hidden_layers = request.hidden_layers;
+  if (!request.hidden.empty() &&
+      (request.hidden_layer >= num_layers || request.hidden_layer < -1 || hidden_layers < 1 ||
+       (request.hidden_layer == -1 ? hidden_layers != 1 : request.hidden_layer + hidden_layers > num_layers)))
+    throw InvalidArgumentError(fmt::format("LlamaModel::forward: {} hidden layer(s) from layer {} of a {}-layer model",
+                                           hidden_layers, request.hidden_layer, layers_.size()));
+  float* hidden_out = request.hidden.empty() ? nullptr
+                                             : host_output(request.hidden, total, hidden_layers * c.hidden_size,
+                                                           "LlamaModel::forward (hidden)");
   {
     const std::lock_guard lock(*pack_mutex_);
     if (packed_.empty()) pack_for_inference();
@@ -464,7 +471,13 @@ void LlamaModel::forward(const ForwardRequest& request) {
                                 l.mlp_norm.data_ptr<float>()};
     decoder_layer_forward(w, shape, x.data(), total, positions, rope_cos_.data_ptr<float>(),
                           rope_sin_.data_ptr<float>(), spans);
-    if (hidden_out != nullptr && request.hidden_layer == static_cast<std::int32_t>(li)) layer_hidden = x;
+    // Layer outputs side by side per row: layer hidden_layer + j at column j * d.
+    const auto j = static_cast<std::int32_t>(li) - request.hidden_layer;
+    if (hidden_out != nullptr && request.hidden_layer >= 0 && j >= 0 && j < hidden_layers) {
+      if (layer_hidden.empty()) layer_hidden.resize(static_cast<std::size_t>(total * d * hidden_layers));
+      for (std::int64_t r = 0; r < total; ++r)
+        std::copy_n(x.data() + r * d, d, layer_hidden.data() + (r * hidden_layers + j) * d);
+    }
   }
   for (std::size_t si = 0; si < spans.size(); ++si)
     cache(request.sequences[si].seq_id).staged = spans[si].prefix - spans[si].masked_from + spans[si].rows;
@@ -477,7 +490,7 @@ void LlamaModel::forward(const ForwardRequest& request) {
       packed_lm_head_->forward(x.data(), total, logits_out);
   }
   if (hidden_out != nullptr)
-    std::copy_n(request.hidden_layer == -1 ? x.data() : layer_hidden.data(), total * d, hidden_out);
+    std::copy_n(request.hidden_layer == -1 ? x.data() : layer_hidden.data(), total * d * hidden_layers, hidden_out);
 }
 
 void LlamaModel::accept(std::int32_t seq, std::span<const std::int32_t> path) {

@@ -11,10 +11,12 @@
 #include "specdec/core/error.hpp"
 #include "specdec/methods/eagle.hpp"
 #include "specdec/methods/lyanna.hpp"
+#include "specdec/methods/spire.hpp"
 #include "specdec/methods/standard_methods.hpp"
 #include "specdec/select/sv_profiling.hpp"
 #include "specdec/torch/draft_head.hpp"
 #include "specdec/torch/hot_lm_head.hpp"
+#include "specdec/torch/spire_draft.hpp"
 #include "specdec/torch/threads.hpp"
 
 namespace specdec::torch_backend {
@@ -91,6 +93,14 @@ DraftHead load_head(const MethodContext& c, HeadKind kind) {
   return head;
 }
 
+// head= or <dir>/spire, in its target's precision.
+SpireDraft load_spire(const MethodContext& c) {
+  const auto& given = c.config.text("head");
+  auto draft = SpireDraft::load(given.empty() ? c.dir / "spire" : std::filesystem::path(given), c.target);
+  draft.set_inference_dtype(c.target.inference_dtype());
+  return draft;
+}
+
 }  // namespace
 
 const MethodRegistry<LlamaModel>& method_registry() {
@@ -100,6 +110,7 @@ const MethodRegistry<LlamaModel>& method_registry() {
         [](const MethodContext& c) { return load_head(c, HeadKind::kLyanna); }, r.hooks()));
     r.add(methods::eagle_method<LlamaModel, DraftHead>(
         [](const MethodContext& c) { return load_head(c, HeadKind::kEagle); }, r.hooks()));
+    r.add(methods::spire_method<LlamaModel, SpireDraft>(load_spire));
     return r;
   }();
   return registry;

@@ -29,6 +29,7 @@
 #include "specdec/engine/speculative_decoder.hpp"
 #include "specdec/engine/speculative_engine.hpp"
 #include "specdec/methods/magicdec.hpp"
+#include "specdec/methods/spire.hpp"
 #include "specdec/policy/cost_aware_tree.hpp"
 #include "specdec/policy/fixed_length.hpp"
 #include "specdec/policy/hardware_budget.hpp"
@@ -39,6 +40,7 @@
 #include "specdec/tree/sequoia.hpp"
 #include "specdec/tree/static_tree_builder.hpp"
 #include "specdec/verify/model_verifier.hpp"
+#include "support/fake_spire_head.hpp"
 #include "support/catch.hpp"
 #include "support/chi_square.hpp"
 #include "support/fake_feature_head.hpp"
@@ -522,5 +524,33 @@ TEST_CASE("MagicDec (the target drafting through a sink + window cache) keeps th
   INFO(fit.describe() << "; " << accepted << " of " << tried << " drafts accepted");
   CHECK(accepted > 0);
   CHECK(accepted < tried);  // the sparse draft is not the target
+  CHECK_FALSE(fit.rejects(st::kAlpha));
+}
+
+TEST_CASE("SPIRe (a draft remembering the target's activations) keeps the three-token law",
+          "[statistical][engine][spire]") {
+  const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
+  const std::string spec = GENERATE("spire:k=1", "spire:k=2:rule=speculative", "spire:k=2:rule=block");
+  INFO(spec << ", " << st::describe(sampling));
+  // The head drafts from the target's hidden rows the verifier hands over
+  // (HashedContextModel's: the token before and the token) and the round's
+  // staged tokens: what it drafts differs from the target, and depends on
+  // every commit.
+  HashedContextModel target(kVocab, 11, 4);
+  sd::MethodRegistry<HashedContextModel> registry;
+  registry.add(sd::methods::spire_method<HashedContextModel, st::FakeSpireHead>(
+      [](const sd::MethodContext<HashedContextModel>&) { return st::FakeSpireHead(kVocab, 2); }));
+  auto method = registry.make(spec, target, nullptr, sampling);
+  const std::vector<sd::TokenId> prompt = {3, 1, 4, 1, 5};
+  std::int64_t accepted = 0, tried = 0;
+  const auto fit = fit_three_tokens(target, prompt, sampling, [&](std::uint64_t seed) {
+    auto out = method.generate(prompt, three_tokens(seed, sampling));
+    accepted += out.stats.acceptance.num_accepted;
+    for (const auto d : out.stats.acceptance.depth_tried) tried += d;
+    return out;
+  });
+  INFO(fit.describe() << "; " << accepted << " of " << tried << " drafts accepted");
+  CHECK(accepted > 0);
+  CHECK(accepted < tried);
   CHECK_FALSE(fit.rejects(st::kAlpha));
 }

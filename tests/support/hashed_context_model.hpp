@@ -83,6 +83,8 @@ class HashedContextModel {
     ++forwards_;
     const bool want_logits = !request.logits.empty(), want_hidden = !request.hidden.empty();
     std::vector<float> logits, hidden;
+    if (want_hidden && (request.hidden_layer != -1 || request.hidden_layers != 1))
+      throw UnsupportedError("HashedContextModel: one hidden row per token (hidden_layer -1)");
     for (const auto& in : request.sequences) {
       auto& s = seq_at(in.seq_id);
       const auto before = in.extend_staged ? static_cast<std::int64_t>(s.staged.size()) : 0;

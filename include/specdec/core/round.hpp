@@ -164,6 +164,12 @@ struct ForwardRequest {
   TensorView logits{};
   TensorView hidden{};
   std::int32_t hidden_layer = -1;  // which layer's output; -1 = after the final norm
+  // How many consecutive layers' outputs, from hidden_layer on, side by side
+  // in each row: `hidden` is then [total new tokens, hidden_layers * hidden]
+  // (a SPIRe draft's memories, arXiv 2504.06419 §3.3, read the inputs of
+  // several target layers). A model that writes one layer only throws
+  // UnsupportedError for more.
+  std::int32_t hidden_layers = 1;
 };
 
 // What a LengthPolicy observes after each round: the verified tree (tokens,

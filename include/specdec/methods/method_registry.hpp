@@ -37,7 +37,7 @@ namespace specdec {
 
 // What a method runs besides the target.
 // kSelfDraft: the target drafts for itself through a sparse cache (MagicDec).
-enum class MethodModels : std::uint8_t { kTargetOnly, kDraftModel, kLyannaHead, kEagleHead, kSelfDraft };
+enum class MethodModels : std::uint8_t { kTargetOnly, kDraftModel, kLyannaHead, kEagleHead, kSelfDraft, kSpireDraft };
 inline const char* describe(MethodModels m) {
   switch (m) {
     case MethodModels::kTargetOnly: return "target only";
@@ -45,6 +45,7 @@ inline const char* describe(MethodModels m) {
     case MethodModels::kLyannaHead: return "target + Lyanna head";
     case MethodModels::kEagleHead: return "target + EAGLE head";
     case MethodModels::kSelfDraft: return "target, drafting for itself (sparse KV)";
+    case MethodModels::kSpireDraft: return "target + SPIRe draft";
   }
   return "?";
 }

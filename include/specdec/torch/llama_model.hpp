@@ -88,9 +88,12 @@ class LlamaModel {
   // Returns logits [batch, time, vocab]; with `hidden` non-null also the
   // final-norm hidden states [batch, time, hidden]. `matmul_dtype` kBFloat16
   // runs the weight matmuls on bf16 operands with f32 accumulation (training
-  // and feature caching; see kernels::linear).
+  // and feature caching; see kernels::linear). With `layer_outputs`
+  // non-null, also every layer's output [batch, time, hidden] (a SPIRe
+  // draft's memories are the inputs of the layers it was pruned from).
   at::Tensor forward_train(const at::Tensor& tokens, at::Tensor* hidden = nullptr,
-                           at::ScalarType matmul_dtype = at::kFloat) const;
+                           at::ScalarType matmul_dtype = at::kFloat,
+                           std::vector<at::Tensor>* layer_outputs = nullptr) const;
 
   // ---- Model concept: per-sequence KV caches ------------------------------
   // Opens (or reopens) sequence `seq` with an empty cache. A dense cache

@@ -39,6 +39,21 @@ class ModelVerifier {
 
   M& model() { return *model_; }
   std::int64_t max_context() const { return model_->max_context(); }
+  // Which of the target's activations the feature sinks receive: `count`
+  // consecutive layers' outputs from layer `first` on, side by side in each
+  // row (ForwardRequest::hidden_layer / hidden_layers). The default, -1 and
+  // 1, is the final-norm hidden state the EAGLE and Lyanna heads read; a
+  // SPIRe draft reads the inputs of the target layers it was pruned from.
+  void set_feature_layers(std::int32_t first, std::int32_t count) {
+    if (count < 1 || first < -1 || (first == -1 && count != 1))
+      throw InvalidArgumentError(
+          fmt::format("ModelVerifier::set_feature_layers: {} layer(s) from layer {} (first >= -1, count >= 1; "
+                      "count 1 for the final norm's -1)",
+                      count, first));
+    feature_first_ = first;
+    feature_count_ = count;
+  }
+  std::int64_t feature_width() const { return feature_count_ * model_->hidden_size(); }
   // Tokens committed to sequence `seq`: the next root's position.
   std::int64_t committed_length(std::int32_t seq) const { return state(seq).length; }
 
@@ -63,7 +78,7 @@ class ModelVerifier {
     std::iota(positions_.begin(), positions_.end(), std::int64_t{0});
     const SequenceInput in{seq, prompt.first(static_cast<std::size_t>(n)), positions_};
     ForwardRequest request{std::span(&in, 1)};
-    if (features != nullptr) request.hidden = hidden_.view(n, model_->hidden_size());
+    if (features != nullptr) want_features(request, n);
     try {
       model_->forward(request);
     } catch (...) {  // the sequence never began: closed again
@@ -72,7 +87,7 @@ class ModelVerifier {
       throw;
     }
     if (features != nullptr) {
-      const auto d = model_->hidden_size();
+      const auto d = feature_width();
       features->assign(logit_rows(request.hidden, n, d, "ModelVerifier (hidden states)").data(), n, d);
     }
     path_.resize(static_cast<std::size_t>(n));
@@ -174,9 +189,9 @@ class ModelVerifier {
     const auto rows = static_cast<std::int64_t>(total);
     ForwardRequest request{inputs_};
     request.logits = logits;
-    if (want_hidden) request.hidden = hidden_.view(rows, model_->hidden_size());
+    if (want_hidden) want_features(request, rows);
     model_->forward(request);
-    if (want_hidden) hidden_rows_ = logit_rows(request.hidden, rows, model_->hidden_size(), "ModelVerifier (hidden states)");
+    if (want_hidden) hidden_rows_ = logit_rows(request.hidden, rows, feature_width(), "ModelVerifier (hidden states)");
     return request.logits;
   }
 
@@ -218,6 +233,12 @@ class ModelVerifier {
     TargetFeatures* features = nullptr;     // where commits write hidden states, if anyone reads them
     std::int64_t row = -1;                  // the sequence's first row in the last score(), -1 if none
   };
+  // Asks `request` for the feature rows of its `rows` tokens.
+  void want_features(ForwardRequest& request, std::int64_t rows) {
+    request.hidden = hidden_.view(rows, feature_width());
+    request.hidden_layer = feature_first_;
+    request.hidden_layers = feature_count_;
+  }
   Sequence& state(std::int32_t seq) { return const_cast<Sequence&>(std::as_const(*this).state(seq)); }
   const Sequence& state(std::int32_t seq) const {
     const auto it = seqs_.find(seq);
@@ -262,6 +283,7 @@ class ModelVerifier {
 
   M* model_;
   CachePolicy cache_;
+  std::int32_t feature_first_ = -1, feature_count_ = 1;  // set_feature_layers
   std::unordered_map<std::int32_t, Sequence> seqs_;
   HostRows logits_, hidden_;  // this verifier's output buffers
   ProbRows hidden_rows_;      // hidden states of the last score(), when some sequence reads them
