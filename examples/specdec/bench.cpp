@@ -31,6 +31,7 @@
 #include "specdec/io/file_io.hpp"
 #include "specdec/policy/throughput_model.hpp"
 #include "specdec/torch/methods.hpp"
+#include "specdec/torch/spire_draft.hpp"
 #include "specdec/torch/threads.hpp"
 
 namespace specdec::cli {
@@ -300,11 +301,56 @@ MeasuredForwardCost measure_forward(torch_backend::LlamaModel& m) {
                              c.num_attention_heads / c.num_key_value_heads, 4);
 }
 
+// A SPIRe draft's step as MeasuredForwardCost takes it: r one-token steps
+// with a full sink + window of memories (its attention is in the step's
+// time; it does not grow with the context), medians of 5.
+MeasuredForwardCost measure_spire(torch_backend::SpireDraft& d) {
+  constexpr std::int32_t kFirstSeq = 1 << 29;
+  const auto& c = d.config();
+  const auto held = c.window == 0 ? std::int64_t{768} : c.sink + c.window;
+  const std::vector<float> rows(static_cast<std::size_t>(held * d.memory_layers() * d.hidden_size()), 0.5f);
+  const std::vector<std::int64_t> counts{1, 2, 4, 8, 16, 32, 64, 128, 192, 256, 320};
+  std::vector<double> seconds;
+  std::vector<float> logits;
+  for (const auto r : counts) {
+    std::vector<std::int32_t> seqs(static_cast<std::size_t>(r));
+    for (std::int32_t i = 0; i < static_cast<std::int32_t>(r); ++i) {
+      seqs[static_cast<std::size_t>(i)] = kFirstSeq + i;
+      d.open(kFirstSeq + i);
+      d.remember(kFirstSeq + i, rows, held);
+    }
+    const std::vector<TokenId> tokens(seqs.size(), 5);
+    const std::vector<std::int64_t> at(seqs.size(), held);
+    logits.resize(seqs.size() * static_cast<std::size_t>(d.vocab_size()));
+    std::vector<double> reps;
+    for (int rep = 0; rep < 6; ++rep) {
+      const auto start = std::chrono::steady_clock::now();
+      d.step(seqs, tokens, at, logits);
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      if (rep > 0) reps.push_back(took.count());
+      for (const auto q : seqs) d.remember(q, {}, 0);  // drops the staged step
+    }
+    for (const auto q : seqs) d.close(q);
+    std::nth_element(reps.begin(), reps.begin() + 2, reps.end());
+    seconds.push_back(reps[2]);
+  }
+  return MeasuredForwardCost(counts, seconds, 0.0);
+}
+
 // What the performance model needs of a method: its draft's cost and k; none
 // for the methods it does not cover (trees, heads, autoregressive decoding).
 std::optional<std::pair<DraftCost, std::int32_t>> modelled_draft(const MethodConfig& config,
                                                                  const ForwardCost& target,
-                                                                 const torch_backend::LlamaModel* draft) {
+                                                                 const torch_backend::LlamaModel* draft,
+                                                                 const torch_backend::SpireDraft* spire) {
+  if (config.name == "spire" && spire != nullptr && config.text("policy") == "fixed") {
+    auto c = spire->config().target;  // the target's shapes, the draft's layers, its window of memories
+    c.num_hidden_layers = spire->config().layers;
+    const auto keys = spire->config().window == 0 ? 0 : spire->config().sink + spire->config().window + config.int32("k");
+    return std::pair{DraftCost{ForwardCost::of_llama(c, spire->inference_dtype() == DType::kBF16 ? 2.0 : 4.0, 4.0),
+                               keys},
+                     config.int32("k")};
+  }
   if (config.name == "chain" && draft != nullptr && config.text("policy") == "fixed")
     return std::pair{DraftCost{ForwardCost::of_llama(draft->config(), weight_bytes(*draft), 4.0), 0},
                      config.int32("k")};
@@ -370,6 +416,19 @@ int run_batched_bench(const BenchCommand& b) {
   // ... and the measured costs, for the model with the terms SPIRe's leaves out.
   const auto target_measured = measure_forward(s.target);
   const auto draft_measured = draft != nullptr ? std::optional(measure_forward(*draft)) : std::nullopt;
+  // A SPIRe draft (spire= of the methods, else models/spire), for the model.
+  std::optional<torch_backend::SpireDraft> spire;
+  std::optional<MeasuredForwardCost> spire_measured;
+  for (const auto& spec : b.methods) {
+    const auto config = torch_backend::parse_method(spec);
+    if (config.name != "spire" || spire) continue;
+    const auto& head = config.text("head");
+    spire.emplace(torch_backend::SpireDraft::load(head.empty() ? b.target.parent_path() / "spire" : std::filesystem::path(head), s.target));
+    spire->set_inference_dtype(s.target.inference_dtype());
+    spire_measured = measure_spire(*spire);
+    std::printf("measured: SPIRe draft step %.2f ms (1 row), %.2f ms (64 rows)\n", 1e3 * spire_measured->weights_seconds(1),
+                1e3 * spire_measured->weights_seconds(64));
+  }
   std::printf("measured: target step %.2f ms (1 row), %.2f ms (64 rows), %.2f ms (320 rows); attention %.3f us per "
               "sequence and key\n",
               1e3 * target_measured.weights_seconds(1), 1e3 * target_measured.weights_seconds(64),
@@ -481,7 +540,8 @@ int run_batched_bench(const BenchCommand& b) {
       std::optional<ThroughputPrediction> predicted;
       double predicted_at_occupancy = 0.0, measured_model = 0.0;
       const auto modelled = m == 0 ? std::nullopt
-                                   : modelled_draft(torch_backend::parse_method(b.methods[m - 1]), target_cost, draft);
+                                   : modelled_draft(torch_backend::parse_method(b.methods[m - 1]), target_cost, draft,
+                                                    spire ? &*spire : nullptr);
       if (modelled && st.acceptance.mean_emitted() >= 1.0) {
         const auto mean_context =
             (context > 0 ? context : static_cast<std::int64_t>(batch_prompts.front().size()) + b.max_new_tokens) -
@@ -494,9 +554,10 @@ int run_batched_bench(const BenchCommand& b) {
         predicted_at_occupancy = at_held.multiplier * (static_cast<double>(held) / at_held.t_target) /
                                  (static_cast<double>(batch) / predicted->t_target);
         // With the measured costs; magicdec's draft is the target itself.
-        const bool self = modelled->first.kv_limit > 0;
-        if (self || draft_measured) {
-          const auto& d = self ? target_measured : *draft_measured;
+        const bool is_spire = torch_backend::parse_method(b.methods[m - 1]).name == "spire";
+        const bool self = !is_spire && modelled->first.kv_limit > 0;
+        if (self || is_spire || draft_measured) {
+          const auto& d = is_spire ? *spire_measured : self ? target_measured : *draft_measured;
           const auto p = predict_throughput(target_measured, d, modelled->first.kv_limit, held, mean_context,
                                             modelled->second, tau);
           measured_model = p.multiplier * (static_cast<double>(held) / p.t_target) /
