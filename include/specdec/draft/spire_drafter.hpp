@@ -30,6 +30,7 @@
 // Chains only: a token's memory depends on its whole path.
 #pragma once
 
+#include <chrono>
 #include <concepts>
 #include <cstdint>
 #include <span>
@@ -46,6 +47,7 @@
 #include "specdec/core/target_features.hpp"
 #include "specdec/core/types.hpp"
 #include "specdec/core/warp.hpp"
+#include "specdec/engine/timed_model.hpp"
 
 namespace specdec {
 
@@ -77,6 +79,10 @@ class SpireDrafter {
   const SamplingParams& sampling() const { return sampling_; }
   // Where the verifier writes the target's activations of each commit.
   TargetFeatures& target_features() { return features_; }
+  // Where the head's time goes (steps are its forwards; remembering a
+  // commit is its accept): the request's draft-model clock. The drafters of
+  // a batch share one, as requests share a timed draft model.
+  void set_clock(ModelClock* clock) { clock_ = clock; }
 
   void begin(std::span<const TokenId> prompt, const SamplingParams& sampling = {}) {
     if (prompt.empty()) throw InvalidArgumentError("SpireDrafter: the prompt is empty (it needs at least one token)");
@@ -125,7 +131,9 @@ class SpireDrafter {
     if (b.members.empty()) return;
     const auto vocab = lead.vocab_size();
     b.logits.resize(b.members.size() * static_cast<std::size_t>(vocab));
+    const auto start = std::chrono::steady_clock::now();
     lead.head_->step(b.seqs, b.tokens, b.positions, b.logits);
+    lead.tick(start, 1);
     for (std::size_t m = 0; m < b.members.size(); ++m) {
       SpireDrafter& d = *drafters[b.members[m]];
       d.warp_(std::span<const float>(b.logits).subspan(m * static_cast<std::size_t>(vocab), static_cast<std::size_t>(vocab)),
@@ -180,7 +188,15 @@ class SpireDrafter {
       throw ShapeError(fmt::format("SpireDrafter: {} positions to remember but {} target activation rows (the verifier "
                                    "needs a feature sink)",
                                    n, features_.rows()));
+    const auto start = std::chrono::steady_clock::now();
     head_->remember(seq_, features_.all(), n);
+    tick(start, 0);
+  }
+
+  void tick(std::chrono::steady_clock::time_point start, std::int64_t forwards) {
+    if (clock_ == nullptr) return;
+    clock_->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    clock_->forwards += forwards;
   }
 
   void reset_round() {
@@ -200,6 +216,7 @@ class SpireDrafter {
   SamplingParams sampling_, warp_params_ = draft_sampling_for(SamplingParams{});
   Warper warp_;
   TargetFeatures features_;
+  ModelClock* clock_ = nullptr;
   std::int64_t root_position_ = 0;   // the root's position: committed tokens before it
   TokenId last_token_ = 0;            // the last committed token (the round's root)
   std::int64_t staged_ = 0;           // steps drafted this round

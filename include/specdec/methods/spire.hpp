@@ -36,14 +36,18 @@ class SpireParts {
 
   Engine& engine() { return engine_; }
   std::unique_ptr<Slot> slot(std::int32_t seq, const GenerationOptions& options, TokenCallback on_token) {
-    return std::make_unique<Slot>(
+    auto s = std::make_unique<Slot>(
         std::monostate{}, [&](std::monostate&) { return Drafter(head_, seq); }, policy_, seq, options,
         std::move(on_token));
+    s->drafter.set_clock(&clock_);
+    s->request.set_draft_clock(&clock_);
+    return s;
   }
 
  private:
   Timed target_;
   Head head_;  // every request's cache, one set of weights
+  ModelClock clock_;  // the head's time, on every request's draft-model clock
   ModelVerifier<Timed> verifier_;
   RuntimePolicy policy_;  // each request starts from a copy
   Engine engine_;
