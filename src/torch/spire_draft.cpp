@@ -531,7 +531,7 @@ void SpireDraft::step(std::span<const std::int32_t> seqs, std::span<const TokenI
   for (std::int64_t r = 0; r < S; ++r) std::copy_n(embed + tokens[static_cast<std::size_t>(r)] * D, D, xs.data() + r * D);
   std::vector<float> x(xs.begin(), xs.begin() + S * D), a(static_cast<std::size_t>(S * D)),
       q(static_cast<std::size_t>(S * H * hd)), attn(static_cast<std::size_t>(S * H * hd)),
-      gu(static_cast<std::size_t>(S * 2 * F)), act(static_cast<std::size_t>(S * F));
+      gu(static_cast<std::size_t>(S * 2 * F));
   for (std::int64_t l = 0; l < L; ++l) {
     const auto& layer = layers_[static_cast<std::size_t>(l)];
     const auto& p = packed_[static_cast<std::size_t>(l)];
@@ -581,12 +581,8 @@ void SpireDraft::step(std::span<const std::int32_t> seqs, std::span<const TokenI
     p.o.forward_add(attn.data(), S, x.data());
     rms_norm(x.data(), S, D, layer.mlp_norm.data_ptr<float>(), eps, a.data());
     p.gate_up.forward(a.data(), S, gu.data());
-    for (std::int64_t r = 0; r < S; ++r)
-      for (std::int64_t f = 0; f < F; ++f) {
-        const float g = gu[static_cast<std::size_t>(r * 2 * F + f)];
-        act[static_cast<std::size_t>(r * F + f)] = g / (1.0f + std::exp(-g)) * gu[static_cast<std::size_t>(r * 2 * F + F + f)];
-      }
-    p.down.forward_add(act.data(), S, x.data());
+    const auto act = swiglu_rows(at::from_blob(gu.data(), {S, 2 * F}), F).contiguous();
+    p.down.forward_add(act.data_ptr<float>(), S, x.data());
     std::copy(x.begin(), x.end(), xs.begin() + (l + 1) * S * D);
   }
   rms_norm(x.data(), S, D, norm_.data_ptr<float>(), eps, a.data());

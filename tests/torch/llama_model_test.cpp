@@ -189,6 +189,11 @@ TEST_CASE("Hidden states come back on request", "[torch][model]") {
   m.rollback(0, 0);
   request.hidden_layer = 5;
   REQUIRE_THROWS_AS(m.forward(request), sd::InvalidArgumentError);
+  request.hidden_layer = 1;
+  request.hidden_layers = 2;  // layers 1 and 2 of a 2-layer model
+  REQUIRE_THROWS_AS(m.forward(request), sd::InvalidArgumentError);
+  request.hidden_layer = -1;  // the final norm is one layer
+  REQUIRE_THROWS_AS(m.forward(request), sd::InvalidArgumentError);
 }
 
 TEST_CASE("Save and load reproduce the model in f32 exactly and in f16 closely", "[torch][model]") {
