@@ -1,7 +1,5 @@
 #include "specdec/torch/spire_draft.hpp"
 
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -13,6 +11,7 @@
 
 #include "decoder_layer.hpp"
 #include "kernels.hpp"
+#include "thread_team.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/io/safetensors.hpp"
 #include "specdec/torch/tensor_interop.hpp"
@@ -35,6 +34,20 @@ void check_config(const SpireConfig& c, std::int64_t target_layers) {
         c.layers, c.first_layer, target_layers - 1));
   if (c.sink < 0 || c.window < 0)
     throw InvalidArgumentError(fmt::format("SpireDraft: sink {} and window {} must be >= 0", c.sink, c.window));
+}
+
+// x . y over n floats in 8 independent partial sums: a single running sum
+// waits on each add (the compiler may not reorder float adds), which made
+// the attention of a 64-sequence step cost as much as the rest of it.
+float dot_product(const float* x, const float* y, std::int64_t n) {
+  float part[8] = {};
+  std::int64_t e = 0;
+  for (; e + 8 <= n; e += 8)
+    for (int u = 0; u < 8; ++u) part[u] += x[e + u] * y[e + u];
+  float dot = 0.0f;
+  for (; e < n; ++e) dot += x[e] * y[e];
+  for (const float p : part) dot += p;
+  return dot;
 }
 
 // softmax(w_i) of every layer's mixing weights, [layers][layers + 1].
@@ -537,9 +550,13 @@ void SpireDraft::step(std::span<const std::int32_t> seqs, std::span<const TokenI
     const auto& p = packed_[static_cast<std::size_t>(l)];
     rms_norm(x.data(), S, D, layer.attn_norm.data_ptr<float>(), eps, a.data());
     p.q.forward(a.data(), S, q.data());
-    at::parallel_for(0, S, 1, [&](std::int64_t begin, std::int64_t end) {
-      std::vector<float> rotated(static_cast<std::size_t>(hd)), w;
-      for (std::int64_t r = begin; r < end; ++r) {
+    // The forward's thread team (as LlamaModel's layers), not OpenMP: an
+    // OpenMP team spinning after its region would take the cores from the
+    // team's helpers in the products that follow.
+    parallel_for(S, [&](std::int64_t r) {
+      thread_local std::vector<float> rotated, w;
+      rotated.resize(static_cast<std::size_t>(hd));
+      {
         const Sequence& s = *rows[static_cast<std::size_t>(r)];
         const auto t = positions[static_cast<std::size_t>(r)];
         const float* cos = rope_cos_.data_ptr<float>() + t * hd;
@@ -558,8 +575,7 @@ void SpireDraft::step(std::span<const std::int32_t> seqs, std::span<const TokenI
               continue;
             }
             const float* key = s.kv.data() + j * sf + l * kv_width + g * hd;
-            float dot = 0.0f;
-            for (std::int64_t e = 0; e < hd; ++e) dot += rotated[static_cast<std::size_t>(e)] * key[e];
+            const float dot = dot_product(rotated.data(), key, hd);
             w[static_cast<std::size_t>(j)] = dot * scale;
             top = std::max(top, dot * scale);
           }
