@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "decoder_layer.hpp"
+#include "checked_tensors.hpp"
 #include "kernels.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/io/safetensors.hpp"
@@ -180,17 +181,7 @@ DraftHead DraftHead::load(const std::filesystem::path& dir, const LlamaModel& ta
   DraftHead m(std::move(config), target);
   const io::SafetensorsFile ckpt(dir / kWeightsFile);
   const auto& c = m.config_.target;
-  std::int64_t used = 0;
-  const auto fetch = [&](const std::string& name, std::vector<std::int64_t> shape) {
-    if (!ckpt.contains(name)) throw ModelLoadError(fmt::format("{}: tensor {} is missing", dir.string(), name));
-    const TensorView v = ckpt.view(name);
-    std::vector<std::int64_t> got(v.shape_data(), v.shape_data() + v.ndim());
-    if (got != shape)
-      throw ModelLoadError(fmt::format("{}: tensor {} has shape [{}], {} implies [{}]", dir.string(), name,
-                                       fmt::join(got, ", "), kConfigFile, fmt::join(shape, ", ")));
-    ++used;
-    return tensor_of(v).to(at::kFloat).clone();
-  };
+  CheckedTensors fetch(ckpt, dir, kConfigFile);
   const auto d = c.hidden_size, q_dim = c.num_attention_heads * c.head_dim, kv_dim = c.num_key_value_heads * c.head_dim;
   if (m.config_.fuses_token(1)) m.w_.fc = fetch("fc.weight", {d, 2 * d});
   m.w_.attn_norm = fetch("layer.input_layernorm.weight", {d});
@@ -209,9 +200,9 @@ DraftHead DraftHead::load(const std::filesystem::path& dir, const LlamaModel& ta
     m.w_.ti_w2 = fetch("token_info.w2", {r, h});
     m.w_.ti_norm = fetch("token_info.norm.weight", {h});
   }
-  if (used != static_cast<std::int64_t>(ckpt.num_tensors()))
+  if (fetch.used() != static_cast<std::int64_t>(ckpt.num_tensors()))
     throw ModelLoadError(fmt::format("{}: {} tensors, a {} uses {}", dir.string(), ckpt.num_tensors(),
-                                     m.config_.describe(), used));
+                                     m.config_.describe(), fetch.used()));
   m.collapse_token_info();
   return m;
 }

@@ -62,10 +62,7 @@ const char* matmul_dtype_name(at::ScalarType t) { return t == at::kBFloat16 ? "b
 }  // namespace
 
 double head_learning_rate(const HeadTrainOptions& o, std::int64_t step) {
-  if (step < o.warmup_steps) return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
-  const double span = static_cast<double>(std::max<std::int64_t>(1, o.steps - o.warmup_steps));
-  const double progress = std::min(1.0, static_cast<double>(step - o.warmup_steps) / span);
-  return o.lr + (o.min_lr - o.lr) * progress;
+  return warmup_then_linear(o.lr, o.min_lr, o.warmup_steps, o.steps, step);
 }
 
 void evaluate_draft_head(const DraftHead& head, const LlamaModel& target, const std::filesystem::path& tokens_path,

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "decoder_layer.hpp"
+#include "checked_tensors.hpp"
 #include "kernels.hpp"
 #include "thread_team.hpp"
 #include "specdec/core/error.hpp"
@@ -211,17 +212,7 @@ SpireDraft SpireDraft::load(const std::filesystem::path& dir, const LlamaModel& 
   SpireDraft m(std::move(config), target);
   const io::SafetensorsFile ckpt(dir / kWeightsFile);
   const auto& c = m.config_.target;
-  std::int64_t used = 0;
-  const auto fetch = [&](const std::string& name, std::vector<std::int64_t> shape) {
-    if (!ckpt.contains(name)) throw ModelLoadError(fmt::format("{}: tensor {} is missing", dir.string(), name));
-    const TensorView v = ckpt.view(name);
-    std::vector<std::int64_t> got(v.shape_data(), v.shape_data() + v.ndim());
-    if (got != shape)
-      throw ModelLoadError(fmt::format("{}: tensor {} has shape [{}], {} implies [{}]", dir.string(), name,
-                                       fmt::join(got, ", "), kConfigFile, fmt::join(shape, ", ")));
-    ++used;
-    return tensor_of(v).to(at::kFloat).clone();
-  };
+  CheckedTensors fetch(ckpt, dir, kConfigFile);
   const auto d = c.hidden_size, q_dim = c.num_attention_heads * c.head_dim, kv_dim = c.num_key_value_heads * c.head_dim,
              ffn = c.intermediate_size;
   for (std::int64_t i = 0; i < m.config_.layers; ++i)
@@ -236,9 +227,9 @@ SpireDraft SpireDraft::load(const std::filesystem::path& dir, const LlamaModel& 
                          fetch(layer_name(i, "mlp.down_proj.weight"), {d, ffn})});
   m.norm_ = fetch("norm.weight", {d});
   m.mix_ = fetch("memory_mix", {m.config_.layers, m.config_.layers + 1});
-  if (used != static_cast<std::int64_t>(ckpt.names().size()))
+  if (fetch.used() != static_cast<std::int64_t>(ckpt.num_tensors()))
     throw ModelLoadError(fmt::format("{}: {} tensors, a SPIRe draft of {} layers has {}", dir.string(),
-                                     ckpt.names().size(), m.config_.layers, used));
+                                     ckpt.num_tensors(), m.config_.layers, fetch.used()));
   return m;
 }
 

@@ -41,13 +41,6 @@ void check_options(const SpireTrainOptions& o) {
     throw InvalidArgumentError("train-spire: the matmul precision must be f32 or bf16");
 }
 
-double learning_rate(const SpireTrainOptions& o, std::int64_t step) {
-  if (step < o.warmup_steps) return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
-  const double span = static_cast<double>(std::max<std::int64_t>(1, o.steps - o.warmup_steps));
-  const double progress = std::min(1.0, static_cast<double>(step - o.warmup_steps) / span);
-  return o.lr + (o.min_lr - o.lr) * progress;
-}
-
 std::int64_t body_parameters(const LlamaModel& target) {
   std::int64_t n = 0;
   for (const auto& [name, t] : target.named_parameters())
@@ -136,7 +129,7 @@ SpireTrainReport train_spire(const SpireTrainOptions& o, const std::function<voi
     report.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
   };
   for (; step < o.steps; ++step) {
-    const double lr = learning_rate(o, step);
+    const double lr = warmup_then_linear(o.lr, o.min_lr, o.warmup_steps, o.steps, step);
     for (auto& g : optimizer.param_groups()) static_cast<torch::optim::AdamOptions&>(g.options()).lr(lr);
     const auto batch = windows(train, batch_starts(o.seed, step, train.size(), o.batch_size, o.seq_len), o.seq_len);
     const auto [logits, memory] = draft.target_inputs(target, batch, o.matmul_dtype);

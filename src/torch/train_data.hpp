@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -58,6 +59,15 @@ inline DType parse_dtype(const std::string& s) {
   if (s == "f16") return DType::kF16;
   if (s == "bf16") return DType::kBF16;
   throw InvalidArgumentError(fmt::format("save dtype must be f32, f16 or bf16, got '{}'", s));
+}
+
+// Linear warmup to `lr` over `warmup` steps, then linear to `min_lr` at
+// `steps`: the trainers' learning rate at 0-based `step`.
+inline double warmup_then_linear(double lr, double min_lr, std::int64_t warmup, std::int64_t steps, std::int64_t step) {
+  if (step < warmup) return lr * static_cast<double>(step + 1) / static_cast<double>(warmup);
+  const double span = static_cast<double>(std::max<std::int64_t>(1, steps - warmup));
+  const double progress = std::min(1.0, static_cast<double>(step - warmup) / span);
+  return lr + (min_lr - lr) * progress;
 }
 
 // Start offsets of the `batch` windows of `window` tokens for step `step`: a
