@@ -10,7 +10,7 @@ steps=${1:-300}
 out=${2:-build/spire/ablations}
 common=(--train build/data/train.u16 --heldout build/data/heldout.u16 --target models/target --layers 2
         --k 4 --batch 8 --seq-len 256 --lr 1e-3 --min-lr 1e-4 --warmup 50 --steps "$steps" --checkpoint-every 100
-        --eval-windows 64 --threads 2)
+        --eval-windows "${EVAL_WINDOWS:-64}" --threads 2)
 declare -A variants=(
   [full]=""
   [no-sparse-kv]="--dense"
