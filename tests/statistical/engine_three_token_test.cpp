@@ -499,6 +499,25 @@ TEST_CASE("The three-token test rejects typical acceptance (power)", "[statistic
   CHECK(fit.rejects(st::kAlpha));
 }
 
+// The three-token law of a registry method over `target` from a fixed
+// prompt, with some drafts accepted and some rejected (the draft is not the
+// target).
+static void check_registry_method_law(sd::AnyDecoder& method, HashedContextModel& target,
+                               const sd::SamplingParams& sampling) {
+  const std::vector<sd::TokenId> prompt = {3, 1, 4, 1, 5};
+  std::int64_t accepted = 0, tried = 0;
+  const auto fit = fit_three_tokens(target, prompt, sampling, [&](std::uint64_t seed) {
+    auto out = method.generate(prompt, three_tokens(seed, sampling));
+    accepted += out.stats.acceptance.num_accepted;
+    for (const auto d : out.stats.acceptance.depth_tried) tried += d;
+    return out;
+  });
+  INFO(fit.describe() << "; " << accepted << " of " << tried << " drafts accepted");
+  CHECK(accepted > 0);
+  CHECK(accepted < tried);
+  CHECK_FALSE(fit.rejects(st::kAlpha));
+}
+
 TEST_CASE("MagicDec (the target drafting through a sink + window cache) keeps the three-token law",
           "[statistical][engine][magicdec]") {
   const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
@@ -513,18 +532,7 @@ TEST_CASE("MagicDec (the target drafting through a sink + window cache) keeps th
   sd::MethodRegistry<HashedContextModel> registry;
   registry.add(sd::methods::magicdec_method<HashedContextModel>());
   auto method = registry.make(spec, target, nullptr, sampling);
-  const std::vector<sd::TokenId> prompt = {3, 1, 4, 1, 5};
-  std::int64_t accepted = 0, tried = 0;
-  const auto fit = fit_three_tokens(target, prompt, sampling, [&](std::uint64_t seed) {
-    auto out = method.generate(prompt, three_tokens(seed, sampling));
-    accepted += out.stats.acceptance.num_accepted;
-    for (const auto d : out.stats.acceptance.depth_tried) tried += d;
-    return out;
-  });
-  INFO(fit.describe() << "; " << accepted << " of " << tried << " drafts accepted");
-  CHECK(accepted > 0);
-  CHECK(accepted < tried);  // the sparse draft is not the target
-  CHECK_FALSE(fit.rejects(st::kAlpha));
+  check_registry_method_law(method, target, sampling);
 }
 
 TEST_CASE("SPIRe (a draft remembering the target's activations) keeps the three-token law",
@@ -541,16 +549,5 @@ TEST_CASE("SPIRe (a draft remembering the target's activations) keeps the three-
   registry.add(sd::methods::spire_method<HashedContextModel, st::FakeSpireHead>(
       [](const sd::MethodContext<HashedContextModel>&) { return st::FakeSpireHead(kVocab, 2); }));
   auto method = registry.make(spec, target, nullptr, sampling);
-  const std::vector<sd::TokenId> prompt = {3, 1, 4, 1, 5};
-  std::int64_t accepted = 0, tried = 0;
-  const auto fit = fit_three_tokens(target, prompt, sampling, [&](std::uint64_t seed) {
-    auto out = method.generate(prompt, three_tokens(seed, sampling));
-    accepted += out.stats.acceptance.num_accepted;
-    for (const auto d : out.stats.acceptance.depth_tried) tried += d;
-    return out;
-  });
-  INFO(fit.describe() << "; " << accepted << " of " << tried << " drafts accepted");
-  CHECK(accepted > 0);
-  CHECK(accepted < tried);
-  CHECK_FALSE(fit.rejects(st::kAlpha));
+  check_registry_method_law(method, target, sampling);
 }
