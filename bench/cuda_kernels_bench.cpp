@@ -250,7 +250,7 @@ void BM_GreedyVerification(benchmark::State& state) {
 enum class ChainRule { kSpeculativeSampling, kBlockVerification };
 
 // A chain rule over probability rows (target and draft), each draft the
-// argmax of its draft row. Block verification runs one thread per row.
+// argmax of its draft row. Block verification runs one block per row.
 void BM_Chain(benchmark::State& state, ChainRule rule) {
   if (!have_device()) return state.SkipWithError("skipped: no CUDA device");
   const Shape s = shape_of(state);
@@ -376,7 +376,7 @@ void BM_RecursiveRejectionSampling(benchmark::State& state) {
   label(state, s, in.bytes());
 }
 
-// Traversal verification (one thread per tree) over the same chains.
+// Traversal verification (one block per tree) over the same chains.
 void BM_TraversalVerification(benchmark::State& state) {
   if (!have_device()) return state.SkipWithError("skipped: no CUDA device");
   const Shape s = shape_of(state);

@@ -20,6 +20,10 @@ inline constexpr std::int32_t kMaxHeadDim = 256;
 
 // Weights are f32, or bf16 (`bf16`) as raw 16-bit words.
 
+// Each launcher below returns false when its launch failed; then this names
+// the error (the calling thread's last failed launch).
+const char* last_launch_error();
+
 // w[i] ~ N(0, sd^2) from Philox stream `stream` of `seed` (Box-Muller over
 // uniforms 2i and 2i + 1).
 bool fill_normal(void* w, bool bf16, std::int64_t n, double sd, std::uint64_t seed, std::uint64_t stream,

@@ -6,11 +6,14 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -34,7 +37,7 @@ void check(cudaError_t e, const char* what) {
 void check_launch(bool ok, const char* what) {
   if (!ok)
     throw DeviceError(fmt::format("cuda::LlamaModel: launching {} failed: {}", what,
-                                  cudaGetErrorString(cudaGetLastError())));
+                                  detail::last_launch_error()));
 }
 
 std::size_t element_bytes(DType d) {
@@ -97,12 +100,33 @@ struct LlamaModel::Impl {
   std::size_t slot_table_size = 0;
 
   Scratch x, h, qkv, attn, gu, act, logits, hidden, plan, path;
+
+  // CUDA graphs of forwards. A forward's launches depend on its row count,
+  // its outputs and the addresses of the buffers it uses only (the plan is
+  // read from device memory), so a forward of a shape seen before replays
+  // the graph captured then: one launch instead of ~9 per layer, which bound
+  // a small model's step. A shape is captured the second time it is met, so
+  // that shapes met once (ragged batches) cost no capture. Off unless asked
+  // for: while this thread captures, another thread's work on the legacy
+  // default stream (which waits for this blocking stream) fails the capture.
+  struct GraphKey {
+    std::array<const void*, 11> buffers{};
+    std::int64_t rows = 0;
+    std::int32_t hidden_layer = 0;
+    bool logits = false, hidden = false;
+    bool operator==(const GraphKey&) const = default;
+  };
+  static constexpr std::size_t kMaxGraphs = 16;
+  bool use_graphs = false;
+  std::vector<std::pair<GraphKey, cudaGraphExec_t>> graphs;  // oldest first
+  std::vector<GraphKey> seen_once;                             // oldest first
   void* pinned = nullptr;  // the forward's plan (or the accept's path), copied in once
   std::size_t pinned_bytes = 0;
   cudaEvent_t uploaded = nullptr;  // the last copy from `pinned` has been read
 
   ~Impl() {
     if (stream != nullptr) (void)cudaStreamSynchronize(stream);
+    for (const auto& g : graphs) (void)cudaGraphExecDestroy(g.second);
     for (float* p : slot_k) (void)cudaFree(p);
     for (float* p : slot_v) (void)cudaFree(p);
     for (Scratch* s : {&x, &h, &qkv, &attn, &gu, &act, &logits, &hidden, &plan, &path})
@@ -201,13 +225,52 @@ struct LlamaModel::Impl {
       check(cudaMallocHost(&pinned, bytes), "cudaMallocHost");
       pinned_bytes = bytes;
     }
-    std::size_t at_byte = 0;
+    // The parts are 256-aligned in `dst`, whose size need not round the last
+    // part up: copy up to the end of the last part, no further.
+    std::size_t at_byte = 0, end = 0;
     for (const auto& [p, n] : parts) {
       if (n > 0) std::memcpy(static_cast<char*>(pinned) + at_byte, p, n);
+      end = at_byte + n;
       at_byte += aligned(n);
     }
-    check(cudaMemcpyAsync(dst, pinned, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (upload)");
+    check(cudaMemcpyAsync(dst, pinned, end, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (upload)");
     check(cudaEventRecord(uploaded, stream), "cudaEventRecord");
+  }
+
+  // Runs `enqueue` (a forward's launches on `stream`) directly, or as the
+  // graph of `key`: replayed when captured before, captured when met the
+  // second time.
+  template <class Enqueue>
+  void run(const GraphKey& key, Enqueue enqueue) {
+    if (!use_graphs) return enqueue();
+    for (const auto& [k, exec] : graphs)
+      if (k == key) return check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+    const auto once = std::find(seen_once.begin(), seen_once.end(), key);
+    if (once == seen_once.end()) {
+      if (seen_once.size() == kMaxGraphs) seen_once.erase(seen_once.begin());
+      seen_once.push_back(key);
+      return enqueue();
+    }
+    seen_once.erase(once);
+    cudaGraph_t graph = nullptr;
+    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    try {
+      enqueue();
+    } catch (...) {  // end the capture, so that the stream works again
+      if (cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph != nullptr) (void)cudaGraphDestroy(graph);
+      throw;
+    }
+    check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    (void)cudaGraphDestroy(graph);
+    check(made, "cudaGraphInstantiate");
+    if (graphs.size() == kMaxGraphs) {
+      (void)cudaGraphExecDestroy(graphs.front().second);
+      graphs.erase(graphs.begin());
+    }
+    graphs.emplace_back(key, exec);
+    check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
   }
 
   std::int32_t new_slot() {
@@ -271,12 +334,20 @@ std::unique_ptr<LlamaModel::Impl> LlamaModel::start(const io::LlamaConfig& confi
   check(cudaSetDevice(device), "cudaSetDevice");
   check(cudaStreamCreate(&impl->stream), "cudaStreamCreate");
   check(cudaEventCreateWithFlags(&impl->uploaded, cudaEventDisableTiming), "cudaEventCreate");
+  if (const char* graphs = std::getenv("SPECDEC_CUDA_GRAPHS"); graphs != nullptr && std::string_view(graphs) == "1")
+    impl->use_graphs = true;
   impl->allocate_weights();
   impl->upload_rope();
   return impl;
 }
 
 LlamaModel::LlamaModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+void LlamaModel::set_graphs(bool on) {
+  Impl& m = *impl_;
+  const std::lock_guard lock(m.mutex);
+  m.use_graphs = on;
+}
 LlamaModel::~LlamaModel() = default;
 LlamaModel::LlamaModel(LlamaModel&&) noexcept = default;
 LlamaModel& LlamaModel::operator=(LlamaModel&&) noexcept = default;
@@ -483,51 +554,63 @@ void LlamaModel::forward(const ForwardRequest& request) {
   float* hidden_dst = !want_hidden ? nullptr
                       : hidden_dev ? static_cast<float*>(request.hidden.data())
                                    : m.hidden.get<float>(n * d, s);
-  check_launch(detail::embed_rows(m.at(m.embed), w, tokens_dev, total, c.hidden_size, x, s), "embed_rows");
-  for (std::int32_t li = 0; li < num_layers; ++li) {
-    const auto& l = m.layers[static_cast<std::size_t>(li)];
-    check_launch(detail::rms_norm_rows(x, m.at_f32(l.attn_norm), h, total, c.hidden_size, eps, s),
-                 "rms_norm_rows");
-    check_launch(detail::linear_rows(h, m.at(l.qkv), w, qkv, total, static_cast<std::int64_t>(qkv_dim),
-                                     c.hidden_size, false, s),
-                 "linear_rows (qkv)");
-    check_launch(detail::rope_and_store(qkv, rows_dev, total, m.rope_cos, m.rope_sin, m.slot_k_dev,
-                                        m.slot_v_dev, li, shape, s),
-                 "rope_and_store");
-    check_launch(detail::attention_rows(qkv, rows_dev, mask_dev, total, m.slot_k_dev, m.slot_v_dev, li, shape,
-                                        attn, s),
-                 "attention_rows");
-    check_launch(detail::linear_rows(attn, m.at(l.o), w, x, total, c.hidden_size, m.q_dim(), true, s),
-                 "linear_rows (o)");
-    check_launch(detail::rms_norm_rows(x, m.at_f32(l.mlp_norm), h, total, c.hidden_size, eps, s),
-                 "rms_norm_rows");
-    check_launch(detail::linear_rows(h, m.at(l.gate_up), w, gu, total, 2 * c.intermediate_size, c.hidden_size,
-                                     false, s),
-                 "linear_rows (gate_up)");
-    check_launch(detail::swiglu_rows(gu, act, total, c.intermediate_size, s), "swiglu_rows");
-    check_launch(
-        detail::linear_rows(act, m.at(l.down), w, x, total, c.hidden_size, c.intermediate_size, true, s),
-        "linear_rows (down)");
-    if (want_hidden && request.hidden_layer == li)
-      check(cudaMemcpyAsync(hidden_dst, x, n * d * sizeof(float), cudaMemcpyDeviceToDevice, s),
-            "cudaMemcpyAsync");
-  }
-  // The keys and values are staged now, whatever happens below.
-  for (std::size_t si = 0; si < request.sequences.size(); ++si)
-    m.sequences[request.sequences[si].seq_id].staged = plan.staged_after[si];
-  if (!want_logits && !want_hidden) return;  // a prefill fills the caches only
-  check_launch(detail::rms_norm_rows(x, m.at_f32(m.final_norm), h, total, c.hidden_size, eps, s),
-               "rms_norm_rows");
   float* logits_dst = !want_logits ? nullptr
                       : logits_dev ? static_cast<float*>(request.logits.data())
                                    : m.logits.get<float>(n * static_cast<std::size_t>(c.vocab_size), s);
-  if (want_logits)
-    check_launch(
-        detail::linear_rows(h, m.at(m.lm_head), w, logits_dst, total, c.vocab_size, c.hidden_size, false, s),
-        "linear_rows (lm_head)");
-  if (want_hidden && request.hidden_layer == -1)
-    check(cudaMemcpyAsync(hidden_dst, h, n * d * sizeof(float), cudaMemcpyDeviceToDevice, s),
-          "cudaMemcpyAsync");
+  // The launches, from the embedding to the outputs (no host memory, no
+  // synchronisation: they may be captured into a graph).
+  const auto enqueue = [&] {
+    check_launch(detail::embed_rows(m.at(m.embed), w, tokens_dev, total, c.hidden_size, x, s), "embed_rows");
+    for (std::int32_t li = 0; li < num_layers; ++li) {
+      const auto& l = m.layers[static_cast<std::size_t>(li)];
+      check_launch(detail::rms_norm_rows(x, m.at_f32(l.attn_norm), h, total, c.hidden_size, eps, s),
+                   "rms_norm_rows");
+      check_launch(detail::linear_rows(h, m.at(l.qkv), w, qkv, total, static_cast<std::int64_t>(qkv_dim),
+                                       c.hidden_size, false, s),
+                   "linear_rows (qkv)");
+      check_launch(detail::rope_and_store(qkv, rows_dev, total, m.rope_cos, m.rope_sin, m.slot_k_dev,
+                                          m.slot_v_dev, li, shape, s),
+                   "rope_and_store");
+      check_launch(detail::attention_rows(qkv, rows_dev, mask_dev, total, m.slot_k_dev, m.slot_v_dev, li,
+                                          shape, attn, s),
+                   "attention_rows");
+      check_launch(detail::linear_rows(attn, m.at(l.o), w, x, total, c.hidden_size, m.q_dim(), true, s),
+                   "linear_rows (o)");
+      check_launch(detail::rms_norm_rows(x, m.at_f32(l.mlp_norm), h, total, c.hidden_size, eps, s),
+                   "rms_norm_rows");
+      check_launch(detail::linear_rows(h, m.at(l.gate_up), w, gu, total, 2 * c.intermediate_size,
+                                       c.hidden_size, false, s),
+                   "linear_rows (gate_up)");
+      check_launch(detail::swiglu_rows(gu, act, total, c.intermediate_size, s), "swiglu_rows");
+      check_launch(
+          detail::linear_rows(act, m.at(l.down), w, x, total, c.hidden_size, c.intermediate_size, true, s),
+          "linear_rows (down)");
+      if (want_hidden && request.hidden_layer == li)
+        check(cudaMemcpyAsync(hidden_dst, x, n * d * sizeof(float), cudaMemcpyDeviceToDevice, s),
+              "cudaMemcpyAsync");
+    }
+    if (!want_logits && !want_hidden) return;  // a prefill fills the caches only
+    check_launch(detail::rms_norm_rows(x, m.at_f32(m.final_norm), h, total, c.hidden_size, eps, s),
+                 "rms_norm_rows");
+    if (want_logits)
+      check_launch(
+          detail::linear_rows(h, m.at(m.lm_head), w, logits_dst, total, c.vocab_size, c.hidden_size, false, s),
+          "linear_rows (lm_head)");
+    if (want_hidden && request.hidden_layer == -1)
+      check(cudaMemcpyAsync(hidden_dst, h, n * d * sizeof(float), cudaMemcpyDeviceToDevice, s),
+            "cudaMemcpyAsync");
+  };
+  Impl::GraphKey key;
+  key.buffers = {x, h, qkv, attn, gu, act, plan_dev, hidden_dst, logits_dst, m.slot_k_dev, m.slot_v_dev};
+  key.rows = total;
+  key.hidden_layer = want_hidden ? request.hidden_layer : 0;
+  key.logits = want_logits;
+  key.hidden = want_hidden;
+  m.run(key, enqueue);
+  // The keys and values are staged now.
+  for (std::size_t si = 0; si < request.sequences.size(); ++si)
+    m.sequences[request.sequences[si].seq_id].staged = plan.staged_after[si];
+  if (!want_logits && !want_hidden) return;
   // Host outputs: copied back, and waited for.
   const bool to_host = (want_logits && !logits_dev) || (want_hidden && !hidden_dev);
   if (want_logits && !logits_dev)

@@ -17,8 +17,12 @@ import sys
 
 
 def main(path):
-    with open(path) as f:
-        data = json.load(f)
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:  # a benchmark run cut off by its time limit
+        print(f"{path}: no complete results ({e})")
+        return 1
     ctx = data.get("context", {})
     times = {}  # (kernel, V, batch, k) -> median microseconds
     for b in data["benchmarks"]:

@@ -204,10 +204,7 @@ TEST_CASE("DeviceRound emits the host path's tokens and uniforms for every rule,
          {Size{3, 64, 5}, Size{50, 64, 8}, Size{8192, 24, 8}, Size{32000, 8, 6}, Size{128256, 3, 5}}) {
       if (quick && (size.vocab == 8192 || size.vocab == 32000)) continue;
       const bool chains = rule == DeviceRule::kSpeculative || rule == DeviceRule::kBlock;
-      // The traversal kernel runs one thread per tree, sequentially over the
-      // vocabulary: smaller trees keep it quick.
-      Round r = make_round(gen, size.batch, rule == DeviceRule::kTraversal ? 4 : size.nodes, size.vocab,
-                           rule == DeviceRule::kGreedy, chains);
+      Round r = make_round(gen, size.batch, size.nodes, size.vocab, rule == DeviceRule::kGreedy, chains);
       const sd::cuda::DeviceRoundLayout layout(r.items);
       sd::cuda::DeviceRound round;
       float* logits = round.logits(layout.forward_rows(), size.vocab);

@@ -54,12 +54,14 @@ TEST_CASE("Every method on the CUDA model decodes greedily as autoregressive dec
   sd::GenerationOptions options;
   options.max_new_tokens = 48;
   options.sampling = greedy;
-  // A prompt that repeats itself, so that n-gram lookup finds drafts.
+  // A prompt that repeats itself, so that n-gram lookup finds drafts. (duo
+  // gets its draft length: measuring its cost coefficient needs a context
+  // of 129 tokens, these models have 128.)
   const std::vector<TokenId> prompt = {5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6};
   const auto want = registry.make("autoregressive", target, nullptr, greedy).generate(prompt, options).tokens;
   REQUIRE(want.size() == 48);
   for (const char* spec : {"chain", "chain:rule=rrs", "chain:rule=block", "tree", "tree:rule=traversal",
-                           "dynamic", "sequoia", "ngram", "duo"}) {
+                           "dynamic", "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram", "duo:gamma=4", "sv"}) {
     INFO(spec);
     const auto info = registry.find(std::string(spec).substr(0, std::string(spec).find(':')));
     auto decoder =

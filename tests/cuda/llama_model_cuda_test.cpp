@@ -197,6 +197,28 @@ TEST_CASE(
   REQUIRE(cudaMemcpy(back.data(), dev, back.size() * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
   cudaFree(dev);
   CHECK(back == verified);
+  // Four sequences verifying the chain in one forward (20 rows: the
+  // projections' many-row path): each sequence's rows are the same bits.
+  m.rollback(0, 6);
+  m.rollback(1, 6);
+  for (const std::int32_t seq : {2, 3}) {
+    m.open(seq);
+    run(m, seq, prompt, positions_from(0, prompt.size()));
+    m.accept(seq, std::vector<std::int32_t>{0, 1, 2, 3, 4, 5});
+  }
+  std::vector<sd::SequenceInput> four;
+  for (const std::int32_t seq : {0, 1, 2, 3}) four.push_back({seq, chain, pos, {}, false});
+  std::vector<float> batch(4 * chain.size() * v);
+  m.forward({four,
+             sd::TensorView(batch.data(), sd::DType::kF32,
+                            {static_cast<std::int64_t>(4 * chain.size()), m.vocab_size()}),
+             {},
+             -1});
+  for (std::size_t q = 0; q < 4; ++q) {
+    INFO("sequence " << q);
+    CHECK(std::memcmp(batch.data() + q * chain.size() * v, verified.data(), chain.size() * v * sizeof(float)) ==
+          0);
+  }
 }
 
 TEST_CASE("cuda::LlamaModel refuses what the host model refuses, and loads only Llama checkpoints",

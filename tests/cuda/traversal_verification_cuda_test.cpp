@@ -124,8 +124,8 @@ TEST_CASE("cuda::traversal_verification emits exactly the host row function's pa
   SPECDEC_SKIP_WITHOUT_DEVICE();
   std::mt19937 gen(20261125);
   std::int64_t accepted = 0, rejections = 0;
-  for (const std::int64_t vocab : {std::int64_t{1000}, std::int64_t{32000}}) {
-    const std::int32_t batch = vocab == 1000 ? 200 : 20;
+  for (const std::int64_t vocab : {std::int64_t{1000}, std::int64_t{32000}, std::int64_t{128256}}) {
+    const std::int32_t batch = vocab == 1000 ? 200 : vocab == 32000 ? 20 : 6;
     for (const std::int32_t nodes : {1, 4, 12}) {
       const Batch in = make_batch(gen, batch, nodes, vocab);
       const std::uint64_t seed = 77 + static_cast<std::uint64_t>(nodes), offset = 5;

@@ -280,17 +280,19 @@ SPECDEC_HOST_DEVICE double level_s(const TraversalLevel& l, const float* q, cons
 
 // A child of `l` with token x, drawn from its draft row q (sampled slots),
 // was rejected: b <- norm(max(p b - s, 0)), p <- Z / (Z + 1 - p), and without
-// replacement s loses x. Two passes over the vocabulary.
+// replacement s loses x. Two passes over the vocabulary; the sums in
+// bitexact::lane_sum's shape, so that a CUDA block (cuda/
+// traversal_verification.cu) computes the same bits.
 SPECDEC_HOST_DEVICE void reject_sampled(TraversalLevel& l, const float* row, const float* q,
                                         bool without_replacement, TokenId x, double* b, double* s,
                                         std::int64_t vocab) {
-  const auto b_of = [&](std::int64_t y) {
-    return l.b_scratch ? b[y] / l.b_total : static_cast<double>(row[y]);
+  const auto owed = [&](std::int64_t y) {
+    const double b_y = l.b_scratch ? b[y] / l.b_total : static_cast<double>(row[y]);
+    return residual_weight(l.p, b_y, level_s(l, q, s, y));
   };
-  double z = 0.0;
-  for (std::int64_t y = 0; y < vocab; ++y) z += residual_weight(l.p, b_of(y), level_s(l, q, s, y));
+  const double z = bitexact::lane_sum_of(owed, vocab);
   if (z > 0.0) {
-    for (std::int64_t y = 0; y < vocab; ++y) b[y] = residual_weight(l.p, b_of(y), level_s(l, q, s, y));
+    for (std::int64_t y = 0; y < vocab; ++y) b[y] = owed(y);
     l.b_total = z;
     l.b_scratch = true;
   }
@@ -298,12 +300,8 @@ SPECDEC_HOST_DEVICE void reject_sampled(TraversalLevel& l, const float* row, con
   // fallback draw and p drops to 0 unless it is 1.
   l.p = weight_after_rejection(l.p, z);
   if (without_replacement) {
-    double rest = 0.0;
-    for (std::int64_t y = 0; y < vocab; ++y) {
-      s[y] = y == x ? 0.0 : level_s(l, q, s, y);
-      rest += s[y];
-    }
-    l.s_total = rest;
+    for (std::int64_t y = 0; y < vocab; ++y) s[y] = y == x ? 0.0 : level_s(l, q, s, y);
+    l.s_total = bitexact::lane_sum(s, vocab);
     l.s_scratch = true;
   }
 }

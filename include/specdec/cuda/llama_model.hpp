@@ -72,6 +72,12 @@ class LlamaModel {
   void* stream() const;
   // Device bytes of the weights (what a decode step reads at least once).
   std::int64_t weight_bytes() const;
+  // Whether forwards run as CUDA graphs: a forward of a shape (row count,
+  // outputs) met twice is captured, and replayed whenever it comes again.
+  // Off by default (SPECDEC_CUDA_GRAPHS=1 in the environment turns it on at
+  // load): while a forward is captured, no other thread may use the legacy
+  // default stream, which would wait for this model's stream.
+  void set_graphs(bool on);
 
   // ---- Model concept -------------------------------------------------------
   // Opens (or reopens, emptied) sequence `seq` with a dense cache of

@@ -6,8 +6,9 @@
 // with the same Philox draws: row b's j-th uniform is philox_uniform(seed, b,
 // offset + j), node i's test reading j = i and the emitted token j = n, for a
 // tree of n nodes. Host and device emit identical tokens for identical
-// inputs; the tree's next offset is offset + n + 1. One thread per row (the
-// row function is sequential over the vocabulary, in double precision).
+// inputs; the tree's next offset is offset + n + 1. One block per row: the
+// walk is sequential, its vocabulary-wide steps (residuals, their sums in
+// double precision, the draw) are spread over the block's threads.
 //
 // No CUDA headers needed (link specdec::cuda; a cudaStream_t is passed as void*).
 #pragma once
@@ -53,7 +54,7 @@ std::size_t traversal_verification_workspace_bytes(std::int32_t batch, std::int3
 //
 // Rows are used as given (validate upstream, as the host rule does).
 // Returns kInvalidArgument, before touching the device, when batch < 0, nodes
-// < 0, max_depth < 0 or > nodes, vocab <= 0 or > the largest TokenId, the
+// < 0 or > 4096, max_depth < 0 or > nodes, vocab <= 0 or > 2^21, the
 // sizes overflow, workspace_bytes is short, or (for batch > 0) a required
 // pointer is null; kCudaError when the launch fails; kOk otherwise.
 // With tree_streams (device memory, [batch]), tree b draws from
