@@ -116,10 +116,10 @@ struct Stats {
     std::int64_t drafted_nodes = 0, verified_nodes = 0;
     std::vector<std::int64_t> rounds_by_nodes;
 
-    void record(std::int32_t drafted, std::int32_t verified) {
+    void record(std::int32_t drafted, std::int32_t verified_count) {
       drafted_nodes += drafted;
-      verified_nodes += verified;
-      const auto v = static_cast<std::size_t>(verified);
+      verified_nodes += verified_count;
+      const auto v = static_cast<std::size_t>(verified_count);
       if (rounds_by_nodes.size() <= v) rounds_by_nodes.resize(v + 1, 0);
       ++rounds_by_nodes[v];
     }
