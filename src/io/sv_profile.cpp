@@ -2,7 +2,12 @@
 #include "specdec/io/sv_profile.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <fstream>
+#include <limits>
+#include <string_view>
+#include <type_traits>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -19,10 +24,48 @@ json table_json(const AcceptanceTable& t) {
   return {{"s_edges", t.s_edges()}, {"a_edges", t.a_edges()}, {"mean", t.mean()}, {"counts", t.counts()}};
 }
 
+// A number field converted to T after checking that it is a number of the
+// right kind within T's range: nlohmann's get<T> casts whatever number it
+// finds, and a float beyond an integer's range, or a double beyond float's,
+// is undefined behaviour (a fuzzed profile found it).
+template <class T>
+T number(const json& v, const std::filesystem::path& path, std::string_view field) {
+  const auto fail = [&](std::string_view what) {
+    throw ModelLoadError(fmt::format("{}: field \"{}\" {}, got {}", path.string(), field, what, v.dump()));
+  };
+  if constexpr (std::is_integral_v<T>) {
+    if (!v.is_number_integer()) fail("must be an integer");
+    const bool fits = v.is_number_unsigned()
+                          ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+                          : v.get<std::int64_t>() >= std::numeric_limits<T>::lowest() &&
+                                v.get<std::int64_t>() <= std::numeric_limits<T>::max();
+    if (!fits) fail("is out of range");
+    return v.is_number_unsigned() ? static_cast<T>(v.get<std::uint64_t>()) : static_cast<T>(v.get<std::int64_t>());
+  } else {
+    if (!v.is_number()) fail("must be a number");
+    const double x = v.get<double>();
+    if (!(std::abs(x) <= static_cast<double>(std::numeric_limits<T>::max()))) fail("is out of range");
+    return static_cast<T>(x);
+  }
+}
+
+template <class T>
+std::vector<T> numbers(const json& v, const std::filesystem::path& path, std::string_view field) {
+  if (!v.is_array())
+    throw ModelLoadError(fmt::format("{}: field \"{}\" must be an array, got {}", path.string(), field, v.dump()));
+  std::vector<T> out;
+  out.reserve(v.size());
+  for (const auto& x : v) out.push_back(number<T>(x, path, field));
+  return out;
+}
+
 AcceptanceTable table_of(const json& j, const std::filesystem::path& path, const char* field) {
   try {
-    return AcceptanceTable(j.at("s_edges").get<std::vector<float>>(), j.at("a_edges").get<std::vector<float>>(),
-                           j.at("mean").get<std::vector<float>>(), j.at("counts").get<std::vector<std::int64_t>>());
+    const auto named = [&](const char* key) { return fmt::format("{}.{}", field, key); };
+    return AcceptanceTable(numbers<float>(j.at("s_edges"), path, named("s_edges")),
+                           numbers<float>(j.at("a_edges"), path, named("a_edges")),
+                           numbers<float>(j.at("mean"), path, named("mean")),
+                           numbers<std::int64_t>(j.at("counts"), path, named("counts")));
   } catch (const json::exception& e) {
     throw ModelLoadError(fmt::format("{}: field \"{}\": {}", path.string(), field, e.what()));
   } catch (const Error& e) {
@@ -82,15 +125,15 @@ SvProfile read_sv_profile(const std::filesystem::path& path) {
       throw ModelLoadError(fmt::format("{}: not a specdec sv profile (format \"{}\")", path.string(),
                                        j.at("format").get<std::string>()));
     p.drafts = j.at("drafts").get<std::string>();
-    p.temperature = j.at("temperature").get<float>();
-    p.top_k = j.at("top_k").get<std::int32_t>();
-    p.top_p = j.at("top_p").get<float>();
-    p.draft_lengths = j.at("draft_lengths").get<std::vector<std::int32_t>>();
-    p.prompts = j.at("prompts").get<std::int64_t>();
+    p.temperature = number<float>(j.at("temperature"), path, "temperature");
+    p.top_k = number<std::int32_t>(j.at("top_k"), path, "top_k");
+    p.top_p = number<float>(j.at("top_p"), path, "top_p");
+    p.draft_lengths = numbers<std::int32_t>(j.at("draft_lengths"), path, "draft_lengths");
+    p.prompts = number<std::int64_t>(j.at("prompts"), path, "prompts");
     p.source = j.value("source", "");
     const auto& e = j.at("entropies");
-    p.entropies = {e.at("h_x").get<double>(), e.at("h_x_given_s").get<double>(), e.at("h_x_given_a").get<double>(),
-                   e.at("h_x_given_s_a").get<double>()};
+    const auto entropy = [&](const char* key) { return number<double>(e.at(key), path, key); };
+    p.entropies = {entropy("h_x"), entropy("h_x_given_s"), entropy("h_x_given_a"), entropy("h_x_given_s_a")};
   } catch (const json::exception& e) {
     throw ModelLoadError(fmt::format("{}: {}", path.string(), e.what()));
   }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <unordered_map>
@@ -150,6 +151,20 @@ class HfTokenizer final : public TokenizerImpl {
   TokenId unk_ = kNoToken, bos_ = kNoToken, eos_ = kNoToken, pad_ = kNoToken;
 };
 
+// A token id as the file holds it: an integer in [0, 100,000,000]; nullopt
+// for anything else. (nlohmann's get<std::int64_t> casts any number, and a
+// float beyond int64's range is undefined behaviour: a fuzzed
+// tokenizer.json found it.)
+std::optional<std::int64_t> token_id(const json& v) {
+  if (!v.is_number_integer()) return std::nullopt;
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    return u <= 100'000'000 ? std::optional<std::int64_t>(static_cast<std::int64_t>(u)) : std::nullopt;
+  }
+  const auto i = v.get<std::int64_t>();
+  return i >= 0 && i <= 100'000'000 ? std::optional<std::int64_t>(i) : std::nullopt;
+}
+
 std::string str_field(const json& obj, const char* key) {
   const auto it = obj.find(key);
   if (it == obj.end() || !it->is_string()) return {};
@@ -228,14 +243,15 @@ void HfTokenizer::parse_model(const json& m) {
   const json& vocab = m["vocab"];
   TokenId max_id = -1;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    const auto id = it.value().get<std::int64_t>();
-    if (id < 0 || id > 100'000'000) malformed(fmt::format("vocab id {} for \"{}\"", id, it.key()));
-    max_id = std::max(max_id, static_cast<TokenId>(id));
+    const auto id = token_id(it.value());
+    if (!id)
+      malformed(fmt::format("vocab id {} for \"{}\" (ids are integers in [0, 1e8])", it.value().dump(), it.key()));
+    max_id = std::max(max_id, static_cast<TokenId>(*id));
   }
   id_to_token_.assign(static_cast<std::size_t>(max_id + 1), std::string());
   std::vector<char> seen(id_to_token_.size(), 0);
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    const auto id = static_cast<std::size_t>(it.value().get<std::int64_t>());
+    const auto id = static_cast<std::size_t>(*token_id(it.value()));  // checked above
     if (seen[id])
       malformed(fmt::format("vocab id {} used by both \"{}\" and \"{}\"", id, id_to_token_[id], it.key()));
     seen[id] = 1;
@@ -291,22 +307,22 @@ void HfTokenizer::parse_added_tokens(const json& a) {
   for (const json& t : a) {
     AddedToken tok;
     tok.content = t.at("content").get<std::string>();
-    const auto id = t.at("id").get<std::int64_t>();
-    if (id < 0 || id > 100'000'000) malformed(fmt::format("added token id {}", id));
-    tok.id = static_cast<TokenId>(id);
+    const auto id = token_id(t.at("id"));
+    if (!id) malformed(fmt::format("added token id {} (ids are integers in [0, 1e8])", t.at("id").dump()));
+    tok.id = static_cast<TokenId>(*id);
     tok.special = t.value("special", false);
     tok.normalized = t.value("normalized", !tok.special);
     tok.lstrip = t.value("lstrip", false);
     tok.rstrip = t.value("rstrip", false);
     if (t.value("single_word", false))
       unsupported(fmt::format("added token option single_word=true (token \"{}\")", tok.content));
-    if (tok.content.empty()) malformed(fmt::format("added token {} is empty", id));
+    if (tok.content.empty()) malformed(fmt::format("added token {} is empty", tok.id));
     const auto uid = static_cast<std::size_t>(tok.id);
     if (uid >= id_to_token_.size()) id_to_token_.resize(uid + 1);
     if (id_to_token_[uid].empty()) {
       id_to_token_[uid] = tok.content;
     } else if (id_to_token_[uid] != tok.content) {
-      malformed(fmt::format("added token \"{}\" has id {}, which the vocab gives to \"{}\"", tok.content, id,
+      malformed(fmt::format("added token \"{}\" has id {}, which the vocab gives to \"{}\"", tok.content, tok.id,
                             id_to_token_[uid]));
     }
     (tok.normalized ? has_normalized_added_ : has_raw_added_) = true;

@@ -221,6 +221,23 @@ TEST_CASE("Unsupported or malformed tokenizer.json throws TokenizerError", "[uni
   j = base_json();
   j["model"]["dropout"] = 0.1;
   fails(j, "dropout");
+  // Ids that are not integers in range (a fuzzed file had 1.6e90, read
+  // through a cast that is undefined behaviour).
+  j = base_json();
+  j["model"]["vocab"]["he"] = 1.6e90;
+  fails(j, "vocab id 1.6e+90 for \"he\"");
+  j = base_json();
+  j["model"]["vocab"]["he"] = 267.5;
+  fails(j, "vocab id 267.5");
+  j = base_json();
+  j["model"]["vocab"]["he"] = -1;
+  fails(j, "vocab id -1");
+  j = base_json();
+  j["added_tokens"][0]["id"] = 1e30;
+  fails(j, "added token id 1e+30");
+  j = base_json();
+  j["added_tokens"][0]["id"] = 18446744073709551615ull;
+  fails(j, "added token id 18446744073709551615");
   j = base_json();
   j["model"]["continuing_subword_prefix"] = "##";
   fails(j, "continuing_subword_prefix");
