@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "interrupt.hpp"
 #include "session.hpp"
 #include "specdec/accept/same_drafts_comparison.hpp"
 #include "specdec/core/error.hpp"
@@ -398,6 +399,7 @@ std::function<std::vector<TokenId>(const std::vector<TokenId>&, std::int64_t, st
 
 // The batched bench: one workload, every method at every batch size, AR first.
 int run_batched_bench(const BenchCommand& b) {
+  catch_interrupt();  // Ctrl-C: the runs that finished are reported and written, marked interrupted
   for (const auto n : b.batches)
     if (n < 1) throw InvalidArgumentError(fmt::format("bench: --batch {} (each must be >= 1)", n));
   if (b.waves < 0) throw InvalidArgumentError(fmt::format("bench: --waves {} (must be >= 0)", b.waves));
@@ -488,10 +490,11 @@ int run_batched_bench(const BenchCommand& b) {
     for (const auto batch : b.batches) cells.emplace_back(context, batch);
   const std::size_t total_runs = cells.size() * methods.size();
   for (const auto& [context, batch] : cells) {
+    if (interrupted()) break;
     const auto [batch_prompts, batch_options] = workload_of(batch, context);
     double ar_tps = 0.0, ar_decode_tps = 0.0;
     std::vector<std::vector<TokenId>> ar_tokens;
-    for (std::size_t m = 0; m < methods.size(); ++m) {
+    for (std::size_t m = 0; m < methods.size() && !interrupted(); ++m) {
       progress(done++, total_runs, fmt::format("context {} batch {} {}", context, batch, methods[m].name()));
       const auto run = methods[m].generate_batch(batch_prompts, batch_options, static_cast<std::size_t>(batch));
       Tally t;
@@ -616,6 +619,13 @@ int run_batched_bench(const BenchCommand& b) {
                                        {"flops_per_second", rates.flops_per_second}};
       records.push_back(std::move(record));
     }
+  }
+  std::fprintf(stderr, "\n");
+  if (interrupted()) {
+    for (auto& r : records) r["interrupted"] = true;
+    write_records(b.json, records);
+    std::printf("[interrupted after %zu of %zu runs: the rows above are the runs that finished]\n", done, total_runs);
+    return kInterruptedExit;
   }
   progress(total_runs, total_runs, "");
   std::fprintf(stderr, "\n");
@@ -836,6 +846,7 @@ void add_bench_options(CLI::App& cmd, BenchCommand& b) {
 
 
 int run_bench(const BenchCommand& b) {
+  catch_interrupt();  // Ctrl-C: the prompts every method finished are reported and written, marked interrupted
   if (b.check && !b.sampling.is_greedy())
     throw InvalidArgumentError(fmt::format(
         "bench: --check compares greedy outputs with autoregressive decoding; it needs --temperature 0 (got {})",
@@ -904,14 +915,19 @@ int run_bench(const BenchCommand& b) {
   std::vector<DtypeDifference> differences;
   std::vector<std::string> mismatches;  // --check: greedy outputs differing from autoregressive
   std::size_t outputs = 0;
-  for (const auto& [set_name, prompts] : sets) {
+  // Ctrl-C stops after the generation in flight: the prompts every method
+  // finished are reported and written, marked interrupted.
+  for (const auto& [set_name, all_prompts] : sets) {
+    if (interrupted()) break;
     std::vector<Tally> base(variants.size());
     std::vector<std::vector<Tally>> tallies(variants.size(), std::vector<Tally>(b.methods.size()));
     for (auto& t : tps_of) t.assign(b.methods.size() + 1, {});
-    for (std::size_t p = 0; p < prompts.size(); ++p) {
+    std::size_t finished = 0;  // prompts every variant and method finished
+    for (std::size_t p = 0; p < all_prompts.size() && !interrupted(); ++p) {
+      const std::vector<std::string>& prompts = all_prompts;
       const auto prompt = tokenizer.encode(prompts[p], true);
       std::vector<std::vector<TokenId>> ar_tokens;
-      for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+      for (std::size_t vi = 0; vi < variants.size() && !interrupted(); ++vi) {
         Variant& v = variants[vi];
         const std::string tag = set_name + (variants.size() > 1 ? " " + name_of(v) : "");
         progress(done++, total_runs, tag + " autoregressive");
@@ -921,7 +937,7 @@ int run_bench(const BenchCommand& b) {
         base[vi].add(ref.stats);
         tps_of[vi][0].push_back(ref.stats.tokens_per_second());
         ar_tokens.push_back(ref.tokens);
-        for (std::size_t m = 0; m < v.methods.size(); ++m) {
+        for (std::size_t m = 0; m < v.methods.size() && !interrupted(); ++m) {
           progress(done++, total_runs, tag + " " + v.methods[m].name());
           before = torch_backend::contention_stats();
           const auto r = v.methods[m].generate(prompt, options);
@@ -937,6 +953,8 @@ int run_bench(const BenchCommand& b) {
           ++outputs;
         }
       }
+      if (interrupted()) break;  // this prompt is incomplete: its runs are left out
+      ++finished;
       if (b.sampling.is_greedy())
         for (std::size_t vi = 1; vi < variants.size(); ++vi)
           if (ar_tokens[vi] != ar_tokens[0])
@@ -945,11 +963,15 @@ int run_bench(const BenchCommand& b) {
     }
     progress(done, total_runs, "");
     std::fprintf(stderr, "\n");
+    if (finished == 0) break;
+    const std::vector<std::string> prompts(all_prompts.begin(),
+                                           all_prompts.begin() + static_cast<std::ptrdiff_t>(finished));
     for (std::size_t vi = 0; vi < variants.size(); ++vi) {
       Variant& v = variants[vi];
       const auto dtype = v.s.target.inference_dtype();
       std::vector<std::optional<SameDraftsComparison>> same(v.methods.size());
-      if (b.same_drafts) same = compare_rules_on_same_drafts(v.methods, prompts, tokenizer, options, set_name);
+      if (b.same_drafts && !interrupted())
+        same = compare_rules_on_same_drafts(v.methods, prompts, tokenizer, options, set_name);
       const double ar_tps = base[vi].total.tokens_per_second();
       auto record = [&](const std::string& name, const Tally& t, bool is_ar) {
         const auto& st = t.total;
@@ -1028,6 +1050,13 @@ int run_bench(const BenchCommand& b) {
     records.push_back({{"dtype_differences", diff_records}, {"reference_dtype", name_of(variants[0])}});
   }
   print_contention_note(torch_backend::contention_stats() - contention_at_start);
+  if (interrupted()) {
+    for (auto& r : records) r["interrupted"] = true;
+    write_records(b.json, records);
+    std::printf("[interrupted after %zu of %zu runs: the rows above are the prompts every method finished]\n", done,
+                total_runs);
+    return kInterruptedExit;
+  }
   write_records(b.json, records);
   return finish_check(b, mismatches, outputs);
 }

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "interrupt.hpp"
 #include "session.hpp"
 #include "specdec/torch/methods.hpp"
 
@@ -72,6 +73,7 @@ void add_generate_options(CLI::App& cmd, GenerateCommand& g) {
 }
 
 int run_generate(const GenerateCommand& g) {
+  catch_interrupt();  // from the start: a Ctrl-C while the models load stops before the first round
   const auto config = torch_backend::parse_method(g.method);
   const auto& info = torch_backend::find_method(config.name);
   const bool needs_draft = info.models == torch_backend::MethodModels::kDraftModel;
@@ -118,7 +120,10 @@ int run_generate(const GenerateCommand& g) {
   std::fflush(stdout);
   std::vector<TokenId> generated;
   std::string shown;
-  const auto result = method.generate(prompt, options, [&](TokenId t) {
+  // Stepped here rather than generate(), so that Ctrl-C stops it after the
+  // round in flight and what it produced is still reported.
+  constexpr AnyDecoder::RequestId kRequest = 0;
+  method.begin(kRequest, prompt, options, [&](TokenId t) {
     // Decode the whole continuation each time so multi-byte characters split
     // across byte tokens print correctly; print only what is new.
     generated.push_back(t);
@@ -129,10 +134,18 @@ int run_generate(const GenerateCommand& g) {
       shown = text;
     }
   });
+  while (!method.done(kRequest) && !interrupted()) method.step();
+  const bool stopped = !method.done(kRequest);
+  if (stopped) method.abort(kRequest);
+  const auto result = method.take_result(kRequest);
   std::printf("\n\n");
+  if (stopped)
+    std::printf("[interrupted after %zu new tokens: the stats below are of those; no baseline run]\n",
+                result.tokens.size());
   std::printf("== %s ==\n", config.name == "autoregressive" ? "autoregressive decoding" : "speculative decoding");
   print_stats(method.name(), result.stats);
   print_contention_note(torch_backend::contention_stats() - contention_before);
+  if (stopped) return kInterruptedExit;
   if (ar) {
     contention_before = torch_backend::contention_stats();
     const auto base = ar->generate(prompt, options);
