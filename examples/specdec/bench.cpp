@@ -174,9 +174,7 @@ nlohmann::json base_record(const std::string& method, const BenchCommand& b, con
 
 void write_records(const std::filesystem::path& path, const nlohmann::json& records) {
   if (path.empty()) return;
-  std::ofstream out(path);
-  if (!out) throw IoError(fmt::format("{}: cannot write", path.string()));
-  out << records.dump(2) << "\n";
+  write_text_file(path, records.dump(2) + "\n");
   std::printf("wrote %s\n", path.string().c_str());
 }
 
@@ -399,6 +397,7 @@ std::function<std::vector<TokenId>(const std::vector<TokenId>&, std::int64_t, st
 
 // The batched bench: one workload, every method at every batch size, AR first.
 int run_batched_bench(const BenchCommand& b) {
+  check_writable(b.json);
   catch_interrupt();  // Ctrl-C: the runs that finished are reported and written, marked interrupted
   for (const auto n : b.batches)
     if (n < 1) throw InvalidArgumentError(fmt::format("bench: --batch {} (each must be >= 1)", n));
@@ -846,6 +845,7 @@ void add_bench_options(CLI::App& cmd, BenchCommand& b) {
 
 
 int run_bench(const BenchCommand& b) {
+  check_writable(b.json);  // before the models load and the runs take their time
   catch_interrupt();  // Ctrl-C: the prompts every method finished are reported and written, marked interrupted
   if (b.check && !b.sampling.is_greedy())
     throw InvalidArgumentError(fmt::format(

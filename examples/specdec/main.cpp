@@ -111,6 +111,9 @@ int main(int argc, char** argv) {
   } catch (const specdec::Error& e) {
     std::fprintf(stderr, "specdec: error: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {  // not one of ours (the filesystem, libtorch, memory): said, not a crash
+    std::fprintf(stderr, "specdec: error: %s\n", e.what());
+    return 2;
   }
   return 0;
 }

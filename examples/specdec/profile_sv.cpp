@@ -100,6 +100,7 @@ int run_profile_sv(const ProfileSvCommand& c) {
   if (c.batch < 1) throw InvalidArgumentError("profile-sv: --batch must be >= 1");
   if (c.drafts == "sample" && c.sampling.is_greedy())
     throw InvalidArgumentError("profile-sv: --drafts sample needs --temperature > 0 (greedy decoding drafts top-1)");
+  check_writable(c.json);
   auto s = load_session(c.target, c.draft, c.tokenizer, c.threads, c.dtype);
   if (!s.draft) throw InvalidArgumentError("profile-sv: needs --draft");
   auto companion = torch_backend::LlamaModel::load(c.companion);
@@ -198,9 +199,7 @@ int run_profile_sv(const ProfileSvCommand& c) {
   std::printf("\nwrote %s (%d x %d bins, %zu samples)\n", out.string().c_str(), profile.joint.s_bins(),
               profile.joint.a_bins(), all.size());
   if (!c.json.empty()) {
-    std::ofstream f(c.json);
-    if (!f) throw IoError(fmt::format("{}: cannot write", c.json.string()));
-    f << out_report.dump(2) << "\n";
+    write_text_file(c.json, out_report.dump(2) + "\n");
     std::printf("wrote %s\n", c.json.string().c_str());
   }
   return 0;

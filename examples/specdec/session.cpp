@@ -4,11 +4,14 @@
 
 #include <cstdio>
 #include <fstream>
+#include <span>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "specdec/core/error.hpp"
+#include "specdec/io/file_io.hpp"
 #include "specdec/torch/threads.hpp"
 
 namespace specdec::cli {
@@ -130,6 +133,23 @@ void print_contention_note(const torch_backend::ContentionStats& c) {
       "steps ran on one thread, so speeds here are below this machine's quiet speed (docs/integration.md, "
       "\"Threads\")\n",
       static_cast<long long>(c.stalls), c.stalls == 1 ? "" : "s", 1e3 * c.stall_seconds, 100.0 * c.solo_fraction());
+}
+
+void write_text_file(const std::filesystem::path& path, std::string_view text) {
+  io::write_file_atomically(path, {std::as_bytes(std::span(text.data(), text.size()))});
+}
+
+void check_writable(const std::filesystem::path& path) {
+  if (path.empty()) return;
+  auto probe = path;
+  probe += ".probe";
+  try {
+    write_text_file(probe, "");
+  } catch (const IoError& e) {
+    throw IoError(fmt::format("{}: cannot be written ({})", path.string(), e.what()));
+  }
+  std::error_code ignored;
+  std::filesystem::remove(probe, ignored);
 }
 
 }  // namespace specdec::cli

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -46,6 +47,14 @@ void add_sampling_options(CLI::App& cmd, SamplingParams& sampling);
 
 // A few lines: tokens/s, tau, per-depth acceptance, time split, overhead.
 void print_stats(const std::string& label, const Stats& stats);
+
+// Writes `text` to `path` atomically (io::write_file_atomically): a full disk
+// or a killed run leaves the old file or none, never a truncated one.
+// IoError naming the file.
+void write_text_file(const std::filesystem::path& path, std::string_view text);
+// Fails now rather than after the run when an output file cannot be written:
+// creates and removes `path` + ".probe" (nothing for an empty path).
+void check_writable(const std::filesystem::path& path);
 
 // One line, when other work on the cores cost the forwards enough to run on
 // one thread (specdec/torch/threads.hpp): the stalls, and how much ran alone.

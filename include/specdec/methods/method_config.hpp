@@ -35,8 +35,9 @@ class MethodConfig {
   std::string name;
 
   // Reads `spec` ("name[:key=value]...", the name already known to take
-  // `params`). Unknown keys, items that are not key=value and values that do
-  // not read as their type are InvalidArgumentError naming them.
+  // `params`). Unknown keys, keys given twice, items that are not key=value
+  // and values that do not read as their type are InvalidArgumentError naming
+  // them.
   static MethodConfig parse(std::string_view spec, std::vector<MethodParam> params) {
     MethodConfig c;
     c.source_ = std::string(spec);
@@ -58,6 +59,9 @@ class MethodConfig {
         throw InvalidArgumentError(fmt::format("method '{}': unknown key '{}' ({} takes: {})", spec, item.substr(0, eq),
                                                c.name, keys.empty() ? "nothing" : keys));
       }
+      if (c.given_[i])  // which one was meant? (the last used to win silently)
+        throw InvalidArgumentError(
+            fmt::format("method '{}': key '{}' is given twice", spec, c.params_[i].key));
       c.values_[i] = std::string(item.substr(eq + 1));
       c.given_[i] = true;
       at = next;

@@ -114,6 +114,8 @@ TEST_CASE("The registry lists, parses and builds by name, and a host adds its ow
   CHECK_THROWS_WITH(registry.find("beam"), Catch::Contains("unknown method 'beam'") && Catch::Contains("duo"));
   CHECK_THROWS_WITH(registry.parse("chain:colour=red"), Catch::Contains("k, policy, threshold, rule"));
   CHECK_THROWS_WITH(registry.parse("chain:k=x"), Catch::Contains("k=x is not a number"));
+  CHECK_THROWS_WITH(registry.parse("chain:k=4:k=8"), Catch::Contains("key 'k' is given twice"));
+  CHECK_THROWS_AS(registry.parse("chain:"), sd::InvalidArgumentError);  // an item that is not key=value
   CHECK(registry.parse("chain:rule=rrs:k=6").spec() == "chain:k=6:rule=rrs");
   CHECK(registry.describe_rule(registry.parse("autoregressive"), {}) == "no acceptance rule");
   CHECK(registry.describe_rule(registry.parse("chain:rule=typical"), {}) ==
