@@ -1,0 +1,88 @@
+// A host Model that misbehaves: a NaN or +inf logit, or a row of -inf only,
+// is refused with InvalidDistributionError before anything samples from it,
+// whether the target verifies greedily or by sampling, and whether the draft
+// model or the target made it (docs/hostile_inputs.md).
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "specdec/accept/greedy.hpp"
+#include "specdec/core/error.hpp"
+#include "specdec/draft/model_drafter.hpp"
+#include "specdec/engine/autoregressive_decoder.hpp"
+#include "specdec/engine/speculative_engine.hpp"
+#include "specdec/policy/fixed_length.hpp"
+#include "specdec/tree/chain_builder.hpp"
+#include "specdec/verify/model_verifier.hpp"
+#include "support/catch.hpp"
+#include "support/hashed_context_model.hpp"
+
+namespace sd = specdec;
+using sd::testing::HashedContextModel;
+
+namespace {
+
+constexpr std::int64_t kVocab = 20;
+
+enum class Poison { kNaN, kInf, kAllMasked };
+
+// The test model, but the last row of every forward's logits carries the
+// poison (at token 3, or all of it).
+class PoisonedModel : public HashedContextModel {
+ public:
+  explicit PoisonedModel(Poison poison) : HashedContextModel(kVocab, 1), poison_(poison) {}
+  void forward(const sd::ForwardRequest& request) {
+    HashedContextModel::forward(request);
+    if (request.logits.empty()) return;
+    float* row = request.logits.data_as<float>() + (request.logits.size(0) - 1) * kVocab;
+    switch (poison_) {
+      case Poison::kNaN: row[3] = std::numeric_limits<float>::quiet_NaN(); break;
+      case Poison::kInf: row[3] = std::numeric_limits<float>::infinity(); break;
+      case Poison::kAllMasked:
+        for (std::int64_t i = 0; i < kVocab; ++i) row[i] = -std::numeric_limits<float>::infinity();
+        break;
+    }
+  }
+
+ private:
+  Poison poison_;
+};
+
+const char* what_it_says(Poison p) { return p == Poison::kAllMasked ? "-inf" : p == Poison::kNaN ? "nan" : "inf"; }
+
+}  // namespace
+
+TEST_CASE("A target whose logits hold NaN, +inf or only -inf is refused, greedy or sampled", "[unit][engine]") {
+  for (const Poison poison : {Poison::kNaN, Poison::kInf, Poison::kAllMasked})
+    for (const float temperature : {0.0f, 0.8f}) {
+      CAPTURE(static_cast<int>(poison), temperature);
+      PoisonedModel target(poison);
+      sd::AutoregressiveDecoder<PoisonedModel> decoder(target);
+      sd::GenerationOptions o;
+      o.max_new_tokens = 4;
+      o.sampling.temperature = temperature;
+      const std::vector<sd::TokenId> prompt = {1, 2, 3};
+      CHECK_THROWS_AS(decoder.generate(prompt, o), sd::InvalidDistributionError);
+      CHECK_THROWS_WITH(decoder.generate(prompt, o), Catch::Contains(what_it_says(poison)));
+    }
+}
+
+TEST_CASE("A draft model whose logits hold NaN, +inf or only -inf is refused", "[unit][engine]") {
+  using Drafter = sd::ModelDrafter<PoisonedModel>;
+  using Verifier = sd::ModelVerifier<HashedContextModel>;
+  using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, sd::GreedyAcceptance, sd::FixedLength>;
+  for (const Poison poison : {Poison::kNaN, Poison::kInf, Poison::kAllMasked}) {
+    CAPTURE(static_cast<int>(poison));
+    HashedContextModel target(kVocab, 1);
+    PoisonedModel draft(poison);
+    Verifier verifier(target);
+    Engine engine(sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{});
+    Drafter drafter(draft, 0);
+    sd::FixedLength policy = sd::FixedLength::chain(3);
+    sd::GenerationOptions o;
+    o.max_new_tokens = 8;
+    Engine::Request r(0, drafter, policy, o);
+    engine.begin(r, std::vector<sd::TokenId>{1, 2, 3});
+    CHECK_THROWS_AS(engine.step(r), sd::InvalidDistributionError);
+  }
+}
