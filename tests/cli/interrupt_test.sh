@@ -31,32 +31,36 @@ fail() {
   exit 1
 }
 
+# Runs `specdec ARGS...` in the background (stdout to out, stderr to err),
+# interrupts it once the file STREAM (out or err) holds PATTERN, and checks
+# that it exits 130.
+run_interrupted() {
+  local stream=$1 pattern=$2
+  shift 2
+  "$specdec" "$@" > "$work/out" 2> "$work/err" &
+  local pid=$!
+  interrupt_when $pid "$work/$stream" "$pattern" || fail "no signal sent"
+  wait $pid
+  local rc=$?
+  [ $rc -eq 130 ] || fail "exit status $rc, not 130"
+}
+
 case $which in
   generate)
     # The prompt echo is flushed just before the first round; one thread, f32
     # and the longest generation the context allows keep the run going for
     # seconds after it.
-    "$specdec" generate --target models/target --prompt "Interrupt me" --max-new-tokens 900 --no-baseline \
-      --threads 1 --dtype f32 > "$work/out" 2> "$work/err" &
-    pid=$!
-    interrupt_when $pid "$work/out" "^Interrupt me" || fail "no signal sent"
-    wait $pid
-    rc=$?
-    [ $rc -eq 130 ] || fail "exit status $rc, not 130"
+    run_interrupted out "^Interrupt me" generate --target models/target --prompt "Interrupt me" \
+      --max-new-tokens 900 --no-baseline --threads 1 --dtype f32
     grep -q '^\[interrupted after [0-9]* new tokens' "$work/out" || fail "no interruption note"
     grep -q '^== speculative decoding ==' "$work/out" || fail "no stats after the interruption"
     ;;
   bench)
     # Two runs per prompt (autoregressive, chain); once the progress line
     # counts 2 runs the first prompt is done, and its row must be reported.
-    "$specdec" bench --target models/target --draft models/draft --prompts data/prompts/prose.jsonl \
+    run_interrupted err " 2/16 " bench --target models/target --draft models/draft --prompts data/prompts/prose.jsonl \
       --num-prompts 8 --max-new-tokens 48 --method chain:k=4 --threads 1 --dtype f32 --warmup 0 \
-      --json "$work/bench.json" > "$work/out" 2> "$work/err" &
-    pid=$!
-    interrupt_when $pid "$work/err" " 2/16 " || fail "no signal sent"
-    wait $pid
-    rc=$?
-    [ $rc -eq 130 ] || fail "exit status $rc, not 130"
+      --json "$work/bench.json"
     grep -q '^\[interrupted after' "$work/out" || fail "no interruption note"
     grep -q '^chain:k=4 ' "$work/out" || fail "no row for the prompts that finished"
     [ -s "$work/bench.json" ] || fail "no JSON written"
