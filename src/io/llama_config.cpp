@@ -111,8 +111,19 @@ std::string structural_problem(const LlamaConfig& c) {
       {"num_key_value_heads", c.num_key_value_heads},
       {"head_dim", c.head_dim},
       {"max_position_embeddings", c.max_position_embeddings}};
-  for (const auto& [key, value] : sizes)
+  // Beyond 2^24 no size is a model's (and products of such sizes overflow
+  // the shapes a loader computes before it allocates).
+  constexpr std::int64_t kLargest = std::int64_t{1} << 24;
+  for (const auto& [key, value] : sizes) {
     if (value <= 0) return fmt::format("field '{}' must be positive, got {}", key, value);
+    if (value > kLargest) return fmt::format("field '{}' is {}, beyond 2^24: not a size this library loads", key, value);
+  }
+  if (c.head_dim % 2 != 0) return fmt::format("head_dim {} is odd (RoPE rotates pairs of dimensions)", c.head_dim);
+  if (c.bos_token_id && (*c.bos_token_id < 0 || *c.bos_token_id >= c.vocab_size))
+    return fmt::format("bos_token_id {} is outside the vocabulary of {}", *c.bos_token_id, c.vocab_size);
+  for (const auto eos : c.eos_token_ids)
+    if (eos < 0 || eos >= c.vocab_size)
+      return fmt::format("eos_token_id {} is outside the vocabulary of {}", eos, c.vocab_size);
   if (!(c.rms_norm_eps > 0))
     return fmt::format("field 'rms_norm_eps' must be positive, got {}", c.rms_norm_eps);
   if (!(c.rope_theta > 0)) return fmt::format("field 'rope_theta' must be positive, got {}", c.rope_theta);

@@ -100,7 +100,7 @@ HeadTrainReport train_draft_head(const HeadTrainOptions& o, const std::function<
   const auto vocab = target.vocab_size();
   const auto train = read_tokens(o.train_tokens, vocab, o.seq_len + o.draft_steps);
   const auto counts = count_tokens(train, vocab);
-  const bool resuming = std::filesystem::exists(ckpt_dir / "state.json");
+  const bool resuming = !train_data::resume_checkpoint(o.out_dir).empty();
   DraftHeadConfig config;
   config.kind = o.kind;
   config.first_token = o.first_token;
@@ -119,8 +119,7 @@ HeadTrainReport train_draft_head(const HeadTrainOptions& o, const std::function<
   torch::optim::Adam optimizer(head.parameters(), torch::optim::AdamOptions(o.lr));
   std::int64_t step = 0;
   if (resuming) {
-    std::ifstream f(ckpt_dir / "state.json");
-    step = nlohmann::json::parse(f).at("step").get<std::int64_t>();
+    step = train_data::checkpoint_step(ckpt_dir);
     torch::load(optimizer, (ckpt_dir / "optimizer.pt").string());
     report.resumed_from = step;
     log(fmt::format("resuming from {} at step {}", ckpt_dir.string(), step));

@@ -95,7 +95,7 @@ SpireTrainReport train_spire(const SpireTrainOptions& o, const std::function<voi
 
   const LlamaModel target = LlamaModel::load(o.target_dir);
   const auto train = read_tokens(o.train_tokens, target.vocab_size(), o.seq_len);
-  const bool resuming = std::filesystem::exists(ckpt_dir / "state.json");
+  const bool resuming = !train_data::resume_checkpoint(o.out_dir).empty();
   SpireConfig config = o.draft;
   if (config.first_layer < 0) config.first_layer = target.config().num_hidden_layers - config.layers;
   SpireDraft draft = resuming ? SpireDraft::load(ckpt_dir, target) : SpireDraft::init(config, target, o.seed);
@@ -103,8 +103,7 @@ SpireTrainReport train_spire(const SpireTrainOptions& o, const std::function<voi
   torch::optim::Adam optimizer(draft.parameters(), torch::optim::AdamOptions(o.lr));
   std::int64_t step = 0;
   if (resuming) {
-    std::ifstream f(ckpt_dir / "state.json");
-    step = nlohmann::json::parse(f).at("step").get<std::int64_t>();
+    step = train_data::checkpoint_step(ckpt_dir);
     torch::load(optimizer, (ckpt_dir / "optimizer.pt").string());
     report.resumed_from = step;
     log(fmt::format("resuming from {} at step {}", ckpt_dir.string(), step));

@@ -10,13 +10,16 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "specdec/core/error.hpp"
 #include "specdec/core/tensor_view.hpp"
+#include "specdec/io/file_io.hpp"
 
 namespace specdec::torch_backend::train_data {
 
@@ -94,18 +97,56 @@ inline const char* early_stop_reason(std::int64_t step, std::int64_t first_step,
 }
 
 // Writes <out_dir>/checkpoint: the weights (float32), the optimizer state and
-// the next step, through a temporary directory, so a crash leaves either the
-// old or the new checkpoint.
+// the next step. Everything goes to checkpoint.tmp first, state.json last and
+// atomically (so a checkpoint with its state.json is complete); then the old
+// checkpoint steps aside (checkpoint.old), the new one takes its name, and the
+// old one goes. Wherever a crash or a kill -9 lands, resume_checkpoint finds
+// a complete checkpoint: the new one or the old one.
 template <class Weights, class Optimizer>
 void save_checkpoint(const std::filesystem::path& out_dir, const Weights& weights, Optimizer& optimizer,
                      std::int64_t next_step, std::uint64_t seed) {
-  const auto tmp = out_dir / "checkpoint.tmp", dir = out_dir / "checkpoint";
+  const auto tmp = out_dir / "checkpoint.tmp", dir = out_dir / "checkpoint", old = out_dir / "checkpoint.old";
   std::filesystem::remove_all(tmp);
   weights.save(tmp, DType::kF32);
   torch::save(optimizer, (tmp / "optimizer.pt").string());
-  std::ofstream(tmp / "state.json") << fmt::format("{{\n  \"seed\": {},\n  \"step\": {}\n}}\n", seed, next_step);
-  std::filesystem::remove_all(dir);
+  const std::string state = fmt::format("{{\n  \"seed\": {},\n  \"step\": {}\n}}\n", seed, next_step);
+  io::write_file_atomically(tmp / "state.json", {std::as_bytes(std::span(state.data(), state.size()))});
+  std::filesystem::remove_all(old);
+  if (std::filesystem::exists(dir)) std::filesystem::rename(dir, old);
   std::filesystem::rename(tmp, dir);
+  std::filesystem::remove_all(old);
+}
+
+// The checkpoint a run resumes from: <out_dir>/checkpoint when it is complete
+// (has its state.json); else the complete one a crash inside save_checkpoint
+// left as checkpoint.tmp or checkpoint.old, moved back to checkpoint/ (the
+// newer first). An empty path: nothing to resume, start afresh.
+inline std::filesystem::path resume_checkpoint(const std::filesystem::path& out_dir) {
+  const auto dir = out_dir / "checkpoint";
+  if (std::filesystem::exists(dir / "state.json")) return dir;
+  for (const char* left : {"checkpoint.tmp", "checkpoint.old"}) {
+    const auto candidate = out_dir / left;
+    if (!std::filesystem::exists(candidate / "state.json")) continue;
+    std::filesystem::remove_all(dir);
+    std::filesystem::rename(candidate, dir);
+    return dir;
+  }
+  return {};
+}
+
+// The step a checkpoint's state.json says to resume at; ModelLoadError naming
+// the file when it is not the JSON save_checkpoint writes.
+inline std::int64_t checkpoint_step(const std::filesystem::path& checkpoint) {
+  const auto path = checkpoint / "state.json";
+  try {
+    const auto state = nlohmann::json::parse(io::read_text_file(path));
+    const auto& step = state.at("step");
+    if (!step.is_number_integer() || step.get<std::int64_t>() < 0)
+      throw ModelLoadError(fmt::format("{}: \"step\" is {}, not a step", path.string(), step.dump()));
+    return step.get<std::int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw ModelLoadError(fmt::format("{}: not a checkpoint's state ({})", path.string(), e.what()));
+  }
 }
 
 }  // namespace specdec::torch_backend::train_data

@@ -81,7 +81,7 @@ TrainReport train_language_model(const TrainOptions& o, const std::function<void
   TrainReport report;
 
   // Fresh model, or resume: the checkpoint holds weights, optimizer moments and the step.
-  const bool resuming = std::filesystem::exists(ckpt_dir / "state.json");
+  const bool resuming = !train_data::resume_checkpoint(o.out_dir).empty();
   std::int64_t step = resuming || o.init_from.empty() ? 0 : o.start_step;
   LlamaModel model = resuming               ? LlamaModel::load(ckpt_dir)
                      : !o.init_from.empty() ? LlamaModel::load(o.init_from)
@@ -98,9 +98,7 @@ TrainReport train_language_model(const TrainOptions& o, const std::function<void
                                     torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).weight_decay(0.0)));
   torch::optim::AdamW optimizer(std::move(groups));
   if (resuming) {
-    std::ifstream f(ckpt_dir / "state.json");
-    const auto state = nlohmann::json::parse(f);
-    step = state.at("step").get<std::int64_t>();
+    step = train_data::checkpoint_step(ckpt_dir);
     torch::load(optimizer, (ckpt_dir / "optimizer.pt").string());
     report.resumed_from = step;
     log(fmt::format("resuming from {} at step {}", ckpt_dir.string(), step));

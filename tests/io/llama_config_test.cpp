@@ -104,6 +104,7 @@ TEST_CASE("Optional config fields take transformers' defaults", "[unit][io]") {
 TEST_CASE("Llama-3-style fields load: eos list, explicit head_dim, newer dtype and rope_parameters keys",
           "[unit][io]") {
   auto j = tiny();
+  j["vocab_size"] = 128256;
   j["eos_token_id"] = {128001, 128008, 128009};
   j["head_dim"] = 128;  // need not equal hidden_size / heads
   j["hidden_size"] = 3000;
@@ -232,6 +233,22 @@ TEST_CASE("Heads that do not divide evenly are rejected", "[unit][io]") {
   j = tiny();
   j["num_key_value_heads"] = 5;
   expect_bad<ModelLoadError>(j, {"num_attention_heads 32 is not divisible by num_key_value_heads 5"});
+}
+
+TEST_CASE("An odd head_dim, special tokens outside the vocabulary and implausible sizes are rejected",
+          "[unit][io]") {
+  auto j = tiny();
+  j["head_dim"] = 63;
+  expect_bad<ModelLoadError>(j, {"head_dim 63 is odd"});
+  j = tiny();
+  j["bos_token_id"] = 32000;
+  expect_bad<ModelLoadError>(j, {"bos_token_id 32000 is outside the vocabulary of 32000"});
+  j = tiny();
+  j["eos_token_id"] = nlohmann::json::array({2, -1});
+  expect_bad<ModelLoadError>(j, {"eos_token_id -1 is outside the vocabulary"});
+  j = tiny();
+  j["max_position_embeddings"] = std::int64_t{1} << 40;
+  expect_bad<ModelLoadError>(j, {"field 'max_position_embeddings' is 1099511627776, beyond 2^24"});
 }
 
 TEST_CASE("Rope scaling, biases, other activations and other models are unsupported", "[unit][io]") {

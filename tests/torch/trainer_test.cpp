@@ -99,6 +99,32 @@ TEST_CASE("An interrupted run resumes to exactly the weights of an uninterrupted
   fs::remove_all(dir);
 }
 
+TEST_CASE("A run killed inside its checkpoint's swap resumes from the checkpoint it left", "[torch][train]") {
+  const auto dir = st::fresh_dir("specdec_trainer_killed");
+  auto o = options(dir);
+  o.out_dir = dir / "run";
+  o.max_steps_this_run = 10;
+  tb::train_language_model(o, quiet);
+  // A kill -9 between the swap's two renames: the new checkpoint is still
+  // under its temporary name, and none under its own.
+  fs::rename(o.out_dir / "checkpoint", o.out_dir / "checkpoint.tmp");
+  o.max_steps_this_run = 3;
+  const auto second = tb::train_language_model(o, quiet);
+  CHECK(second.resumed_from == 10);
+  CHECK(fs::exists(o.out_dir / "checkpoint" / "state.json"));
+  CHECK_FALSE(fs::exists(o.out_dir / "checkpoint.tmp"));
+  // A kill -9 while the next one was being written: an incomplete temporary
+  // (no state.json yet) beside the complete checkpoint, which wins.
+  fs::create_directories(o.out_dir / "checkpoint.tmp");
+  std::ofstream(o.out_dir / "checkpoint.tmp" / "optimizer.pt") << "half";
+  const auto third = tb::train_language_model(o, quiet);
+  CHECK(third.resumed_from == 13);
+  // A state.json that is not one: a typed error naming it.
+  std::ofstream(o.out_dir / "checkpoint" / "state.json") << "{\"seed\": 1, \"st";
+  CHECK_THROWS_AS(tb::train_language_model(o, quiet), sd::ModelLoadError);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("A warm start continues from saved weights at the given step", "[torch][train]") {
   const auto dir = st::fresh_dir("specdec_trainer_warm");
   auto first = options(dir);
