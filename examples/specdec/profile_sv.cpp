@@ -10,7 +10,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 
 #include <fmt/format.h>

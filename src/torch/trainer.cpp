@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <numbers>
 #include <optional>
 #include <random>
