@@ -108,77 +108,173 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(const float* __r
 
 // ---- projections ----------------------------------------------------------------
 
-constexpr int kLinearWarps = 8;  // output columns per block
-constexpr int kLinearRows = 8;   // activation rows per pass over a weight row
+constexpr int kLinearWarps = 8;   // output columns per block
+constexpr int kLinearRows = 8;    // activation rows per pass over a weight row
+constexpr int kLinearRegs = 32;  // registers a lane holds weight chunks in, loaded before any is used
 
-// 8 consecutive weights of a row as floats, from one 16-byte (bf16) or two
-// 16-byte (f32) loads; `k` a multiple of 8.
-__device__ __forceinline__ void load8(const std::uint16_t* w, std::int64_t k, float out[8]) {
-  const uint4 v = *reinterpret_cast<const uint4*>(w + k);
-  const unsigned words[4] = {v.x, v.y, v.z, v.w};
-  for (int j = 0; j < 4; ++j) {
-    out[2 * j] = __uint_as_float(words[j] << 16);
-    out[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
-  }
-}
+// 8 consecutive floats of a row, from two 16-byte loads; `k` a multiple of 8.
 __device__ __forceinline__ void load8(const float* w, std::int64_t k, float out[8]) {
   const float4 a = *reinterpret_cast<const float4*>(w + k);
   const float4 b = *reinterpret_cast<const float4*>(w + k + 4);
   out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
 }
 
+// 8 consecutive weights of a row as loaded (one 16-byte word of bf16, two
+// of f32), widened to floats only when used: a lane keeps twice as many
+// bf16 chunks in flight in the same registers.
+template <class W>
+struct Chunk;
+template <>
+struct Chunk<std::uint16_t> {
+  static constexpr int kRegs = 4;
+  uint4 v;
+  __device__ __forceinline__ void load(const std::uint16_t* w, std::int64_t k) {
+    v = *reinterpret_cast<const uint4*>(w + k);
+  }
+  __device__ __forceinline__ void widen(float out[8]) const {
+    const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      out[2 * j] = __uint_as_float(words[j] << 16);
+      out[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
+    }
+  }
+};
+template <>
+struct Chunk<float> {
+  static constexpr int kRegs = 8;
+  float4 a, b;
+  __device__ __forceinline__ void load(const float* w, std::int64_t k) {
+    a = *reinterpret_cast<const float4*>(w + k);
+    b = *reinterpret_cast<const float4*>(w + k + 4);
+  }
+  __device__ __forceinline__ void widen(float out[8]) const {
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+  }
+};
+
+// What a projection does around its sums: plain (y = or += x w^T), after an
+// RMSNorm of its input rows, or after the norm and with two weight rows per
+// column, the SwiGLU gate's and up's: y = silu(x w_g^T) * (x w_u^T).
+enum class LinearKind { kPlain, kNorm, kNormGated };
+
 // One warp per output column n: lane l takes the 8-wide chunks l, l + 32, ...
 // of the weight row (or single weights when `in` is not a multiple of 8),
-// for up to kLinearRows activation rows at a time, then the warp sums its
-// lanes. Each output goes through the same operations whatever the forward's
-// row count, so a row's result does not depend on the other rows. (Four
-// columns per warp beyond 8 rows, to read each activation chunk once for
-// four columns, was tried on an H200: batch-64 steps were 6-34% slower,
-// docs/cuda.md.)
-template <class W>
+// as many as kLinearRegs registers hold (8 per row of bf16) loaded before any
+// is used (one at a time, a warp waited on each load's latency: an H200 read
+// a 1B-class model's weights at 0.83 TB/s), for up to kLinearRows activation
+// rows at a time; then the warp sums its lanes. With a norm, the
+// warp first sums each row's squares over the lanes and scales each input
+// as the norm would (x * r * g). Each output goes through the same
+// operations whatever the forward's row count, so a row's result does not
+// depend on the other rows. (Four columns per warp beyond 8 rows, to read
+// each activation chunk once for four columns, was tried on an H200:
+// batch-64 steps were 6-34% slower, docs/cuda.md.)
+template <class W, LinearKind kKind>
 __global__ void __launch_bounds__(kLinearWarps * 32)
-    linear_kernel(const float* __restrict__ x, const W* __restrict__ w, float* __restrict__ y, std::int64_t rows,
-                  std::int64_t out, std::int64_t in, bool accumulate) {
+    linear_kernel(const float* __restrict__ x, const float* __restrict__ norm, float eps,
+                  const W* __restrict__ w, float* __restrict__ y, std::int64_t rows, std::int64_t out,
+                  std::int64_t in, bool accumulate) {
+  constexpr bool kNorm = kKind != LinearKind::kPlain;
+  constexpr int kW = kKind == LinearKind::kNormGated ? 2 : 1;  // weight rows per output
+  constexpr int kChunks = kLinearRegs / (Chunk<W>::kRegs * kW);  // per weight row
   const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * kLinearWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (n >= out) return;
-  const W* row = w + n * in;
+  const W* wrow[kW];
+  wrow[0] = w + n * in;
+  if constexpr (kW == 2) wrow[1] = w + (out + n) * in;
   const bool vec = in % 8 == 0;
   for (std::int64_t m0 = 0; m0 < rows; m0 += kLinearRows) {
     const int mm = static_cast<int>(rows - m0 < kLinearRows ? rows - m0 : kLinearRows);
-    float s[kLinearRows] = {};
-    if (vec) {
-      for (std::int64_t k = 8 * static_cast<std::int64_t>(lane); k < in; k += 8 * 32) {
-        float wk[8];
-        load8(row, k, wk);
+    // The lane's first weight chunks, loading while the norm sums squares.
+    Chunk<W> wk[kW][kChunks];
+    const auto load_chunks = [&](std::int64_t k0) {
 #pragma unroll
-        for (int m = 0; m < kLinearRows; ++m) {  // unrolled: s stays in registers
-          if (m >= mm) continue;
-          const float* xr = x + (m0 + m) * in + k;
-          const float4 a = *reinterpret_cast<const float4*>(xr);
-          const float4 b = *reinterpret_cast<const float4*>(xr + 4);
-          s[m] += wk[0] * a.x + wk[1] * a.y + wk[2] * a.z + wk[3] * a.w + wk[4] * b.x + wk[5] * b.y +
-                  wk[6] * b.z + wk[7] * b.w;
+      for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+        for (int v = 0; v < kW; ++v)
+          if (k0 + c * 8 * 32 < in) wk[v][c].load(wrow[v], k0 + c * 8 * 32);
+    };
+    const std::int64_t first = 8 * static_cast<std::int64_t>(lane);
+    if (vec) load_chunks(first);
+    float r[kLinearRows];  // each row's norm scale, 1 / sqrt(mean(x^2) + eps)
+    if constexpr (kNorm) {
+#pragma unroll
+      for (int m = 0; m < kLinearRows; ++m) {
+        float ss = 0.0f;
+        if (m < mm) {
+          const float* xr = x + (m0 + m) * in;
+          if (vec) {
+            for (std::int64_t k = 8 * static_cast<std::int64_t>(lane); k < in; k += 8 * 32) {
+              const float4 a = *reinterpret_cast<const float4*>(xr + k);
+              const float4 b = *reinterpret_cast<const float4*>(xr + k + 4);
+              ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+            }
+          } else {
+            for (std::int64_t k = lane; k < in; k += 32) ss += xr[k] * xr[k];
+          }
+        }
+        r[m] = rsqrtf(warp_sum(ss) / static_cast<float>(in) + eps);
+      }
+    }
+    float s[kW][kLinearRows] = {};
+    if (vec) {
+      for (std::int64_t k0 = first; k0 < in; k0 += 8 * 32 * kChunks) {
+        if (k0 != first) load_chunks(k0);
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+          const std::int64_t k = k0 + c * 8 * 32;
+          if (k >= in) continue;
+          float wf[kW][8], g[8];
+#pragma unroll
+          for (int v = 0; v < kW; ++v) wk[v][c].widen(wf[v]);
+          if constexpr (kNorm) load8(norm, k, g);
+#pragma unroll
+          for (int m = 0; m < kLinearRows; ++m) {  // unrolled: s stays in registers
+            if (m >= mm) continue;
+            float a[8];
+            load8(x + (m0 + m) * in, k, a);
+            if constexpr (kNorm)
+#pragma unroll
+              for (int j = 0; j < 8; ++j) a[j] = a[j] * r[m] * g[j];
+#pragma unroll
+            for (int v = 0; v < kW; ++v)
+              s[v][m] += wf[v][0] * a[0] + wf[v][1] * a[1] + wf[v][2] * a[2] + wf[v][3] * a[3] + wf[v][4] * a[4] +
+                         wf[v][5] * a[5] + wf[v][6] * a[6] + wf[v][7] * a[7];
+          }
         }
       }
     } else {
       for (std::int64_t k = lane; k < in; k += 32) {
-        const float wk = load_weight(row, k);
+        float wk[kW];
+#pragma unroll
+        for (int v = 0; v < kW; ++v) wk[v] = load_weight(wrow[v], k);
 #pragma unroll
         for (int m = 0; m < kLinearRows; ++m) {
           if (m >= mm) continue;
-          s[m] += wk * x[(m0 + m) * in + k];
+          float a = x[(m0 + m) * in + k];
+          if constexpr (kNorm) a = a * r[m] * norm[k];
+#pragma unroll
+          for (int v = 0; v < kW; ++v) s[v][m] += wk[v] * a;
         }
       }
     }
 #pragma unroll
-    for (int m = 0; m < kLinearRows; ++m) s[m] = warp_sum(s[m]);
+    for (int v = 0; v < kW; ++v)
+#pragma unroll
+      for (int m = 0; m < kLinearRows; ++m) s[v][m] = warp_sum(s[v][m]);
     if (lane == 0)
 #pragma unroll
       for (int m = 0; m < kLinearRows; ++m) {
         if (m >= mm) continue;
         float* dst = y + (m0 + m) * out + n;
-        *dst = accumulate ? *dst + s[m] : s[m];
+        if constexpr (kW == 2) {
+          const float gate = s[0][m], up = s[1][m];
+          *dst = gate / (1.0f + expf(-gate)) * up;
+        } else {
+          *dst = accumulate ? *dst + s[0][m] : s[0][m];
+        }
       }
   }
 }
@@ -226,10 +322,11 @@ __global__ void __launch_bounds__(kRopeThreads)
   }
 }
 
-constexpr int kAttnWarps = 4;
+constexpr int kAttnWarps = 8;
 constexpr int kAttnThreads = kAttnWarps * 32;
 constexpr int kAttnChunk = 1024;  // keys scored per pass (online softmax between passes)
-constexpr int kAttnKeys = 8;      // keys whose loads a thread has in flight at once
+constexpr int kAttnKeys = 16;     // keys whose loads a warp has in flight at once when scoring
+constexpr int kAttnRegs = 32;     // registers a lane holds value rows in, loaded before any is used
 
 __device__ __forceinline__ bool visible(const TokenPlan& p, const std::uint64_t* mask_words, std::int64_t key) {
   if (key < p.prefix || p.mask_word < 0) return true;
@@ -237,11 +334,16 @@ __device__ __forceinline__ bool visible(const TokenPlan& p, const std::uint64_t*
   return (mask_words[p.mask_word + j / 64] >> (j % 64)) & 1u;
 }
 
-// One block per (row, query head): scores of a chunk of keys in shared
+// One block per (row, query head). Per chunk of keys: the scores in shared
 // memory (a warp per key, lanes over the head's dimensions), the chunk's
-// softmax folded into running max / sum / output (thread d holds dimensions
-// d and d + 128 of the output).
-__global__ void __launch_bounds__(kAttnThreads)
+// softmax folded into the running max and sum, and the values weighted by
+// it: warp w takes the keys w, w + kAttnWarps, ... in order, lane l the
+// dimensions l, l + 32, ...; the warps' sums are added in warp order at the
+// end. A row's result depends only on the keys it sees and their places in
+// the cache, not on the other rows of the forward. kDims: the dimensions a
+// lane holds, head_dim <= 32 kDims.
+template <int kDims>
+__global__ void __launch_bounds__(kAttnThreads, 2)
     attention_kernel(const float* __restrict__ qkv, const TokenPlan* __restrict__ plan,
                      const std::uint64_t* __restrict__ mask_words, const float* const* __restrict__ k_slots,
                      const float* const* __restrict__ v_slots, std::int32_t layer, AttentionShape s,
@@ -249,6 +351,7 @@ __global__ void __launch_bounds__(kAttnThreads)
   __shared__ float q[kMaxHeadDim];
   __shared__ float scores[kAttnChunk];
   __shared__ float red[kAttnWarps];
+  __shared__ float partial[kAttnWarps][kMaxHeadDim];
   const std::int64_t t = blockIdx.x / s.heads;
   const std::int32_t h = static_cast<std::int32_t>(blockIdx.x % s.heads);
   const std::int32_t kvh = h / (s.heads / s.kv_heads);
@@ -263,7 +366,9 @@ __global__ void __launch_bounds__(kAttnThreads)
   const float* vc = v_slots[p.slot] + head_base * hd;
   const float scale = rsqrtf(static_cast<float>(hd));
   const std::int64_t keys = static_cast<std::int64_t>(p.prefix) + p.window;
-  float running_max = -INFINITY, running_sum = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
+  float running_max = -INFINITY, running_sum = 0.0f;
+  constexpr int kValues = kAttnRegs / kDims < 8 ? kAttnRegs / kDims : 8;  // value rows in flight per warp
+  float acc[kDims] = {};                        // this warp's weighted values, dimensions lane + 32 i
   __syncthreads();
   for (std::int64_t c0 = 0; c0 < keys; c0 += kAttnChunk) {
     const int cn = static_cast<int>(keys - c0 < kAttnChunk ? keys - c0 : kAttnChunk);
@@ -280,7 +385,9 @@ __global__ void __launch_bounds__(kAttnThreads)
         dot[u] = 0.0f;
         if (seen[u]) {
           const float* kr = kc + (c0 + j) * hd;
-          for (int d = lane; d < hd; d += 32) dot[u] += q[d] * kr[d];
+#pragma unroll
+          for (int i = 0; i < kDims; ++i)
+            if (lane + 32 * i < hd) dot[u] += q[lane + 32 * i] * kr[lane + 32 * i];
         }
       }
 #pragma unroll
@@ -314,44 +421,47 @@ __global__ void __launch_bounds__(kAttnThreads)
       float chunk_sum = 0.0f;
       for (int w = 0; w < kAttnWarps; ++w) chunk_sum += red[w];
       running_sum = running_sum * correction + chunk_sum;
-      acc0 *= correction;
-      acc1 *= correction;
-      // The values, kAttnKeys rows' loads in flight at a time, added in key
-      // order as one at a time would.
-      for (int j0 = 0; j0 < cn; j0 += kAttnKeys) {
-        float pj[kAttnKeys], v0[kAttnKeys], v1[kAttnKeys];
 #pragma unroll
-        for (int u = 0; u < kAttnKeys; ++u) {
-          const int j = j0 + u;
+      for (int i = 0; i < kDims; ++i) acc[i] *= correction;
+      // This warp's keys, kValues value rows' loads in flight at a time;
+      // a hidden key (weight 0) is skipped, not added as 0 * value.
+      for (int j0 = warp; j0 < cn; j0 += kValues * kAttnWarps) {
+        float pj[kValues], v[kValues][kDims];
+#pragma unroll
+        for (int u = 0; u < kValues; ++u) {
+          const int j = j0 + u * kAttnWarps;
           pj[u] = j < cn ? scores[j] : 0.0f;
           const float* vr = vc + (c0 + j) * hd;
-          v0[u] = pj[u] != 0.0f && tid < hd ? vr[tid] : 0.0f;
-          v1[u] = pj[u] != 0.0f && tid + kAttnThreads < hd ? vr[tid + kAttnThreads] : 0.0f;
+#pragma unroll
+          for (int i = 0; i < kDims; ++i) {
+            const int d = lane + 32 * i;
+            v[u][i] = pj[u] != 0.0f && d < hd ? vr[d] : 0.0f;
+          }
         }
 #pragma unroll
-        for (int u = 0; u < kAttnKeys; ++u) {
+        for (int u = 0; u < kValues; ++u) {
           if (pj[u] == 0.0f) continue;
-          if (tid < hd) acc0 += pj[u] * v0[u];
-          if (tid + kAttnThreads < hd) acc1 += pj[u] * v1[u];
+#pragma unroll
+          for (int i = 0; i < kDims; ++i) acc[i] += pj[u] * v[u][i];
         }
       }
       running_max = new_max;
     }
     __syncthreads();
   }
+#pragma unroll
+  for (int i = 0; i < kDims; ++i) {
+    const int d = lane + 32 * i;
+    if (d < hd) partial[warp][d] = acc[i];
+  }
+  __syncthreads();
   const float inv = running_sum > 0.0f ? 1.0f / running_sum : 0.0f;
   float* o = out + t * q_dim + h * hd;
-  if (tid < hd) o[tid] = acc0 * inv;
-  if (tid + kAttnThreads < hd) o[tid + kAttnThreads] = acc1 * inv;
-}
-
-__global__ void swiglu_kernel(const float* __restrict__ gu, float* __restrict__ a, std::int64_t rows,
-                              std::int64_t inner) {
-  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= rows * inner) return;
-  const std::int64_t t = i / inner, c = i % inner;
-  const float g = gu[t * 2 * inner + c], u = gu[t * 2 * inner + inner + c];
-  a[i] = g / (1.0f + expf(-g)) * u;
+  for (int d = tid; d < hd; d += kAttnThreads) {
+    float sum = 0.0f;
+    for (int w = 0; w < kAttnWarps; ++w) sum += partial[w][d];
+    o[d] = sum * inv;
+  }
 }
 
 // One block per (layer, kv head) and per keys / values; the path's entries
@@ -404,17 +514,35 @@ bool rms_norm_rows(const float* x, const float* weight, float* y, std::int64_t r
   return launched();
 }
 
-bool linear_rows(const float* x, const void* w, bool bf16, float* y, std::int64_t rows, std::int64_t out,
-                 std::int64_t in, bool accumulate, void* stream) {
+namespace {
+template <LinearKind kKind>
+bool launch_linear(const float* x, const float* norm, float eps, const void* w, bool bf16, float* y,
+                   std::int64_t rows, std::int64_t out, std::int64_t in, bool accumulate, void* stream) {
   if (rows <= 0 || out <= 0) return true;
   const unsigned blocks = grid_for(out, kLinearWarps);
   if (bf16)
-    linear_kernel<<<blocks, kLinearWarps * 32, 0, as_stream(stream)>>>(x, static_cast<const std::uint16_t*>(w), y,
-                                                                      rows, out, in, accumulate);
+    linear_kernel<std::uint16_t, kKind><<<blocks, kLinearWarps * 32, 0, as_stream(stream)>>>(
+        x, norm, eps, static_cast<const std::uint16_t*>(w), y, rows, out, in, accumulate);
   else
-    linear_kernel<<<blocks, kLinearWarps * 32, 0, as_stream(stream)>>>(x, static_cast<const float*>(w), y, rows, out,
-                                                                      in, accumulate);
+    linear_kernel<float, kKind><<<blocks, kLinearWarps * 32, 0, as_stream(stream)>>>(
+        x, norm, eps, static_cast<const float*>(w), y, rows, out, in, accumulate);
   return launched();
+}
+}  // namespace
+
+bool linear_rows(const float* x, const void* w, bool bf16, float* y, std::int64_t rows, std::int64_t out,
+                 std::int64_t in, bool accumulate, void* stream) {
+  return launch_linear<LinearKind::kPlain>(x, nullptr, 0.0f, w, bf16, y, rows, out, in, accumulate, stream);
+}
+
+bool norm_linear_rows(const float* x, const float* norm, float eps, const void* w, bool bf16, float* y,
+                      std::int64_t rows, std::int64_t out, std::int64_t in, void* stream) {
+  return launch_linear<LinearKind::kNorm>(x, norm, eps, w, bf16, y, rows, out, in, false, stream);
+}
+
+bool norm_swiglu_rows(const float* x, const float* norm, float eps, const void* w, bool bf16, float* y,
+                      std::int64_t rows, std::int64_t inner, std::int64_t in, void* stream) {
+  return launch_linear<LinearKind::kNormGated>(x, norm, eps, w, bf16, y, rows, inner, in, false, stream);
 }
 
 bool rope_and_store(float* qkv, const TokenPlan* plan, std::int64_t rows, const float* cos, const float* sin,
@@ -430,14 +558,16 @@ bool attention_rows(const float* qkv, const TokenPlan* plan, const std::uint64_t
                     const float* const* k_slots, const float* const* v_slots, std::int32_t layer,
                     const AttentionShape& shape, float* out, void* stream) {
   if (rows <= 0) return true;
-  attention_kernel<<<static_cast<unsigned>(rows * shape.heads), kAttnThreads, 0, as_stream(stream)>>>(
-      qkv, plan, mask_words, k_slots, v_slots, layer, shape, out);
-  return launched();
-}
-
-bool swiglu_rows(const float* gu, float* a, std::int64_t rows, std::int64_t inner, void* stream) {
-  if (rows <= 0) return true;
-  swiglu_kernel<<<grid_for(rows * inner, 256), 256, 0, as_stream(stream)>>>(gu, a, rows, inner);
+  const auto blocks = static_cast<unsigned>(rows * shape.heads);
+  if (shape.head_dim <= 64)
+    attention_kernel<2><<<blocks, kAttnThreads, 0, as_stream(stream)>>>(qkv, plan, mask_words, k_slots, v_slots,
+                                                                        layer, shape, out);
+  else if (shape.head_dim <= 128)
+    attention_kernel<4><<<blocks, kAttnThreads, 0, as_stream(stream)>>>(qkv, plan, mask_words, k_slots, v_slots,
+                                                                        layer, shape, out);
+  else
+    attention_kernel<kMaxHeadDim / 32><<<blocks, kAttnThreads, 0, as_stream(stream)>>>(
+        qkv, plan, mask_words, k_slots, v_slots, layer, shape, out);
   return launched();
 }
 

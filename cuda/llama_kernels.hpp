@@ -45,6 +45,17 @@ bool rms_norm_rows(const float* x, const float* weight, float* y, std::int64_t r
 bool linear_rows(const float* x, const void* w, bool bf16, float* y, std::int64_t rows, std::int64_t out,
                  std::int64_t in, bool accumulate, void* stream);
 
+// linear_rows of the RMSNorm of x (as rms_norm_rows with weight `norm`, f32
+// [in]), one launch: y = norm(x) w^T.
+bool norm_linear_rows(const float* x, const float* norm, float eps, const void* w, bool bf16, float* y,
+                      std::int64_t rows, std::int64_t out, std::int64_t in, void* stream);
+
+// The SwiGLU MLP's first half in one launch: with w [2 inner, in] (the
+// gate's rows, then the up's) and h = norm(x) as above,
+// y[m, i] = silu(h[m] . w[i]) * (h[m] . w[inner + i]), y [rows, inner].
+bool norm_swiglu_rows(const float* x, const float* norm, float eps, const void* w, bool bf16, float* y,
+                      std::int64_t rows, std::int64_t inner, std::int64_t in, void* stream);
+
 // RoPE on each row's q heads (in place in qkv) and k heads, and the keys and
 // values stored at plan[t].write_row of layer `layer` of the row's cache
 // slot. qkv rows: [q heads | k heads | v heads] x head_dim. cos/sin:
@@ -59,9 +70,6 @@ bool rope_and_store(float* qkv, const TokenPlan* plan, std::int64_t rows, const 
 bool attention_rows(const float* qkv, const TokenPlan* plan, const std::uint64_t* mask_words,
                     std::int64_t rows, const float* const* k_slots, const float* const* v_slots,
                     std::int32_t layer, const AttentionShape& shape, float* out, void* stream);
-
-// a[t, i] = silu(gu[t, i]) * gu[t, inner + i]: the gate's columns first.
-bool swiglu_rows(const float* gu, float* a, std::int64_t rows, std::int64_t inner, void* stream);
 
 // One sequence's accept: entry i of `path` (device, n entries, increasing)
 // moves from row length + path[i] to length + i in every layer and head of

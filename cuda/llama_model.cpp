@@ -99,18 +99,18 @@ struct LlamaModel::Impl {
   float** slot_v_dev = nullptr;
   std::size_t slot_table_size = 0;
 
-  Scratch x, h, qkv, attn, gu, act, logits, hidden, plan, path;
+  Scratch x, qkv, attn, act, logits, hidden, plan, path;
 
   // CUDA graphs of forwards. A forward's launches depend on its row count,
   // its outputs and the addresses of the buffers it uses only (the plan is
   // read from device memory), so a forward of a shape seen before replays
-  // the graph captured then: one launch instead of ~9 per layer, which bound
+  // the graph captured then: one launch instead of 6 per layer, which bound
   // a small model's step. A shape is captured the second time it is met, so
   // that shapes met once (ragged batches) cost no capture. Off unless asked
   // for: while this thread captures, another thread's work on the legacy
   // default stream (which waits for this blocking stream) fails the capture.
   struct GraphKey {
-    std::array<const void*, 11> buffers{};
+    std::array<const void*, 9> buffers{};
     std::int64_t rows = 0;
     std::int32_t hidden_layer = 0;
     bool logits = false, hidden = false;
@@ -129,8 +129,7 @@ struct LlamaModel::Impl {
     for (const auto& g : graphs) (void)cudaGraphExecDestroy(g.second);
     for (float* p : slot_k) (void)cudaFree(p);
     for (float* p : slot_v) (void)cudaFree(p);
-    for (Scratch* s : {&x, &h, &qkv, &attn, &gu, &act, &logits, &hidden, &plan, &path})
-      (void)cudaFree(s->ptr);
+    for (Scratch* s : {&x, &qkv, &attn, &act, &logits, &hidden, &plan, &path}) (void)cudaFree(s->ptr);
     (void)cudaFree(slot_k_dev);
     (void)cudaFree(slot_v_dev);
     (void)cudaFree(rope_cos);
@@ -531,10 +530,8 @@ void LlamaModel::forward(const ForwardRequest& request) {
   const auto qkv_dim = static_cast<std::size_t>(m.q_dim() + 2 * m.kv_dim());
   cudaStream_t s = m.stream;
   float* x = m.x.get<float>(n * d, s);
-  float* h = m.h.get<float>(n * d, s);
   float* qkv = m.qkv.get<float>(n * qkv_dim, s);
   float* attn = m.attn.get<float>(n * static_cast<std::size_t>(m.q_dim()), s);
-  float* gu = m.gu.get<float>(n * 2 * inner, s);
   float* act = m.act.get<float>(n * inner, s);
   // The plan, in one copy: tokens, rows, mask words (each part 256-aligned).
   const std::size_t tokens_bytes = n * sizeof(std::int32_t), rows_bytes = n * sizeof(TokenPlan),
@@ -563,11 +560,9 @@ void LlamaModel::forward(const ForwardRequest& request) {
     check_launch(detail::embed_rows(m.at(m.embed), w, tokens_dev, total, c.hidden_size, x, s), "embed_rows");
     for (std::int32_t li = 0; li < num_layers; ++li) {
       const auto& l = m.layers[static_cast<std::size_t>(li)];
-      check_launch(detail::rms_norm_rows(x, m.at_f32(l.attn_norm), h, total, c.hidden_size, eps, s),
-                   "rms_norm_rows");
-      check_launch(detail::linear_rows(h, m.at(l.qkv), w, qkv, total, static_cast<std::int64_t>(qkv_dim),
-                                       c.hidden_size, false, s),
-                   "linear_rows (qkv)");
+      check_launch(detail::norm_linear_rows(x, m.at_f32(l.attn_norm), eps, m.at(l.qkv), w, qkv, total,
+                                            static_cast<std::int64_t>(qkv_dim), c.hidden_size, s),
+                   "norm_linear_rows (qkv)");
       check_launch(detail::rope_and_store(qkv, rows_dev, total, m.rope_cos, m.rope_sin, m.slot_k_dev,
                                           m.slot_v_dev, li, shape, s),
                    "rope_and_store");
@@ -576,12 +571,9 @@ void LlamaModel::forward(const ForwardRequest& request) {
                    "attention_rows");
       check_launch(detail::linear_rows(attn, m.at(l.o), w, x, total, c.hidden_size, m.q_dim(), true, s),
                    "linear_rows (o)");
-      check_launch(detail::rms_norm_rows(x, m.at_f32(l.mlp_norm), h, total, c.hidden_size, eps, s),
-                   "rms_norm_rows");
-      check_launch(detail::linear_rows(h, m.at(l.gate_up), w, gu, total, 2 * c.intermediate_size,
-                                       c.hidden_size, false, s),
-                   "linear_rows (gate_up)");
-      check_launch(detail::swiglu_rows(gu, act, total, c.intermediate_size, s), "swiglu_rows");
+      check_launch(detail::norm_swiglu_rows(x, m.at_f32(l.mlp_norm), eps, m.at(l.gate_up), w, act, total,
+                                            c.intermediate_size, c.hidden_size, s),
+                   "norm_swiglu_rows");
       check_launch(
           detail::linear_rows(act, m.at(l.down), w, x, total, c.hidden_size, c.intermediate_size, true, s),
           "linear_rows (down)");
@@ -590,18 +582,16 @@ void LlamaModel::forward(const ForwardRequest& request) {
               "cudaMemcpyAsync");
     }
     if (!want_logits && !want_hidden) return;  // a prefill fills the caches only
-    check_launch(detail::rms_norm_rows(x, m.at_f32(m.final_norm), h, total, c.hidden_size, eps, s),
-                 "rms_norm_rows");
     if (want_logits)
-      check_launch(
-          detail::linear_rows(h, m.at(m.lm_head), w, logits_dst, total, c.vocab_size, c.hidden_size, false, s),
-          "linear_rows (lm_head)");
+      check_launch(detail::norm_linear_rows(x, m.at_f32(m.final_norm), eps, m.at(m.lm_head), w, logits_dst,
+                                            total, c.vocab_size, c.hidden_size, s),
+                   "norm_linear_rows (lm_head)");
     if (want_hidden && request.hidden_layer == -1)
-      check(cudaMemcpyAsync(hidden_dst, h, n * d * sizeof(float), cudaMemcpyDeviceToDevice, s),
-            "cudaMemcpyAsync");
+      check_launch(detail::rms_norm_rows(x, m.at_f32(m.final_norm), hidden_dst, total, c.hidden_size, eps, s),
+                   "rms_norm_rows");
   };
   Impl::GraphKey key;
-  key.buffers = {x, h, qkv, attn, gu, act, plan_dev, hidden_dst, logits_dst, m.slot_k_dev, m.slot_v_dev};
+  key.buffers = {x, qkv, attn, act, plan_dev, hidden_dst, logits_dst, m.slot_k_dev, m.slot_v_dev};
   key.rows = total;
   key.hidden_layer = want_hidden ? request.hidden_layer : 0;
   key.logits = want_logits;

@@ -10,8 +10,11 @@
 # and 128k, batch 1 and 64, k = 4) picks the kernel benchmarks, BENCH_REPS
 # their repetitions (default 1),
 # MEMCHECK_FILTER (a Catch2 test spec, default "[cuda]") the memcheck run,
-# MODEL_BENCH_FILTER the model benchmarks; T_TEST, T_MEMCHECK, T_KERNELS and
-# T_MODEL each stage's time limit in seconds.
+# MODEL_BENCH_FILTER the model benchmarks, MODEL_GRAPHS_FILTER (unset: none)
+# those run again with CUDA graphs, PROFILE (unset: none; e.g. "target
+# llama_1b") the models whose decode step gpu-profile.sh times kernel by
+# kernel; T_TEST, T_MEMCHECK, T_KERNELS (0: no kernel benchmarks), T_MODEL and
+# T_PROFILE each stage's time limit in seconds.
 set -uo pipefail
 pack=${1:-.gpu}
 out=${2:-gpu-out}
@@ -32,20 +35,38 @@ if ! SPECDEC_STATISTICAL_OUTCOMES=2000 SPECDEC_CUDA_QUICK=1 timeout "${T_MEMCHEC
     > "$out/memcheck.log" 2>&1; then status=1; fi
 tail -3 "$out/memcheck.log"
 
-step "kernel benchmarks"
-# The goals' shapes by default: the whole grid (184 benchmarks, each building
-# up to a gigabyte of rows on the host) ran 24 benchmarks in 150 s on an H200.
-if ! timeout "${T_KERNELS:-180}" "$pack/bin/cuda_kernels_bench" --benchmark_filter="${BENCH_FILTER:-V:(32000|128256)/batch:(1|64)/k:4/}" \
-    --benchmark_min_time=0.1 --benchmark_repetitions="${BENCH_REPS:-1}" \
-    --benchmark_report_aggregates_only=true --benchmark_out="$out/cuda_kernels_bench.json" \
-    --benchmark_out_format=json > "$out/cuda_kernels_bench.log" 2>&1; then status=1; fi
+if [ "${T_KERNELS:-180}" != 0 ]; then
+  step "kernel benchmarks"
+  # The goals' shapes by default: the whole grid (184 benchmarks, each building
+  # up to a gigabyte of rows on the host) ran 24 benchmarks in 150 s on an H200.
+  if ! timeout "${T_KERNELS:-180}" "$pack/bin/cuda_kernels_bench" --benchmark_filter="${BENCH_FILTER:-V:(32000|128256)/batch:(1|64)/k:4/}" \
+      --benchmark_min_time=0.1 --benchmark_repetitions="${BENCH_REPS:-1}" \
+      --benchmark_report_aggregates_only=true --benchmark_out="$out/cuda_kernels_bench.json" \
+      --benchmark_out_format=json > "$out/cuda_kernels_bench.log" 2>&1; then status=1; fi
+fi
 
 step "model benchmarks (the CUDA Llama: default models when models/ holds them, 1B- and 7B-class random)"
 if ! timeout "${T_MODEL:-150}" "$pack/bin/cuda_model_bench" --benchmark_filter="${MODEL_BENCH_FILTER:-.}" --benchmark_min_time=0.2 \
     --benchmark_out="$out/cuda_model_bench.json" --benchmark_out_format=json > "$out/cuda_model_bench.log" 2>&1; then status=1; fi
 tail -20 "$out/cuda_model_bench.log"
 
-step summary
-python3 "$(dirname "$0")/gpu_summary.py" "$out/cuda_kernels_bench.json" | tee "$out/summary.txt"
+if [ -n "${MODEL_GRAPHS_FILTER:-}" ]; then
+  step "model benchmarks with CUDA graphs"
+  if ! SPECDEC_CUDA_GRAPHS=1 timeout "${T_MODEL:-150}" "$pack/bin/cuda_model_bench" --benchmark_filter="$MODEL_GRAPHS_FILTER" \
+      --benchmark_min_time=0.2 --benchmark_out="$out/cuda_model_bench_graphs.json" --benchmark_out_format=json \
+      > "$out/cuda_model_bench_graphs.log" 2>&1; then status=1; fi
+  grep BM_ "$out/cuda_model_bench_graphs.log"; rm -f "$out/cuda_model_bench_graphs.log"
+fi
+
+if [ -n "${PROFILE:-}" ]; then
+  step "kernel times of one decode step (ncu): $PROFILE"
+  # shellcheck disable=SC2086  # PROFILE is a list of models
+  if ! timeout "${T_PROFILE:-150}" bash "$(dirname "$0")/gpu-profile.sh" "$pack" "$out" $PROFILE; then status=1; fi
+fi
+
+if [ "${T_KERNELS:-180}" != 0 ]; then
+  step summary
+  python3 "$(dirname "$0")/gpu_summary.py" "$out/cuda_kernels_bench.json" | tee "$out/summary.txt"
+fi
 echo "gpu-check status: $status"
 exit $status

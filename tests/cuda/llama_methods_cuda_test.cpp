@@ -46,8 +46,8 @@ TEST_CASE("Every method on the CUDA model decodes greedily as autoregressive dec
   // A target and a smaller draft that agrees with it now and then.
   auto target =
       sd::cuda::LlamaModel::load(saved(sd::testing::ReferenceLlama(config(64, 2), 21, true), "specdec_m_t"));
-  auto draft =
-      sd::cuda::LlamaModel::load(saved(sd::testing::ReferenceLlama(config(32, 1), 22, true), "specdec_m_d"));
+  const auto draft_dir = saved(sd::testing::ReferenceLlama(config(32, 1), 22, true), "specdec_m_d");
+  auto draft = sd::cuda::LlamaModel::load(draft_dir);
   const auto& registry = sd::cuda::method_registry();
   sd::SamplingParams greedy;
   greedy.temperature = 0.0f;
@@ -56,14 +56,18 @@ TEST_CASE("Every method on the CUDA model decodes greedily as autoregressive dec
   options.sampling = greedy;
   // A prompt that repeats itself, so that n-gram lookup finds drafts. (duo
   // gets its draft length: measuring its cost coefficient needs a context
-  // of 129 tokens, these models have 128.)
+  // of 129 tokens, these models have 128. sv gets the draft's checkpoint as
+  // its companion, and verifies every draft: there is no acceptance profile
+  // of these models.)
   const std::vector<TokenId> prompt = {5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6};
   const auto want = registry.make("autoregressive", target, nullptr, greedy).generate(prompt, options).tokens;
   REQUIRE(want.size() == 48);
-  for (const char* spec : {"chain", "chain:rule=rrs", "chain:rule=block", "tree", "tree:rule=traversal",
-                           "dynamic", "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram", "duo:gamma=4", "sv"}) {
+  const std::string sv = "sv:all=1:lat_batch=1:lat_reps=1:companion=" + draft_dir.string();
+  for (const std::string spec :
+       {"chain", "chain:rule=rrs", "chain:rule=block", "tree", "tree:rule=traversal", "dynamic",
+        "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram", "duo:gamma=4", sv.c_str()}) {
     INFO(spec);
-    const auto info = registry.find(std::string(spec).substr(0, std::string(spec).find(':')));
+    const auto info = registry.find(spec.substr(0, spec.find(':')));
     auto decoder =
         registry.make(spec, target, info.models == sd::MethodModels::kDraftModel ? &draft : nullptr, greedy);
     CHECK(decoder.generate(prompt, options).tokens == want);
