@@ -39,6 +39,17 @@ put("safetensors", "bf16-meta",
 put("safetensors", "i64-scalar", safetensors({"n": ("I64", [], struct.pack("<q", 7))}))
 put("safetensors", "empty", safetensors({}))
 
+# Indexes of the directory safetensors_index_fuzz.cpp writes: shard 1 holds a
+# and b, shard 2 holds c.
+S1, S2 = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
+put("safetensors_index", "valid.json",
+    json.dumps({"metadata": {"total_size": 28}, "weight_map": {"a": S1, "b": S1, "c": S2}}))
+put("safetensors_index", "partial-map.json", json.dumps({"weight_map": {"a": S1}}))
+put("safetensors_index", "wrong-shard.json", json.dumps({"weight_map": {"a": S2, "c": S2}}))
+put("safetensors_index", "missing-shard.json", json.dumps({"weight_map": {"a": "model-00003-of-00003.safetensors"}}))
+put("safetensors_index", "escape.json", json.dumps({"weight_map": {"a": "../" + S1}}))
+put("safetensors_index", "no-map.json", json.dumps({"metadata": {"format": "pt"}}))
+
 os.makedirs(os.path.join(ROOT, "llama_config"), exist_ok=True)
 for name in ("target", "draft"):
     shutil.copy(os.path.join("models", name, "config.json"), os.path.join(ROOT, "llama_config", name + ".json"))

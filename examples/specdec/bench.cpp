@@ -25,6 +25,7 @@
 
 #include "interrupt.hpp"
 #include "session.hpp"
+#include "soak.hpp"
 #include "specdec/accept/same_drafts_comparison.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/logit_rows.hpp"
@@ -840,10 +841,25 @@ void add_bench_options(CLI::App& cmd, BenchCommand& b) {
   cmd.add_flag("--check", b.check,
                "with --temperature 0: exit with status 1 when any method's output differs from autoregressive "
                "decoding's in the same precision, naming each");
+  auto* soak = cmd.add_option(
+      "--soak", b.soak,
+      "run random requests (prompt prefixes, lengths up to --max-new-tokens, temperatures, aborts) "
+      "through each method in turn, --batch at once, for this long (90s, 15m, 2h); greedy outputs "
+      "checked against autoregressive decoding, resident memory sampled");
+  cmd.add_option("--soak-temperatures", b.soak_temperatures,
+                 "with --soak: the temperatures requests sample at")
+      ->delimiter(',')
+      ->needs(soak);
+  cmd.add_option("--soak-abort", b.soak_abort, "with --soak: the share of requests aborted mid-generation")
+      ->needs(soak);
+  cmd.add_option("--soak-interval", b.soak_interval, "with --soak: seconds between memory samples")
+      ->needs(soak);
+  cmd.add_option("--soak-rss", b.soak_rss, "with --soak: write the memory samples here as CSV")->needs(soak);
 }
 
 
 int run_bench(const BenchCommand& b) {
+  if (!b.soak.empty()) return run_soak(b);
   check_writable(b.json);  // before the models load and the runs take their time
   catch_interrupt();  // Ctrl-C: the prompts every method finished are reported and written, marked interrupted
   if (b.check && !b.sampling.is_greedy())

@@ -49,6 +49,15 @@ struct BenchCommand {
   // Greedy runs only: exit with status 1 when any method's output differs
   // from autoregressive decoding's in the same precision, listing each.
   bool check = false;
+  // --soak DURATION (soak.hpp): continuous batching of random requests
+  // through each method in turn for that long, greedy ones checked against
+  // autoregressive decoding, resident memory sampled every `soak_interval`
+  // seconds (to `soak_rss` as CSV when given). Empty = no soak.
+  std::string soak;
+  std::vector<float> soak_temperatures{0.0f, 0.8f};  // each request samples at one of these
+  double soak_abort = 0.05;                          // the share of requests aborted mid-generation
+  double soak_interval = 5.0;
+  std::filesystem::path soak_rss;
 };
 
 void add_bench_options(CLI::App& cmd, BenchCommand& b);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <shared_mutex>
 #include <tuple>
 #include <utility>
 
@@ -299,8 +300,9 @@ void LlamaModel::open(std::int32_t seq, const CachePolicy& policy) {
     throw UnsupportedError(fmt::format("LlamaModel::open: sequence {}: unknown cache policy", seq));
   const auto dense_slots = key_capacity(config_.max_position_embeddings);
   const auto slots = sparse ? std::min(sparse_slots(policy), dense_slots) : dense_slots;
-  const auto it = caches_.find(seq);
-  if (it != caches_.end() && it->second.slots != slots) close(seq);  // reopened with another policy
+  const std::unique_lock lock(*caches_mutex_);
+  if (const auto it = caches_.find(seq); it != caches_.end() && it->second.slots != slots)
+    drop_cache(it);  // reopened with another policy
   auto existing = caches_.find(seq);
   if (existing == caches_.end()) {
     // A closed dense sequence's buffers are reused. They need no zeroing:
@@ -327,13 +329,21 @@ void LlamaModel::open(std::int32_t seq, const CachePolicy& policy) {
 }
 
 void LlamaModel::close(std::int32_t seq) {
+  const std::unique_lock lock(*caches_mutex_);
   const auto it = caches_.find(seq);
   if (it == caches_.end()) throw InvalidArgumentError(fmt::format("LlamaModel::close: sequence {} is not open", seq));
+  drop_cache(it);
+}
+
+void LlamaModel::drop_cache(std::unordered_map<std::int32_t, Cache>::iterator it) {
   if (!it->second.sparse()) spare_caches_.push_back(std::move(it->second));
   caches_.erase(it);
 }
 
 const LlamaModel::Cache& LlamaModel::cache(std::int32_t seq) const {
+  // A reference into the map stays valid while other sequences open and
+  // close; the lock keeps the lookup itself from racing them.
+  const std::shared_lock lock(*caches_mutex_);
   const auto it = caches_.find(seq);
   if (it == caches_.end())
     throw InvalidArgumentError(fmt::format("LlamaModel: sequence {} is not open (open)", seq));

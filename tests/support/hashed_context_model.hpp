@@ -6,9 +6,12 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <shared_mutex>
 #include <span>
 #include <unordered_map>
 #include <utility>
@@ -38,7 +41,10 @@ class HashedContextModel {
   // tests need (an order-2 model's state is its last two tokens).
   std::int64_t hidden_size() const { return 2; }
   std::int64_t cached_length(std::int32_t seq) const { return seq_at(seq).committed.size(); }
-  bool is_open(std::int32_t seq) const { return seqs_.contains(seq); }
+  bool is_open(std::int32_t seq) const {
+    const std::shared_lock lock(*mutex_);
+    return seqs_.contains(seq);
+  }
   // Unbounded unless a test sets a limit (the context-limit tests do); a
   // forward past it throws, as a real model's would.
   std::int64_t max_context() const { return max_context_; }
@@ -49,12 +55,16 @@ class HashedContextModel {
   void open(std::int32_t seq, const CachePolicy& policy = {}) {
     if (policy.kind == CachePolicy::Kind::kSinkWindow && (policy.sink < 0 || policy.window < 1))
       throw InvalidArgumentError("HashedContextModel: a sink + window cache needs sink >= 0 and window >= 1");
+    const std::unique_lock lock(*mutex_);
     seqs_[seq] = Sequence{};
     seqs_[seq].policy = policy;
   }
   void close(std::int32_t seq) {
-    closed_[seq] = seq_at(seq).committed;  // what committed() reports after the close
-    seqs_.erase(seq);
+    const std::unique_lock lock(*mutex_);
+    const auto it = seqs_.find(seq);
+    if (it == seqs_.end()) throw InvalidArgumentError("HashedContextModel: unknown sequence");
+    closed_[seq] = it->second.committed;  // what committed() reports after the close
+    seqs_.erase(it);
   }
   std::int64_t forwards() const { return forwards_; }
   // A drafter's hot vocabulary (FR-Spec): logits of every other token are
@@ -80,7 +90,7 @@ class HashedContextModel {
   }
 
   void forward(const ForwardRequest& request) {
-    ++forwards_;
+    std::atomic_ref(forwards_).fetch_add(1, std::memory_order_relaxed);
     const bool want_logits = !request.logits.empty(), want_hidden = !request.hidden.empty();
     std::vector<float> logits, hidden;
     if (want_hidden && (request.hidden_layer != -1 || request.hidden_layers != 1))
@@ -157,7 +167,10 @@ class HashedContextModel {
   }
   // The sequence's committed tokens; after close(), those it held then.
   std::span<const TokenId> committed(std::int32_t seq) const {
-    if (!is_open(seq) && closed_.contains(seq)) return closed_.at(seq);
+    {
+      const std::shared_lock lock(*mutex_);
+      if (!seqs_.contains(seq) && closed_.contains(seq)) return closed_.at(seq);
+    }
     return seq_at(seq).committed;
   }
 
@@ -173,7 +186,10 @@ class HashedContextModel {
       return v;
     }
   };
+  // A reference stays valid while other sequences open and close (as a real
+  // model's caches do, for hosts stepping engines on several threads).
   const Sequence& seq_at(std::int32_t seq) const {
+    const std::shared_lock lock(*mutex_);
     const auto it = seqs_.find(seq);
     if (it == seqs_.end()) throw InvalidArgumentError("HashedContextModel: unknown sequence");
     return it->second;
@@ -193,6 +209,7 @@ class HashedContextModel {
   std::uint64_t noise_seed_;
   std::unordered_map<std::int32_t, Sequence> seqs_;
   std::unordered_map<std::int32_t, std::vector<TokenId>> closed_;
+  std::unique_ptr<std::shared_mutex> mutex_ = std::make_unique<std::shared_mutex>();  // open/close vs lookups
   std::int64_t forwards_ = 0;
   std::int64_t max_context_ = std::numeric_limits<std::int64_t>::max();
   std::vector<TokenId> hot_;

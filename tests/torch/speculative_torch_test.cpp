@@ -7,27 +7,30 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "specdec/accept/greedy.hpp"
+#include "specdec/draft/eagle_head_drafter.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/engine/autoregressive_decoder.hpp"
-#include "specdec/draft/eagle_head_drafter.hpp"
 #include "specdec/engine/lyanna_decoder.hpp"
 #include "specdec/engine/speculative_decoder.hpp"
 #include "specdec/engine/speculative_engine.hpp"
-#include "specdec/tree/dynamic_tree_builder.hpp"
-#include "specdec/policy/fixed_length.hpp"
 #include "specdec/io/sv_profile.hpp"
+#include "specdec/policy/fixed_length.hpp"
 #include "specdec/tokenizer/tokenizer.hpp"
 #include "specdec/torch/draft_head.hpp"
 #include "specdec/torch/llama_model.hpp"
 #include "specdec/torch/methods.hpp"
 #include "specdec/torch/spire_draft.hpp"
+#include "specdec/torch/threads.hpp"
 #include "specdec/tree/chain_builder.hpp"
+#include "specdec/tree/dynamic_tree_builder.hpp"
 #include "specdec/verify/model_verifier.hpp"
 #include "support/catch.hpp"
 #include "support/llama_fixtures.hpp"
@@ -120,6 +123,56 @@ TEST_CASE("Greedy chain speculation on Llama models equals greedy decoding", "[t
       CHECK_THROWS_AS(draft.cached_length(0), sd::InvalidArgumentError);
     }
   }
+}
+
+// Two host threads, each stepping its own chain decoder over its own
+// requests of one shared target and draft (docs/integration.md, "Threads"):
+// LlamaModel's open and close (a finished request's sequences close inside a
+// step) run against the other thread's forwards; every output is greedy
+// decoding's.
+TEST_CASE("Two host threads decode over one shared target and draft as greedy decoding", "[torch][engine]") {
+  auto target = tb::LlamaModel::random(st::tiny_decoding_config(2, 32), 1);
+  auto draft = tb::LlamaModel::random(st::tiny_decoding_config(1, 16), 2);
+  const auto prompt_of = [](std::int32_t id) {
+    std::vector<sd::TokenId> p;
+    for (std::int32_t i = 0; i < 1 + id % 6; ++i)
+      p.push_back(static_cast<sd::TokenId>((id * 13 + i * 5) % 61));
+    return p;
+  };
+  const auto length_of = [](std::int32_t id) { return std::int64_t{8} + id % 17; };
+  const auto serve = [&](std::int32_t first, std::map<std::int32_t, std::vector<sd::TokenId>>& out) {
+    tb::set_forward_threads(1);  // the two threads share the cores
+    auto chain = tb::make_method(tb::parse_method("chain:k=3"), target, &draft, sd::SamplingParams{0.0f});
+    std::int32_t next = first;
+    std::vector<std::int32_t> live;
+    while (next < first + 12 || !live.empty()) {
+      while (live.size() < 3 && next < first + 12) {  // three at once, continuously refilled
+        sd::GenerationOptions o;
+        o.max_new_tokens = length_of(next);
+        chain.begin(next, prompt_of(next), o);
+        live.push_back(next++);
+      }
+      chain.step();
+      std::erase_if(live, [&](std::int32_t id) {
+        if (!chain.done(id)) return false;
+        out[id] = chain.take_result(id).tokens;
+        return true;
+      });
+    }
+  };
+  std::map<std::int32_t, std::vector<sd::TokenId>> a, b;
+  std::thread host_a([&] { serve(0, a); });
+  std::thread host_b([&] { serve(100, b); });
+  host_a.join();
+  host_b.join();
+  REQUIRE(a.size() == 12);
+  REQUIRE(b.size() == 12);
+  for (const auto* out : {&a, &b})
+    for (const auto& [id, tokens] : *out) {
+      INFO("request " << id);
+      CHECK(tokens == greedy(target, prompt_of(id), length_of(id)));
+      CHECK_THROWS_AS(target.cached_length(id), sd::InvalidArgumentError);  // closed
+    }
 }
 
 TEST_CASE("Every method decodes greedily exactly like autoregressive decoding", "[torch][engine]") {

@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -177,6 +178,11 @@ class LlamaModel {
   at::Tensor rope_cos_, rope_sin_;  // [max_position_embeddings, head_dim]
   std::unordered_map<std::int32_t, Cache> caches_;
   std::vector<Cache> spare_caches_;  // closed sequences' buffers, reused by open()
+  // open() and close() against the lookups of forwards on other sequences:
+  // hosts that step engines over one model on several threads close a
+  // finished request's sequence inside a step (docs/integration.md).
+  std::unique_ptr<std::shared_mutex> caches_mutex_ = std::make_unique<std::shared_mutex>();
+  void drop_cache(std::unordered_map<std::int32_t, Cache>::iterator it);     // caches_mutex_ held
   std::unique_ptr<std::mutex> pack_mutex_ = std::make_unique<std::mutex>();  // the first forward packs the weights
 };
 

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# `specdec train` killed with SIGKILL at random moments (checkpoints every 2
+# steps, so many kills land inside one), then resumed: every restart resumes
+# from a checkpoint at least as late as the last one it reported, and the
+# last run finishes with a model that loads. A tiny random-token model, so
+# each step takes milliseconds.
+#   kill_resume_test.sh SPECDEC_BINARY [KILLS=8] [SEED=1]
+set -uo pipefail
+specdec=$1 kills=${2:-8} seed=${3:-1}
+work=$(mktemp -d)
+[ -n "${KEEP:-}" ] && echo "work: $work" || trap 'rm -rf "$work"' EXIT
+cd "$work"
+/usr/bin/python3 - <<'PY'
+import random, struct
+random.seed(1)
+open("train.bin", "wb").write(struct.pack("<20000H", *[random.randrange(64) for _ in range(20000)]))
+open("held.bin", "wb").write(struct.pack("<2000H", *[random.randrange(64) for _ in range(2000)]))
+PY
+cat > cfg.json <<'JSON'
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu", "hidden_size": 32,
+ "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16,
+ "vocab_size": 64, "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+ "tie_word_embeddings": true, "bos_token_id": 1, "eos_token_id": 2}
+JSON
+train() {  # exec: in `train &`, $! is then the trainer itself, not a subshell around it
+  exec "$specdec" train --config cfg.json --train train.bin --heldout held.bin --out out --steps 4000 --batch 2 \
+    --seq-len 32 --checkpoint-every 2 --threads 1 --eval-windows 4 "$@"
+}
+fail() { echo "FAIL: $*"; tr '\r' '\n' < log | grep -v '^\[' | tail -5; exit 1; }
+RANDOM=$seed
+last=0  # the latest step a run resumed from
+for i in $(seq 1 "$kills"); do
+  ( train ) > log 2>&1 &
+  pid=$!
+  sleep "$(( 1 + RANDOM % 2 )).$(( RANDOM % 10 ))"  # 1.0 to 2.9 s in (libtorch loads in about 1 s)
+  kill -9 "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  resumed=$(grep -ao 'resuming from out/checkpoint at step [0-9]*' log | grep -o '[0-9]*$')
+  if [ -n "$resumed" ]; then
+    [ "$resumed" -ge "$last" ] || fail "kill $i: resumed from step $resumed after step $last"
+    last=$resumed
+  fi
+  echo "kill $i: ${resumed:+resumed from step $resumed, }killed after $(tr '\r' '\n' < log | grep -ao 'step [0-9]*' | tail -1)"
+done
+( train ) > log 2>&1 || fail "the last run, after $kills kills, exited $?"
+final=$(grep -ao 'resumed from step [0-9]*' log | grep -o '[0-9]*$')
+[ -n "$final" ] && [ "$final" -ge "$last" ] || fail "the last run resumed from step ${final:-none}, after step $last"
+summary=$(tr '\r' '\n' < log | grep -a '^trained')
+[ -s out/model.safetensors ] && [ -s out/config.json ] || fail "no model"
+"$specdec" train --config cfg.json --train train.bin --heldout held.bin --out out2 --steps 1 --batch 2 --seq-len 32 \
+  --threads 1 --eval-windows 4 --init-from out > log 2>&1 || fail "the model does not load (--init-from)"
+echo "after $kills kills: $summary"
