@@ -100,6 +100,7 @@ HeadTrainReport train_draft_head(const HeadTrainOptions& o, const std::function<
   const auto vocab = target.vocab_size();
   const auto train = read_tokens(o.train_tokens, vocab, o.seq_len + o.draft_steps);
   const auto counts = count_tokens(train, vocab);
+  const train_data::RunLock lock(o.out_dir);  // one run per directory
   const bool resuming = !train_data::resume_checkpoint(o.out_dir).empty();
   DraftHeadConfig config;
   config.kind = o.kind;

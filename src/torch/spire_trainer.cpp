@@ -93,6 +93,7 @@ SpireTrainReport train_spire(const SpireTrainOptions& o, const std::function<voi
   const auto ckpt_dir = o.out_dir / "checkpoint";
   SpireTrainReport report;
 
+  const train_data::RunLock lock(o.out_dir);  // one run per directory
   const LlamaModel target = LlamaModel::load(o.target_dir);
   const auto train = read_tokens(o.train_tokens, target.vocab_size(), o.seq_len);
   const bool resuming = !train_data::resume_checkpoint(o.out_dir).empty();

@@ -3,10 +3,15 @@
 // the dtype names of saved weights. Internal to src/torch.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -95,6 +100,38 @@ inline const char* early_stop_reason(std::int64_t step, std::int64_t first_step,
   if (time_budget_seconds > 0 && ran_seconds >= time_budget_seconds) return "time budget";
   return nullptr;
 }
+
+// One run per output directory: an exclusive flock on <out_dir>/.lock for
+// the run's life. Two runs on one directory would overwrite each other's
+// checkpoints; the kernel drops the lock when its process dies (kill -9
+// included), so a resume is never refused by a dead run. IoError naming the
+// directory when another run holds it.
+class RunLock {
+ public:
+  explicit RunLock(const std::filesystem::path& out_dir) : path_(out_dir / ".lock") {
+    std::filesystem::create_directories(out_dir);
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw IoError(fmt::format("{}: cannot open: {}", path_.string(), std::strerror(errno)));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      ::close(fd_);
+      if (err == EWOULDBLOCK)
+        throw IoError(fmt::format("{}: another run is training into this directory (it holds {})",
+                                  out_dir.string(), path_.string()));
+      throw IoError(fmt::format("{}: cannot lock: {}", path_.string(), std::strerror(err)));
+    }
+  }
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
+  ~RunLock() {  // the file goes too: a finished run leaves no .lock among its outputs
+    ::unlink(path_.c_str());
+    ::close(fd_);
+  }
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+};
 
 // Writes <out_dir>/checkpoint: the weights (float32), the optimizer state and
 // the next step. Everything goes to checkpoint.tmp first, state.json last and

@@ -80,6 +80,7 @@ TrainReport train_language_model(const TrainOptions& o, const std::function<void
   TrainReport report;
 
   // Fresh model, or resume: the checkpoint holds weights, optimizer moments and the step.
+  const train_data::RunLock lock(o.out_dir);  // one run per directory
   const bool resuming = !train_data::resume_checkpoint(o.out_dir).empty();
   std::int64_t step = resuming || o.init_from.empty() ? 0 : o.start_step;
   LlamaModel model = resuming               ? LlamaModel::load(ckpt_dir)

@@ -2,8 +2,9 @@
 # `specdec train` killed with SIGKILL at random moments (checkpoints every 2
 # steps, so many kills land inside one), then resumed: every restart resumes
 # from a checkpoint at least as late as the last one it reported, and the
-# last run finishes with a model that loads. A tiny random-token model, so
-# each step takes milliseconds.
+# last run finishes with a model that loads; and a second run beside a live
+# one is refused. A tiny random-token model, so each step takes
+# milliseconds.
 #   kill_resume_test.sh SPECDEC_BINARY [KILLS=8] [SEED=1]
 set -uo pipefail
 specdec=$1 kills=${2:-8} seed=${3:-1}
@@ -50,3 +51,13 @@ summary=$(tr '\r' '\n' < log | grep -a '^trained')
 "$specdec" train --config cfg.json --train train.bin --heldout held.bin --out out2 --steps 1 --batch 2 --seq-len 32 \
   --threads 1 --eval-windows 4 --init-from out > log 2>&1 || fail "the model does not load (--init-from)"
 echo "after $kills kills: $summary"
+# A second run on a directory a live run trains into is refused, naming it.
+rm -rf out
+( train ) > log 2>&1 &
+pid=$!
+for _ in $(seq 1 100); do grep -aq 'step [0-9]' log && break; sleep 0.1; done
+( train ) > log2 2>&1 && fail "a second run on out/ was not refused"
+grep -aq "out: another run is training into this directory" log2 || { cat log2; fail "the refusal does not say why"; }
+kill -9 "$pid"
+wait "$pid" 2>/dev/null
+echo "a second run beside a live one: refused"
