@@ -13,6 +13,7 @@ packages=(
   libtorch-dev libopenblas0-openmp libdnnl-dev   # OpenBLAS-OpenMP: without it libtorch GEMMs are ~40x slower
   ocl-icd-opencl-dev                              # dnnl-config.cmake calls find_package(OpenCL); libdnnl-dev only recommends it
   libsentencepiece-dev sentencepiece              # tokenizer oracle (tests) and trainer (spm_train)
+  python3                                         # tests/cli's scripts (libtorch-dev brings it too)
 )
 missing=()
 for p in "${packages[@]}"; do
