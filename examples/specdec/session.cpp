@@ -25,6 +25,25 @@ std::filesystem::path find_tokenizer(const std::filesystem::path& dir) {
                                    dir.string()));
 }
 
+// A tokenizer the draft's own directory holds (not its parent's, which
+// models/ shares) that differs from the one the session uses: speculative
+// decoding verifies the draft's token ids as the target's, so the two must
+// be one vocabulary, not only one size (InvalidArgumentError naming both).
+void check_draft_tokenizer(const std::filesystem::path& draft, const std::filesystem::path& used) {
+  for (const char* name : {"tokenizer.model", "tokenizer.json"}) {
+    const auto own = draft / name;
+    if (!std::filesystem::exists(own)) continue;
+    if (std::filesystem::exists(used) && std::filesystem::equivalent(own, used)) return;
+    if (io::read_text_file(own) != io::read_text_file(used))
+      throw InvalidArgumentError(fmt::format(
+          "the draft's tokenizer {} differs from the one in use, {}: the draft's token ids would be verified "
+          "as "
+          "another vocabulary's (give both models one tokenizer, or name the one to use with --tokenizer)",
+          own.string(), used.string()));
+    return;
+  }
+}
+
 }  // namespace
 
 // The "prompt" field of each JSON line of `path`, the first `limit` of them.
@@ -65,6 +84,7 @@ Session load_session(const std::filesystem::path& target, const std::filesystem:
   s.target.check_tokenizer_vocab(s.tokenizer.vocab_size(), tok_path.string());
   s.target.set_inference_dtype(precision.dtype);
   if (!draft.empty()) {
+    if (tokenizer.empty()) check_draft_tokenizer(draft, tok_path);  // --tokenizer: the caller's choice
     s.draft = torch_backend::LlamaModel::load(draft);
     s.draft->check_tokenizer_vocab(s.tokenizer.vocab_size(), tok_path.string());
     s.draft->set_inference_dtype(precision.dtype);
