@@ -50,6 +50,15 @@ put("safetensors_index", "missing-shard.json", json.dumps({"weight_map": {"a": "
 put("safetensors_index", "escape.json", json.dumps({"weight_map": {"a": "../" + S1}}))
 put("safetensors_index", "no-map.json", json.dumps({"metadata": {"format": "pt"}}))
 
+# Prompt sets: the first lines of each committed set, and edge cases.
+for name in ("prose", "code", "definitions"):
+    with open(os.path.join("data", "prompts", name + ".jsonl")) as f:
+        put("prompts", name + ".jsonl", "".join(f.readlines()[:3]))
+put("prompts", "blank-lines.jsonl", '\n{"prompt": "a"}\n\n{"prompt": "b", "id": 2}\n')
+put("prompts", "not-a-string.jsonl", '{"prompt": 7}\n')
+put("prompts", "no-field.jsonl", '{"text": "a"}\n')
+put("prompts", "escapes.jsonl", '{"prompt": "tab\\t \\u00e9 \\ud83d\\ude00"}\n')
+
 os.makedirs(os.path.join(ROOT, "llama_config"), exist_ok=True)
 for name in ("target", "draft"):
     shutil.copy(os.path.join("models", name, "config.json"), os.path.join(ROOT, "llama_config", name + ".json"))

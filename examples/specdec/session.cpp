@@ -3,12 +3,10 @@
 #include <ATen/Parallel.h>
 
 #include <cstdio>
-#include <fstream>
 #include <span>
 #include <string_view>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "specdec/core/error.hpp"
 #include "specdec/io/file_io.hpp"
@@ -45,24 +43,6 @@ void check_draft_tokenizer(const std::filesystem::path& draft, const std::filesy
 }
 
 }  // namespace
-
-// The "prompt" field of each JSON line of `path`, the first `limit` of them.
-std::vector<std::string> read_prompts(const std::filesystem::path& path, std::int64_t limit) {
-  std::ifstream in(path);
-  if (!in) throw IoError(fmt::format("{}: cannot open the prompt set", path.string()));
-  std::vector<std::string> out;
-  std::string line;
-  for (int n = 1; std::getline(in, line) && std::int64_t(out.size()) < limit; ++n) {
-    if (line.empty()) continue;
-    try {
-      out.push_back(nlohmann::json::parse(line).at("prompt").get<std::string>());
-    } catch (const nlohmann::json::exception& e) {
-      throw IoError(fmt::format("{}:{}: not a JSON object with a \"prompt\" string ({})", path.string(), n, e.what()));
-    }
-  }
-  if (out.empty()) throw IoError(fmt::format("{}: no prompts", path.string()));
-  return out;
-}
 
 void add_sampling_options(CLI::App& cmd, SamplingParams& sampling) {
   cmd.add_option("--temperature", sampling.temperature, "0 = greedy");

@@ -12,6 +12,7 @@
 
 #include "specdec/core/sampling_params.hpp"
 #include "specdec/engine/stats.hpp"
+#include "specdec/io/prompts.hpp"
 #include "specdec/tokenizer/tokenizer.hpp"
 #include "specdec/torch/inference_dtype.hpp"
 #include "specdec/torch/llama_model.hpp"
@@ -37,9 +38,8 @@ Session load_session(const std::filesystem::path& target, const std::filesystem:
 // --dtype, the precision of the inference weights; `what` ends the help text.
 void add_dtype_option(CLI::App& cmd, std::string& dtype, const std::string& what = "");
 
-// The "prompt" field of each JSON line of `path`, the first `limit` of them;
-// IoError naming the file and line otherwise.
-std::vector<std::string> read_prompts(const std::filesystem::path& path, std::int64_t limit);
+// The prompt sets' reader (io/prompts.hpp).
+using io::read_prompts;
 
 // --temperature, --top-k, --top-p and --seed, the options every command that
 // decodes takes.
