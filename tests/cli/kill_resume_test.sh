@@ -5,7 +5,7 @@
 # last run finishes with a model that loads; and a second run beside a live
 # one is refused. A tiny random-token model, so each step takes
 # milliseconds.
-#   kill_resume_test.sh SPECDEC_BINARY [KILLS=8] [SEED=1]
+#   kill_resume_test.sh SPECDEC_BINARY [KILLS=8] [SEED=1]   (KEEP=1: keep the work directory)
 set -uo pipefail
 specdec=$1 kills=${2:-8} seed=${3:-1}
 work=$(mktemp -d)
