@@ -70,7 +70,7 @@ class ModelDrafter {
     ForwardRequest forward{std::span(&input_, 1)};
     forward.logits = logits_.view(n, vocab_size());
     model_->forward(forward);
-    append_rows(logit_rows(forward.logits, n, vocab_size(), "ModelDrafter"), 0, rows);
+    append_rows(logits_.written(forward.logits, n, vocab_size(), "ModelDrafter"), 0, rows);
   }
 
   // propose() for several sequences in one forward of their shared model
@@ -100,7 +100,7 @@ class ModelDrafter {
     ForwardRequest forward{lead.batch_inputs_};
     forward.logits = lead.logits_.view(total, vocab);
     lead.model_->forward(forward);
-    const auto logits = logit_rows(forward.logits, total, vocab, "ModelDrafter");
+    const auto logits = lead.logits_.written(forward.logits, total, vocab, "ModelDrafter");
     for (const auto& [i, first] : lead.batch_members_) drafters[i]->append_rows(logits, first, *rows[i]);
   }
 

@@ -88,7 +88,7 @@ class ModelVerifier {
     }
     if (features != nullptr) {
       const auto d = feature_width();
-      features->assign(logit_rows(request.hidden, n, d, "ModelVerifier (hidden states)").data(), n, d);
+      features->assign(hidden_.written(request.hidden, n, d, "ModelVerifier (hidden states)").data(), n, d);
     }
     path_.resize(static_cast<std::size_t>(n));
     std::iota(path_.begin(), path_.end(), 0);
@@ -105,7 +105,8 @@ class ModelVerifier {
       throw ShapeError(fmt::format("ModelVerifier::score: {} items but {} outputs", items.size(), out.size()));
     const auto rows = forward_rows(items);
     const auto vocab = model_->vocab_size();
-    const auto logits = logit_rows(forward_into(items, logits_.view(rows, vocab)), rows, vocab, "ModelVerifier");
+    const auto logits =
+        logits_.written(forward_into(items, logits_.view(rows, vocab)), rows, vocab, "ModelVerifier");
     warp_into(items, logits, out);
   }
 
@@ -191,7 +192,8 @@ class ModelVerifier {
     request.logits = logits;
     if (want_hidden) want_features(request, rows);
     model_->forward(request);
-    if (want_hidden) hidden_rows_ = logit_rows(request.hidden, rows, feature_width(), "ModelVerifier (hidden states)");
+    if (want_hidden)
+      hidden_rows_ = hidden_.written(request.hidden, rows, feature_width(), "ModelVerifier (hidden states)");
     return request.logits;
   }
 

@@ -1,7 +1,8 @@
 // A host Model that misbehaves: a NaN or +inf logit, or a row of -inf only,
 // is refused with InvalidDistributionError before anything samples from it,
 // whether the target verifies greedily or by sampling, and whether the draft
-// model or the target made it (docs/hostile_inputs.md).
+// model or the target made it; rows written narrower or wider than the
+// vocabulary the model reports are a ShapeError (docs/hostile_inputs.md).
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -48,6 +49,29 @@ class PoisonedModel : public HashedContextModel {
   Poison poison_;
 };
 
+// The test model, but it writes its logits as rows of kVocab + delta floats
+// (delta = -1: narrower, +1: wider) while it reports kVocab: a host model
+// whose LM head and vocab_size() disagree.
+class WrongWidthModel : public HashedContextModel {
+ public:
+  explicit WrongWidthModel(std::int64_t delta) : HashedContextModel(kVocab, 1), delta_(delta) {}
+  void forward(const sd::ForwardRequest& request) {
+    if (request.logits.empty()) return HashedContextModel::forward(request);
+    const auto rows = request.logits.size(0);
+    std::vector<float> right(static_cast<std::size_t>(rows * kVocab));
+    sd::ForwardRequest mine = request;
+    mine.logits = sd::TensorView(right.data(), sd::DType::kF32, {rows, kVocab});
+    HashedContextModel::forward(mine);
+    const auto width = kVocab + delta_;
+    float* out = request.logits.data_as<float>();
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t i = 0; i < width; ++i) out[r * width + i] = i < kVocab ? right[r * kVocab + i] : 1.0f;
+  }
+
+ private:
+  std::int64_t delta_;
+};
+
 const char* what_it_says(Poison p) { return p == Poison::kAllMasked ? "-inf" : p == Poison::kNaN ? "nan" : "inf"; }
 
 }  // namespace
@@ -84,5 +108,40 @@ TEST_CASE("A draft model whose logits hold NaN, +inf or only -inf is refused", "
     Engine::Request r(0, drafter, policy, o);
     engine.begin(r, std::vector<sd::TokenId>{1, 2, 3});
     CHECK_THROWS_AS(engine.step(r), sd::InvalidDistributionError);
+  }
+}
+
+TEST_CASE("A target or draft model writing rows of another width than its vocabulary is refused",
+          "[unit][engine]") {
+  for (const std::int64_t delta : {-1, 1}) {
+    CAPTURE(delta);
+    const char* says = delta < 0 ? "unwritten" : "past the end";
+    {  // the target, read by ModelVerifier
+      WrongWidthModel target(delta);
+      sd::AutoregressiveDecoder<WrongWidthModel> decoder(target);
+      sd::GenerationOptions o;
+      o.max_new_tokens = 4;
+      const std::vector<sd::TokenId> prompt = {1, 2, 3};
+      CHECK_THROWS_AS(decoder.generate(prompt, o), sd::ShapeError);
+      CHECK_THROWS_WITH(decoder.generate(prompt, o),
+                        Catch::Contains(says) && Catch::Contains("ModelVerifier"));
+    }
+    {  // the draft, read by ModelDrafter
+      using Drafter = sd::ModelDrafter<WrongWidthModel>;
+      using Verifier = sd::ModelVerifier<HashedContextModel>;
+      using Engine =
+          sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, sd::GreedyAcceptance, sd::FixedLength>;
+      HashedContextModel target(kVocab, 1);
+      WrongWidthModel draft(delta);
+      Verifier verifier(target);
+      Engine engine(sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{});
+      Drafter drafter(draft, 0);
+      sd::FixedLength policy = sd::FixedLength::chain(3);
+      sd::GenerationOptions o;
+      o.max_new_tokens = 8;
+      Engine::Request r(0, drafter, policy, o);
+      engine.begin(r, std::vector<sd::TokenId>{1, 2, 3});
+      CHECK_THROWS_WITH(engine.step(r), Catch::Contains(says) && Catch::Contains("ModelDrafter"));
+    }
   }
 }
