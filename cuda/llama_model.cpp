@@ -19,13 +19,13 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "llama_kernels.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/cuda/forward_plan.hpp"
 #include "specdec/io/float_convert.hpp"
 #include "specdec/io/safetensors_checkpoint.hpp"
+#include "specdec/io/weights.hpp"
 
 namespace specdec::cuda {
 namespace {
@@ -357,13 +357,9 @@ LlamaModel LlamaModel::load(const std::filesystem::path& dir, DType weights, int
   auto impl = start(config, weights, device);
   const auto& c = impl->config;
   std::set<std::string, std::less<>> used;
-  // Each tensor as f32 on the host, checked against the config's shape.
+  // Each tensor as f32 on the host, checked as weights (io::weight_view).
   const auto fetch = [&](const std::string& name, std::vector<std::int64_t> shape) {
-    const TensorView v = ckpt.view(name);
-    std::vector<std::int64_t> got(v.shape_data(), v.shape_data() + v.ndim());
-    if (got != shape)
-      throw ModelLoadError(fmt::format("{}: tensor {} has shape [{}], config.json implies [{}]", dir.string(),
-                                       name, fmt::join(got, ", "), fmt::join(shape, ", ")));
+    const TensorView v = io::weight_view(ckpt, name, shape, dir.string(), "config.json");
     used.insert(name);
     std::vector<float> out(static_cast<std::size_t>(v.numel()));
     io::to_f32(v, out.data());

@@ -19,12 +19,24 @@ def put(target, name, data):
         f.write(data if isinstance(data, bytes) else data.encode())
 
 
-def safetensors(tensors, metadata=None):
+def crc32c(data):
+    """CRC-32C (Castagnoli), as specdec's writer puts it in __metadata__."""
+    crc = 0xffffffff
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82f63b78 & -(crc & 1))
+    return crc ^ 0xffffffff
+
+
+def safetensors(tensors, metadata=None, checksum=False):
     header, blobs, at = {}, [], 0
     for name, (dtype, shape, raw) in tensors.items():
         header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [at, at + len(raw)]}
         blobs.append(raw)
         at += len(raw)
+    if checksum:
+        metadata = dict(metadata or {}, **{"specdec.crc32c": "%08x" % crc32c(b"".join(blobs))})
     if metadata is not None:
         header["__metadata__"] = metadata
     text = json.dumps(header).encode()
@@ -38,6 +50,8 @@ put("safetensors", "bf16-meta",
                 {"format": "pt"}))
 put("safetensors", "i64-scalar", safetensors({"n": ("I64", [], struct.pack("<q", 7))}))
 put("safetensors", "empty", safetensors({}))
+put("safetensors", "checksummed",
+    safetensors({"w": ("BF16", [2, 2], b"\x80\x3f\x00\x40\x40\x40\x80\x40")}, {"format": "pt"}, checksum=True))
 
 # Indexes of the directory safetensors_index_fuzz.cpp writes: shard 1 holds a
 # and b, shard 2 holds c.
@@ -68,6 +82,11 @@ put("llama_config", "minimal.json", json.dumps({
 
 os.makedirs(os.path.join(ROOT, "sv_profile"), exist_ok=True)
 shutil.copy(os.path.join("models", "sv", "t0.json"), os.path.join(ROOT, "sv_profile", "t0.json"))
+
+put("token_frequencies", "counts.json", json.dumps({"counts": [5, 0, 9, 1, 3], "hot": [2, 0]}))
+put("token_frequencies", "negative.json", '{"counts": [1, -2]}')
+put("token_frequencies", "float.json", '{"counts": [1, 2.5, 1e3]}')
+put("token_frequencies", "no-counts.json", '{"hot": [1, 2]}')
 
 os.makedirs(os.path.join(ROOT, "sentencepiece_model"), exist_ok=True)
 for name in ("classic_style", "llama_style"):

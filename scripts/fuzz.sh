@@ -13,7 +13,7 @@ runs=${1:-1000000}
 shift || true
 names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
-  names=(safetensors safetensors_index llama_config prompts sv_profile sentencepiece_model hf_tokenizer tokenizer_text method_spec)
+  names=(safetensors safetensors_index llama_config prompts sv_profile token_frequencies sentencepiece_model hf_tokenizer tokenizer_text method_spec)
 fi
 flags="-O1 -g1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_COMPILER=clang++-14 \

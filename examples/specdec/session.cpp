@@ -136,7 +136,7 @@ void print_contention_note(const torch_backend::ContentionStats& c) {
 }
 
 void write_text_file(const std::filesystem::path& path, std::string_view text) {
-  io::write_file_atomically(path, {std::as_bytes(std::span(text.data(), text.size()))});
+  io::write_text_atomically(path, text);
 }
 
 void check_writable(const std::filesystem::path& path) {

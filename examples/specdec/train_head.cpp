@@ -12,14 +12,13 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "specdec/core/error.hpp"
 #include "specdec/draft/token_info_table.hpp"
 #include "specdec/io/file_io.hpp"
+#include "specdec/io/token_frequencies.hpp"
 #include "specdec/torch/inference_dtype.hpp"
 
 namespace specdec::cli {
@@ -179,7 +178,7 @@ int run_hot_tokens(const HotTokensCommand& h) {
     std::printf("  top %5lld: %.2f%%\n", static_cast<long long>(k),
                 100.0 * static_cast<double>(c) / static_cast<double>(tokens.size()));
   }
-  if (!h.out.empty()) std::ofstream(h.out) << nlohmann::json{{"counts", counts}, {"hot", hot}}.dump() << "\n";
+  if (!h.out.empty()) io::write_token_frequencies(h.out, counts, hot);
   return 0;
 }
 

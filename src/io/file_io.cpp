@@ -86,4 +86,20 @@ void write_file_atomically(const std::filesystem::path& path,
   if (::rename(tmp.c_str(), path.c_str()) != 0) fail("rename the temporary file into place");
 }
 
+void write_text_atomically(const std::filesystem::path& path, std::string_view text) {
+  write_file_atomically(path, {std::as_bytes(std::span(text.data(), text.size()))});
+}
+
+void append_text(const std::filesystem::path& path, std::string_view text) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (fd.get() < 0)
+    throw IoError(fmt::format("{}: cannot open for appending: {}", path.string(), std::strerror(errno)));
+  while (!text.empty()) {
+    const ::ssize_t n = ::write(fd.get(), text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw IoError(fmt::format("{}: cannot append: {}", path.string(), std::strerror(errno)));
+    text.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
 }  // namespace specdec::io

@@ -255,7 +255,7 @@ void save_llama_config(const fs::path& path, const LlamaConfig& cfg) {
   std::error_code ec;
   const fs::path file = fs::is_directory(path, ec) ? path / "config.json" : path;
   const std::string text = llama_config_to_json(cfg);
-  write_file_atomically(file, {std::as_bytes(std::span(text.data(), text.size()))});
+  write_text_atomically(file, text);
 }
 
 LlamaConfig default_model_config(std::string_view name, std::int64_t vocab_size) {

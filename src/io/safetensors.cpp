@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "specdec/core/error.hpp"
+#include "specdec/io/crc32c.hpp"
 #include "specdec/io/file_io.hpp"
 
 namespace specdec::io {
@@ -306,6 +307,23 @@ void SafetensorsFile::parse() {
 
   names_.reserve(tensors_.size());
   for (const auto& kv : tensors_) names_.push_back(kv.first);
+
+  if (const auto it = metadata_.find(kChecksumKey); it != metadata_.end()) {
+    const std::string& value = it->second;
+    const bool hex = value.size() == 8 && std::all_of(value.begin(), value.end(), [](char c) {
+                       return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                     });
+    if (!hex)
+      load_error(where, fmt::format("__metadata__ '{}' must be 8 lowercase hex digits, got \"{}\"",
+                                    kChecksumKey, value.size() > 20 ? value.substr(0, 17) + "..." : value));
+    const auto expected = static_cast<std::uint32_t>(std::stoul(value, nullptr, 16));
+    const std::uint32_t got = crc32c(std::span(data_begin(), static_cast<std::size_t>(data_size)));
+    if (got != expected)
+      load_error(where,
+                 fmt::format("the data region fails its checksum ({} {:08x}, the data's {:08x}): the file "
+                             "is corrupt",
+                             kChecksumKey, expected, got));
+  }
 }
 
 const TensorInfo& SafetensorsFile::info(std::string_view name) const {
@@ -343,8 +361,11 @@ TensorView SafetensorsFile::view(std::string_view name) const {
 }
 
 void save_safetensors(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors,
-                      const Metadata& metadata) {
+                      const Metadata& metadata, Checksum checksum) {
   const std::string where = path.string();
+  if (metadata.contains(kChecksumKey))
+    throw InvalidArgumentError(
+        fmt::format("{}: the metadata key '{}' is the writer's own", where, kChecksumKey));
   std::vector<std::size_t> order(tensors.size());
   std::set<std::string_view> names;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -369,10 +390,20 @@ void save_safetensors(const std::filesystem::path& path, const std::vector<Named
     return ra != rb ? ra > rb : tensors[a].first < tensors[b].first;
   });
 
+  std::uint32_t crc = 0;
+  for (const std::size_t i : order) {
+    const TensorView& t = tensors[i].second;
+    const auto nbytes = static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype());
+    if (checksum == Checksum::kCrc32c && nbytes > 0)
+      crc = crc32c(std::span(static_cast<const std::byte*>(t.data()), nbytes), crc);
+  }
+  Metadata meta_out = metadata;
+  if (checksum == Checksum::kCrc32c) meta_out.emplace(kChecksumKey, fmt::format("{:08x}", crc));
+
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) {
+  if (!meta_out.empty()) {
     auto& meta = header["__metadata__"] = nlohmann::ordered_json::object();
-    for (const auto& [k, v] : metadata) meta[k] = v;
+    for (const auto& [k, v] : meta_out) meta[k] = v;
   }
   std::vector<std::span<const std::byte>> pieces(2);
   std::uint64_t offset = 0;

@@ -187,7 +187,7 @@ void save_safetensors_checkpoint(const fs::path& dir, const std::vector<NamedTen
     for (const auto& t : shards[i]) weight_map[t.first] = file;  // already in name order
   }
   const std::string text = index.dump(2) + "\n";
-  write_file_atomically(dir / kSafetensorsIndexName, {std::as_bytes(std::span(text.data(), text.size()))});
+  write_text_atomically(dir / kSafetensorsIndexName, text);
   fs::remove(dir / kSafetensorsSingleName, ec);
 }
 

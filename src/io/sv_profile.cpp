@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <limits>
 #include <string_view>
 #include <type_traits>
@@ -106,10 +105,7 @@ void write_sv_profile(const std::filesystem::path& path, const SvProfile& p) {
                     {"information_gain", p.entropies.gain()}}},
                   {"joint", table_json(p.joint)},
                   {"similarity", table_json(p.similarity)}};
-  std::ofstream out(path);
-  if (!out) throw IoError(fmt::format("{}: cannot write", path.string()));
-  out << j.dump(1) << "\n";
-  if (!out) throw IoError(fmt::format("{}: write failed", path.string()));
+  write_text_atomically(path, j.dump(1) + "\n");
 }
 
 SvProfile read_sv_profile(const std::filesystem::path& path) {

@@ -1,5 +1,6 @@
-// Reading a checkpoint's tensors by name, each checked against the shape its
-// config implies, and counting what was read (so that a loader can refuse a
+// Reading a checkpoint's tensors by name, each checked as io::weight_view
+// checks weights (the shape its config implies, a floating dtype, finite
+// values), and counting what was read (so that a loader can refuse a
 // file holding tensors it does not know). Internal to src/torch.
 #pragma once
 
@@ -11,11 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
-#include "specdec/core/error.hpp"
 #include "specdec/core/tensor_view.hpp"
+#include "specdec/io/weights.hpp"
 #include "specdec/torch/tensor_interop.hpp"
 
 namespace specdec::torch_backend {
@@ -29,12 +27,7 @@ class CheckedTensors {
 
   // The tensor `name` as float32, owning its memory (the mapping may close).
   at::Tensor operator()(const std::string& name, const std::vector<std::int64_t>& shape) {
-    if (!ckpt_.contains(name)) throw ModelLoadError(fmt::format("{}: tensor {} is missing", dir_.string(), name));
-    const TensorView v = ckpt_.view(name);
-    const std::vector<std::int64_t> got(v.shape_data(), v.shape_data() + v.ndim());
-    if (got != shape)
-      throw ModelLoadError(fmt::format("{}: tensor {} has shape [{}], {} implies [{}]", dir_.string(), name,
-                                       fmt::join(got, ", "), implied_by_, fmt::join(shape, ", ")));
+    const TensorView v = io::weight_view(ckpt_, name, shape, dir_.string(), implied_by_);
     ++used_;
     return tensor_of(v).to(at::kFloat).clone();
   }

@@ -9,10 +9,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "decoder_layer.hpp"
 #include "checked_tensors.hpp"
+#include "decoder_layer.hpp"
 #include "kernels.hpp"
 #include "specdec/core/error.hpp"
+#include "specdec/io/file_io.hpp"
 #include "specdec/io/safetensors.hpp"
 #include "specdec/torch/tensor_interop.hpp"
 
@@ -156,7 +157,7 @@ void DraftHead::save(const std::filesystem::path& dir, DType storage) const {
   j["hot_tokens"] = config_.hot_tokens;
   j["target_vocab_size"] = config_.target.vocab_size;
   j["target_hidden_size"] = config_.target.hidden_size;
-  std::ofstream(dir / kConfigFile) << j.dump(1) << "\n";
+  io::write_text_atomically(dir / kConfigFile, j.dump(1) + "\n");
 }
 
 DraftHead DraftHead::load(const std::filesystem::path& dir, const LlamaModel& target) {

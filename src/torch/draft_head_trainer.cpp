@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <numeric>
 #include <optional>
 #include <tuple>
@@ -12,10 +11,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "kernels.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/draft/token_info_table.hpp"
+#include "specdec/io/file_io.hpp"
 #include "specdec/torch/feature_cache.hpp"
-#include "kernels.hpp"
 #include "train_data.hpp"
 
 namespace specdec::torch_backend {
@@ -197,11 +197,13 @@ HeadTrainReport train_draft_head(const HeadTrainOptions& o, const std::function<
       std::vector<double> top1, chain;
       evaluate_draft_head(head, target, o.heldout_tokens, o.eval_windows, o.seq_len, o.draft_steps, top1, chain);
       head.save(o.out_dir / "snapshots" / fmt::format("step-{}", step + 1), DType::kF16);
-      std::ofstream(o.out_dir / "curve.jsonl", std::ios::app)
-          << nlohmann::json{{"step", step + 1}, {"anchors", (step + 1) * o.batch_size * o.seq_len},
-                            {"top1", top1}, {"chain_top1", chain}}
-                 .dump()
-          << "\n";
+      io::append_text(o.out_dir / "curve.jsonl",
+                      nlohmann::json{{"step", step + 1},
+                                     {"anchors", (step + 1) * o.batch_size * o.seq_len},
+                                     {"top1", top1},
+                                     {"chain_top1", chain}}
+                              .dump() +
+                          "\n");
       log(fmt::format("step {}: held-out top-1 agreement {:.1f}% / {:.1f}% / {:.1f}% (steps 1..3)", step + 1,
                       100.0 * top1[0], top1.size() > 1 ? 100.0 * top1[1] : 0.0, top1.size() > 2 ? 100.0 * top1[2] : 0.0));
     }
@@ -234,22 +236,23 @@ HeadTrainReport train_draft_head(const HeadTrainOptions& o, const std::function<
                        100.0 * report.chain_top1[s]);
   log("held-out top-1 agreement with the target: " + acc);
   head.save(o.out_dir, parse_dtype(o.save_dtype));
-  std::ofstream(o.out_dir / "train_report.json")
-      << nlohmann::json{{"steps", o.steps},
-                        {"batch", o.batch_size},
-                        {"seq_len", o.seq_len},
-                        {"anchors", report.anchors},
-                        {"lr", o.lr},
-                        {"matmul_dtype", matmul_dtype_name(o.matmul_dtype)},
-                        {"features", o.features_dir.empty() ? "live target forward" : o.features_dir.string()},
-                        {"top1", report.top1},
-                        {"chain_top1", report.chain_top1},
-                        {"final_loss", report.final_loss},
-                        {"hot_coverage", report.hot_coverage},
-                        {"table_bytes", report.table_bytes},
-                        {"dense_table_bytes", report.dense_table_bytes}}
-             .dump(2)
-      << "\n";
+  io::write_text_atomically(
+      o.out_dir / "train_report.json",
+      nlohmann::json{{"steps", o.steps},
+                     {"batch", o.batch_size},
+                     {"seq_len", o.seq_len},
+                     {"anchors", report.anchors},
+                     {"lr", o.lr},
+                     {"matmul_dtype", matmul_dtype_name(o.matmul_dtype)},
+                     {"features", o.features_dir.empty() ? "live target forward" : o.features_dir.string()},
+                     {"top1", report.top1},
+                     {"chain_top1", report.chain_top1},
+                     {"final_loss", report.final_loss},
+                     {"hot_coverage", report.hot_coverage},
+                     {"table_bytes", report.table_bytes},
+                     {"dense_table_bytes", report.dense_table_bytes}}
+              .dump(2) +
+          "\n");
   std::filesystem::remove_all(ckpt_dir);
   const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - start_time;
   report.wall_seconds = wall.count();

@@ -113,8 +113,7 @@ FeatureCacheReport build_feature_cache(const FeatureCacheOptions& o,
             "cache-features: {} holds a cache made with another {} ({} there, {} now); use another --out",
             o.out_dir.string(), key, old.at(key).dump(), meta.at(key).dump()));
   } else {
-    std::ofstream(o.out_dir / "meta.json.tmp") << meta.dump(1) << "\n";
-    std::filesystem::rename(o.out_dir / "meta.json.tmp", meta_path);
+    io::write_text_atomically(meta_path, meta.dump(1) + "\n");
   }
   // Whole windows present in both files; a torn last batch is cut off.
   const auto tok_bytes = o.window * 2, hid_bytes = o.window * d * 2;
@@ -150,7 +149,8 @@ FeatureCacheReport build_feature_cache(const FeatureCacheOptions& o,
     tok_out.write(reinterpret_cast<const char*>(ids.data()), n * tok_bytes);
     hid_out.flush();
     tok_out.flush();
-    if (!hid_out || !tok_out) throw Error(fmt::format("cache-features: writing {} failed (disk full?)", o.out_dir.string()));
+    if (!hid_out || !tok_out)
+      throw IoError(fmt::format("cache-features: writing {} failed (disk full?)", o.out_dir.string()));
     w += n;
     since += n;
     const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - window_start;

@@ -1,14 +1,13 @@
 #include "specdec/torch/hot_lm_head.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <limits>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "specdec/core/error.hpp"
 #include "specdec/draft/token_info_table.hpp"
+#include "specdec/io/token_frequencies.hpp"
 
 namespace specdec::torch_backend {
 namespace {
@@ -49,17 +48,7 @@ void HotLmHead::forward(const float* h, std::int64_t rows, float* out) const {
 
 std::vector<TokenId> hot_vocabulary(const std::filesystem::path& frequencies, std::int64_t how_many,
                                     std::int64_t vocab) {
-  std::ifstream f(frequencies);
-  if (!f)
-    throw ModelLoadError(fmt::format("{}: no token frequency file (write one with `specdec hot-tokens --tokens "
-                                     "<training tokens> --out {}`)",
-                                     frequencies.string(), frequencies.string()));
-  std::vector<std::int64_t> counts;
-  try {
-    counts = nlohmann::json::parse(f).at("counts").get<std::vector<std::int64_t>>();
-  } catch (const nlohmann::json::exception& e) {
-    throw ModelLoadError(fmt::format("{}: not a token frequency file: {}", frequencies.string(), e.what()));
-  }
+  const auto counts = io::read_token_frequencies(frequencies);
   if (static_cast<std::int64_t>(counts.size()) != vocab)
     throw ModelLoadError(fmt::format("{}: counts for a vocabulary of {}, the model has {}", frequencies.string(),
                                      counts.size(), vocab));

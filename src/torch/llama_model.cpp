@@ -9,13 +9,14 @@
 
 #include <fmt/format.h>
 
+#include "checked_tensors.hpp"
+#include "decoder_layer.hpp"
+#include "kernels.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/logit_rows.hpp"
 #include "specdec/io/safetensors.hpp"
 #include "specdec/io/safetensors_checkpoint.hpp"
 #include "specdec/torch/tensor_interop.hpp"
-#include "decoder_layer.hpp"
-#include "kernels.hpp"
 
 namespace specdec::torch_backend {
 using namespace kernels;
@@ -154,18 +155,7 @@ LlamaModel LlamaModel::load(const std::filesystem::path& dir) {
   LlamaModel m(io::load_llama_config(dir / "config.json"));
   const io::SafetensorsCheckpoint ckpt(dir);
   const auto& c = m.config_;
-  std::int64_t used = 0;
-  const auto fetch = [&](const std::string& name, std::vector<std::int64_t> shape) {
-    if (!ckpt.contains(name))
-      throw ModelLoadError(fmt::format("{}: tensor {} is missing", dir.string(), name));
-    const TensorView v = ckpt.view(name);
-    std::vector<std::int64_t> got(v.shape_data(), v.shape_data() + v.ndim());
-    if (got != shape)
-      throw ModelLoadError(fmt::format("{}: tensor {} has shape [{}], config.json implies [{}]", dir.string(), name,
-                                       fmt::join(got, ", "), fmt::join(shape, ", ")));
-    ++used;
-    return tensor_of(v).to(at::kFloat).clone();  // own the memory; the mapping closes
-  };
+  CheckedTensors fetch(ckpt, dir, "config.json");
   const auto d = c.hidden_size, q_dim = c.num_attention_heads * c.head_dim, kv_dim = c.num_key_value_heads * c.head_dim;
   m.embed_ = fetch("model.embed_tokens.weight", {c.vocab_size, d});
   for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) {
@@ -187,6 +177,7 @@ LlamaModel LlamaModel::load(const std::filesystem::path& dir) {
   // Anything else is a checkpoint of another architecture: say so rather than
   // run without weights the file meant us to use. (Old exports carry the
   // rotary inv_freq buffers, which are recomputed, not weights.)
+  std::int64_t used = fetch.used();
   for (const auto& name : ckpt.names()) {
     if (name.ends_with("rotary_emb.inv_freq")) ++used;
   }

@@ -9,13 +9,14 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "decoder_layer.hpp"
 #include "checked_tensors.hpp"
+#include "decoder_layer.hpp"
 #include "kernels.hpp"
-#include "thread_team.hpp"
 #include "specdec/core/error.hpp"
+#include "specdec/io/file_io.hpp"
 #include "specdec/io/safetensors.hpp"
 #include "specdec/torch/tensor_interop.hpp"
+#include "thread_team.hpp"
 
 namespace specdec::torch_backend {
 using namespace kernels;
@@ -185,7 +186,7 @@ void SpireDraft::save(const std::filesystem::path& dir, DType storage) const {
   j["target_hidden_size"] = config_.target.hidden_size;
   j["target_layers"] = config_.target.num_hidden_layers;
   j["target_head_dim"] = config_.target.head_dim;
-  std::ofstream(dir / kConfigFile) << j.dump(1) << "\n";
+  io::write_text_atomically(dir / kConfigFile, j.dump(1) + "\n");
 }
 
 SpireDraft SpireDraft::load(const std::filesystem::path& dir, const LlamaModel& target) {

@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -12,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "specdec/core/error.hpp"
+#include "specdec/io/file_io.hpp"
 #include "train_data.hpp"
 
 namespace specdec::torch_backend {
@@ -176,25 +176,25 @@ SpireTrainReport train_spire(const SpireTrainOptions& o, const std::function<voi
   log(fmt::format("held-out, by depth 1..{}: top-1 agreement {}, expected acceptance {}; tau {:.3f}", o.k,
                   percents(report.heldout.top1), percents(report.heldout.acceptance), report.heldout.tau));
   draft.save(o.out_dir, parse_dtype(o.save_dtype));
-  std::ofstream(o.out_dir / "train_report.json")
-      << nlohmann::json{{"draft", draft.config().describe()},
-                        {"parameters", report.num_parameters},
-                        {"target_body_parameters", report.target_body_parameters},
-                        {"steps", o.steps},
-                        {"batch", o.batch_size},
-                        {"seq_len", o.seq_len},
-                        {"k", o.k},
-                        {"omega", o.omega},
-                        {"distill", o.distill},
-                        {"tokens", report.tokens},
-                        {"lr", o.lr},
-                        {"matmul_dtype", o.matmul_dtype == at::kBFloat16 ? "bf16" : "f32"},
-                        {"final_loss", report.final_loss},
-                        {"heldout_top1", report.heldout.top1},
-                        {"heldout_acceptance", report.heldout.acceptance},
-                        {"heldout_tau", report.heldout.tau}}
-             .dump(2)
-      << "\n";
+  io::write_text_atomically(o.out_dir / "train_report.json",
+                            nlohmann::json{{"draft", draft.config().describe()},
+                                           {"parameters", report.num_parameters},
+                                           {"target_body_parameters", report.target_body_parameters},
+                                           {"steps", o.steps},
+                                           {"batch", o.batch_size},
+                                           {"seq_len", o.seq_len},
+                                           {"k", o.k},
+                                           {"omega", o.omega},
+                                           {"distill", o.distill},
+                                           {"tokens", report.tokens},
+                                           {"lr", o.lr},
+                                           {"matmul_dtype", o.matmul_dtype == at::kBFloat16 ? "bf16" : "f32"},
+                                           {"final_loss", report.final_loss},
+                                           {"heldout_top1", report.heldout.top1},
+                                           {"heldout_acceptance", report.heldout.acceptance},
+                                           {"heldout_tau", report.heldout.tau}}
+                                    .dump(2) +
+                                "\n");
   std::filesystem::remove_all(ckpt_dir);
   report.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
   log(fmt::format("saved {} ({}) in {}", o.out_dir.string(), o.save_dtype, duration(report.wall_seconds)));

@@ -147,7 +147,7 @@ void save_checkpoint(const std::filesystem::path& out_dir, const Weights& weight
   weights.save(tmp, DType::kF32);
   torch::save(optimizer, (tmp / "optimizer.pt").string());
   const std::string state = fmt::format("{{\n  \"seed\": {},\n  \"step\": {}\n}}\n", seed, next_step);
-  io::write_file_atomically(tmp / "state.json", {std::as_bytes(std::span(state.data(), state.size()))});
+  io::write_text_atomically(tmp / "state.json", state);
   std::filesystem::remove_all(old);
   if (std::filesystem::exists(dir)) std::filesystem::rename(dir, old);
   std::filesystem::rename(tmp, dir);

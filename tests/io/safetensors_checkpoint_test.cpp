@@ -65,7 +65,8 @@ TEST_CASE("A checkpoint saved in shards opens from its directory with every tens
     CHECK(v.size(1) == 3);
     CHECK(v.data_as<float>()[5] == static_cast<float>(layer) + 0.5f);
     CHECK(ckpt.info(name).nbytes() == 24);
-    CHECK(ckpt.file_of(name).metadata() == Metadata{{"format", "pt"}});
+    CHECK(ckpt.file_of(name).metadata().at("format") == "pt");
+    CHECK(ckpt.file_of(name).metadata().contains(specdec::io::kChecksumKey));  // each shard its own
   }
   CHECK(ckpt.file_of("model.layers.4.weight").path().filename() == "model-00003-of-00003.safetensors");
 

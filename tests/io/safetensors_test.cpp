@@ -91,14 +91,16 @@ TEST_CASE("An unpadded header and tensors in any header order are accepted", "[u
 // inputs (its serialization tests pin the same layouts): compact JSON, offsets
 // contiguous, header padded with spaces to a multiple of 8.
 TEST_CASE("save_safetensors writes the same bytes as the reference writer", "[unit][io]") {
+  // Without specdec's checksum (Checksum::kNone) the bytes are the reference's.
   TempDir dir;
+  constexpr auto kNone = specdec::io::Checksum::kNone;
   const std::vector<float> values{0, 1, 2, 3, 4, 5};
   const std::string data = bytes_of<float>({0, 1, 2, 3, 4, 5});
 
   SECTION("a 64-byte header needs no padding") {
     const auto path = dir / "attn.safetensors";
-    save_safetensors(path,
-                     {{"attn.0", TensorView(const_cast<float*>(values.data()), DType::kF32, {1, 2, 3})}});
+    save_safetensors(
+        path, {{"attn.0", TensorView(const_cast<float*>(values.data()), DType::kF32, {1, 2, 3})}}, {}, kNone);
     const std::string header = R"({"attn.0":{"dtype":"F32","shape":[1,2,3],"data_offsets":[0,24]}})";
     REQUIRE(header.size() == 64);
     CHECK(read_file(path) == le_u64(64) + header + data);
@@ -106,16 +108,17 @@ TEST_CASE("save_safetensors writes the same bytes as the reference writer", "[un
   SECTION("a 65-byte header is padded with 7 spaces so the f32 data is aligned") {
     const auto path = dir / "attn0.safetensors";
     save_safetensors(path,
-                     {{"attn0", TensorView(const_cast<float*>(values.data()), DType::kF32, {1, 1, 2, 3})}});
+                     {{"attn0", TensorView(const_cast<float*>(values.data()), DType::kF32, {1, 1, 2, 3})}},
+                     {}, kNone);
     const std::string header = R"({"attn0":{"dtype":"F32","shape":[1,1,2,3],"data_offsets":[0,24]}})";
     REQUIRE(header.size() == 65);
     CHECK(read_file(path) == le_u64(72) + header + "       " + data);
     CHECK(SafetensorsFile(path).is_aligned("attn0"));
   }
   SECTION("no tensors, with and without metadata") {
-    save_safetensors(dir / "empty.safetensors", {});
+    save_safetensors(dir / "empty.safetensors", {}, {}, kNone);
     CHECK(read_file(dir / "empty.safetensors") == le_u64(8) + "{}      ");
-    save_safetensors(dir / "meta.safetensors", {}, {{"framework", "pt"}});
+    save_safetensors(dir / "meta.safetensors", {}, {{"framework", "pt"}}, kNone);
     CHECK(read_file(dir / "meta.safetensors") ==
           le_u64(40) + R"({"__metadata__":{"framework":"pt"}})" + "     ");
     CHECK(SafetensorsFile(dir / "meta.safetensors").metadata() == Metadata{{"framework", "pt"}});
@@ -176,7 +179,9 @@ TEST_CASE("Every dtype round-trips through save and open with exact bytes and sh
   save_safetensors(path, tensors, meta);
 
   const SafetensorsFile f(path);
-  CHECK(f.metadata() == meta);
+  Metadata with_checksum = meta;
+  with_checksum.emplace(specdec::io::kChecksumKey, f.metadata().at(std::string(specdec::io::kChecksumKey)));
+  CHECK(f.metadata() == with_checksum);
   REQUIRE(f.num_tensors() == tensors.size());
   for (const auto& [name, t] : tensors) {
     INFO(name);

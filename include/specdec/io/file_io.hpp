@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace specdec::io {
@@ -19,5 +20,12 @@ std::string read_text_file(const std::filesystem::path& path);
 // IoError naming the file on any failure (the temporary is removed).
 void write_file_atomically(const std::filesystem::path& path,
                            const std::vector<std::span<const std::byte>>& pieces);
+// write_file_atomically of one text.
+void write_text_atomically(const std::filesystem::path& path, std::string_view text);
+
+// Appends `text` to `path` (created if missing) for logs that grow line by
+// line (a training curve). Throws IoError naming the file when it cannot be
+// opened or the write is short (a full disk).
+void append_text(const std::filesystem::path& path, std::string_view text);
 
 }  // namespace specdec::io

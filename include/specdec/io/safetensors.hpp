@@ -19,6 +19,13 @@
 // (ModelLoadError). Tensors whose dtype has no specdec DType (e.g. F8_E4M3)
 // are listed and their bytes() readable, but view() throws UnsupportedError
 // for them: a checkpoint with an FP8 tensor we never read still loads.
+//
+// Checksums. The format has none, so a bit flipped in a tensor's data goes
+// unseen by the reader. The files specdec writes carry the CRC-32C of their
+// data region in __metadata__ under kChecksumKey (8 lowercase hex digits);
+// opening a file that has one reads the whole data region and throws
+// ModelLoadError when it does not match. Files from other writers open
+// unchecked (weight_view() still refuses an inf or NaN weight: weights.hpp).
 #pragma once
 
 #include <cstddef>
@@ -36,6 +43,9 @@
 #include "specdec/core/tensor_view.hpp"
 
 namespace specdec::io {
+
+// The __metadata__ key of the data region's CRC-32C (crc32c.hpp).
+inline constexpr std::string_view kChecksumKey = "specdec.crc32c";
 
 // "F32", "F16", "BF16", "F64", "I32", "I64", "U8".
 std::string_view safetensors_dtype_name(DType t);
@@ -116,12 +126,16 @@ using NamedTensor = std::pair<std::string, TensorView>;
 // save_file) lays it out: compact JSON header with __metadata__ first (when
 // non-empty) and then the tensors in data order, padded with spaces to a
 // multiple of 8 bytes; tensors ordered by descending dtype (so every tensor is
-// aligned to its element size), then by name; offsets contiguous. Writes to
+// aligned to its element size), then by name; offsets contiguous. With
+// Checksum::kCrc32c (the default) __metadata__ also gets kChecksumKey, the
+// data region's CRC-32C, which the reader checks; kNone writes `metadata`
+// alone (byte for byte what the reference writer writes). Writes to
 // `path` + ".tmp" and renames, so readers never see a partial file.
-// Throws InvalidArgumentError for duplicate names or a tensor named
-// "__metadata__", UnsupportedError for device or strided tensors, IoError
-// when the file cannot be written.
+// Throws InvalidArgumentError for duplicate names, a tensor named
+// "__metadata__" or metadata holding kChecksumKey, UnsupportedError for device
+// or strided tensors, IoError when the file cannot be written.
+enum class Checksum { kNone, kCrc32c };
 void save_safetensors(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors,
-                      const Metadata& metadata = {});
+                      const Metadata& metadata = {}, Checksum checksum = Checksum::kCrc32c);
 
 }  // namespace specdec::io
