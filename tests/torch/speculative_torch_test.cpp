@@ -256,8 +256,13 @@ TEST_CASE("A sampled request draws the same tokens alone and in batches of 4 to 
   mine.sampling = sd::SamplingParams{1.0f, 0, 1.0f, 5};
   mine.request_id = 3;
   for (const char* spec : {"autoregressive", "chain:k=3", "tree", "dynamic:top_k=3:depth=3:total=8",
-                           "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram:k=3", "lyanna", "eagle", "spire:k=3",
-                           "duo:gamma=3:pin=0", "sv:k=3:all=1", "sv:k=3:lat_batch=4:lat_reps=1"}) {
+                           "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram:k=3", "lyanna", "eagle",
+                           "spire:k=3", "duo:gamma=3:pin=0", "sv:k=3:all=1"}) {
+    // (Not SV with a measured latency profile: its goodput allocation picks
+    // each request's verified nodes from the batch around it and from
+    // latencies timed at start-up, so a sampled request's path follows its
+    // batch and the machine's load by design. It is lossless all the same:
+    // the statistical suite; greedy, it equals AR in any batch: above.)
     auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{1.0f}, heads);
     INFO(spec);
     const auto alone = method.generate(prompt, mine).tokens;

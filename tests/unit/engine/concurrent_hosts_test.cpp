@@ -5,8 +5,10 @@
 // random streams are its own), a greedy one what greedy decoding emits, and
 // a request the host aborts mid-generation keeps what it had. The models'
 // open and close (a finished request's sequences close inside a step) run
-// against the other thread's forwards. CI runs it under ThreadSanitizer
-// (.ci/run); SPECDEC_STRESS_SECONDS=N repeats it with fresh requests for N
+// against the other thread's forwards. The same with DuoDecoding engines,
+// each host drafting on its own DraftWorker thread while its target scores:
+// four threads on the two models. CI runs both under ThreadSanitizer
+// (.ci/run); SPECDEC_STRESS_SECONDS=N repeats each with fresh requests for N
 // seconds.
 #include <chrono>
 #include <cstdint>
@@ -19,10 +21,15 @@
 #include <vector>
 
 #include "specdec/accept/recursive_rejection_sampling.hpp"
+#include "specdec/carry/lagged_tail.hpp"
 #include "specdec/draft/model_drafter.hpp"
+#include "specdec/engine/draft_worker.hpp"
 #include "specdec/engine/speculative_engine.hpp"
 #include "specdec/policy/fixed_length.hpp"
+#include "specdec/policy/hardware_budget.hpp"
+#include "specdec/select/select_all.hpp"
 #include "specdec/tree/chain_builder.hpp"
+#include "specdec/tree/multi_sequence_builder.hpp"
 #include "specdec/verify/model_verifier.hpp"
 #include "support/catch.hpp"
 #include "support/hashed_context_model.hpp"
@@ -36,8 +43,29 @@ namespace {
 constexpr std::int64_t kVocab = 24;
 using Drafter = sd::ModelDrafter<HashedContextModel>;
 using Verifier = sd::ModelVerifier<HashedContextModel>;
-using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, sd::RecursiveRejectionSampling,
-                                     sd::FixedLength>;
+
+// Chain drafting, and DuoDecoding (arXiv 2503.00784): a lagged tail verified
+// while the drafter drafts below it, on the host's DraftWorker when it has one.
+struct Chain {
+  using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, sd::RecursiveRejectionSampling,
+                                       sd::FixedLength>;
+  using Policy = sd::FixedLength;
+  static Engine engine(Verifier& v) {
+    return Engine(sd::ChainBuilder{}, v, sd::RecursiveRejectionSampling{});
+  }
+  static Policy policy() { return sd::FixedLength::chain(3); }
+};
+struct Duo {
+  using Engine =
+      sd::SpeculativeEngine<Drafter, sd::MultiSequenceBuilder, Verifier, sd::RecursiveRejectionSampling,
+                            sd::HardwareBudget, sd::SelectAll, sd::LaggedTail>;
+  using Policy = sd::HardwareBudget;
+  static Engine engine(Verifier& v) {
+    return Engine(sd::MultiSequenceBuilder(sd::MultiSequenceOptions{4, 2}), v,
+                  sd::RecursiveRejectionSampling{});
+  }
+  static Policy policy() { return sd::HardwareBudget(3); }
+};
 
 struct Job {
   std::int32_t id = 0;  // the request's sequence id in both models
@@ -74,18 +102,23 @@ struct Served {
   bool operator==(const Served&) const = default;
 };
 
-// Serves `jobs` through one engine over `target` and `draft`, up to `batch`
-// at once (continuous batching): id -> what it emitted.
+// Serves `jobs` through one engine of `Kind` over `target` and `draft`, up to
+// `batch` at once (continuous batching), drafting on `worker` if there is
+// one: id -> what it emitted.
+template <class Kind>
 std::map<std::int32_t, Served> serve(HashedContextModel& target, HashedContextModel& draft,
-                                     const std::vector<Job>& jobs, std::size_t batch) {
+                                     const std::vector<Job>& jobs, std::size_t batch,
+                                     sd::DraftWorker* worker = nullptr) {
+  using Engine = typename Kind::Engine;
   Verifier verifier(target);
-  Engine engine(sd::ChainBuilder{}, verifier, sd::RecursiveRejectionSampling{});
+  Engine engine = Kind::engine(verifier);
+  engine.set_draft_worker(worker);
   struct Live {
     Live(const Job& j, HashedContextModel& draft) : job(&j), drafter(draft, j.id) {}
     const Job* job;
     Drafter drafter;
-    sd::FixedLength policy = sd::FixedLength::chain(3);
-    std::unique_ptr<Engine::Request> request;
+    typename Kind::Policy policy = Kind::policy();
+    std::unique_ptr<typename Engine::Request> request;
     std::int64_t steps = 0;
   };
   std::map<std::int32_t, Served> out;
@@ -95,11 +128,11 @@ std::map<std::int32_t, Served> serve(HashedContextModel& target, HashedContextMo
     while (live.size() < batch && next < jobs.size()) {
       const Job& j = jobs[next++];
       auto l = std::make_unique<Live>(j, draft);
-      l->request = std::make_unique<Engine::Request>(j.id, l->drafter, l->policy, j.options);
+      l->request = std::make_unique<typename Engine::Request>(j.id, l->drafter, l->policy, j.options);
       engine.begin(*l->request, j.prompt);
       live.push_back(std::move(l));
     }
-    std::vector<Engine::Request*> step;
+    std::vector<typename Engine::Request*> step;
     for (auto& l : live)
       if (l->request->active()) step.push_back(l->request.get());
     if (!step.empty()) engine.step(step);
@@ -126,8 +159,10 @@ double stress_seconds() {
 
 }  // namespace
 
-TEST_CASE("Two host threads step their own engines over one shared target and draft",
-          "[unit][engine][concurrency]") {
+// Two hosts' engines of `Kind` over one shared target and draft, each host
+// with a draft worker when `workers`: every request as served alone.
+template <class Kind>
+void check_two_hosts(bool workers) {
   HashedContextModel target(kVocab, 3), draft(kVocab, 3, 2, 2.0f, /*noise=*/0.6f);
   const auto start = std::chrono::steady_clock::now();
   std::int32_t round = 0;
@@ -139,12 +174,15 @@ TEST_CASE("Two host threads step their own engines over one shared target and dr
     {
       HashedContextModel t(kVocab, 3), d(kVocab, 3, 2, 2.0f, 0.6f);
       for (const auto* jobs : {&a, &b})
-        for (const auto& [id, served] : serve(t, d, *jobs, 1)) alone[id] = served;
+        for (const auto& [id, served] : serve<Kind>(t, d, *jobs, 1)) alone[id] = served;
     }
     // Together: two threads, four requests at once each, the shared models.
     std::map<std::int32_t, Served> out_a, out_b;
-    std::thread host_a([&] { out_a = serve(target, draft, a, 4); });
-    std::thread host_b([&] { out_b = serve(target, draft, b, 4); });
+    std::unique_ptr<sd::DraftWorker> worker_a, worker_b;
+    if (workers)
+      worker_a = std::make_unique<sd::DraftWorker>(), worker_b = std::make_unique<sd::DraftWorker>();
+    std::thread host_a([&] { out_a = serve<Kind>(target, draft, a, 4, worker_a.get()); });
+    std::thread host_b([&] { out_b = serve<Kind>(target, draft, b, 4, worker_b.get()); });
     host_a.join();
     host_b.join();
     for (const auto* jobs : {&a, &b})
@@ -168,4 +206,15 @@ TEST_CASE("Two host threads step their own engines over one shared target and dr
     ++round;
   } while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
            stress_seconds());
+}
+
+TEST_CASE("Two host threads step their own engines over one shared target and draft",
+          "[unit][engine][concurrency]") {
+  check_two_hosts<Chain>(false);
+}
+
+TEST_CASE(
+    "Two host threads step DuoDecoding engines, each drafting on its own DraftWorker, over shared models",
+    "[unit][engine][concurrency][duo]") {
+  check_two_hosts<Duo>(true);
 }
