@@ -7,7 +7,7 @@
 
 #include "fuzz_target.hpp"
 #include "specdec/methods/standard_methods.hpp"
-#include "support/hashed_context_model.hpp"
+#include "specdec/testing/hashed_context_model.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const auto registry = specdec::standard_methods<specdec::testing::HashedContextModel>();

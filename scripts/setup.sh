@@ -14,6 +14,8 @@ packages=(
   ocl-icd-opencl-dev                              # dnnl-config.cmake calls find_package(OpenCL); libdnnl-dev only recommends it
   libsentencepiece-dev sentencepiece              # tokenizer oracle (tests) and trainer (spm_train)
   python3                                         # tests/cli's scripts (libtorch-dev brings it too)
+  python3-dev python3-pybind11 pybind11-dev       # the Python package (python/, docs/python.md)
+  python3-numpy python3-pytest                    # ... its arrays and its tests
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -7,7 +7,7 @@
 #include "specdec/policy/fixed_length.hpp"
 #include "specdec/tree/static_tree_builder.hpp"
 #include "specdec/verify/model_verifier.hpp"
-#include "support/hashed_context_model.hpp"
+#include "specdec/testing/hashed_context_model.hpp"
 
 using Verifier = specdec::ModelVerifier<specdec::testing::HashedContextModel>;
 template class specdec::SpeculativeDecoder<specdec::NgramDrafter, specdec::StaticTreeBuilder, Verifier,

@@ -7,7 +7,7 @@
 #include "specdec/policy/fixed_length.hpp"
 #include "specdec/tree/token_info_tree.hpp"
 #include "specdec/verify/model_verifier.hpp"
-#include "support/hashed_context_model.hpp"
+#include "specdec/testing/hashed_context_model.hpp"
 
 using Model = specdec::testing::HashedContextModel;
 template class specdec::SpeculativeEngine<specdec::ModelDrafter<Model>, specdec::TokenInfoTreeBuilder,

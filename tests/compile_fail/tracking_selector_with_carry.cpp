@@ -9,7 +9,7 @@
 #include "specdec/select/goodput_selector.hpp"
 #include "specdec/tree/multi_sequence_builder.hpp"
 #include "specdec/verify/model_verifier.hpp"
-#include "support/hashed_context_model.hpp"
+#include "specdec/testing/hashed_context_model.hpp"
 
 namespace sd = specdec;
 using Model = sd::testing::HashedContextModel;

@@ -7,7 +7,7 @@
 #include "specdec/engine/speculative_engine.hpp"
 #include "specdec/policy/fixed_length.hpp"
 #include "specdec/tree/chain_builder.hpp"
-#include "support/hashed_context_model.hpp"
+#include "specdec/testing/hashed_context_model.hpp"
 
 namespace sd = specdec;
 

@@ -5,7 +5,8 @@
 #   - core and io, with libtorch, oneDNN, OpenMP and CUDA made unfindable: a
 #     core-only consumer needs none of them;
 #   - torch, and cuda, when the installed build has them;
-#   - a component that does not exist, which must fail with its name.
+#   - a component that does not exist, which must fail with its name;
+# and, when the build has the Python package, `import specdec` from there.
 file(REMOVE_RECURSE ${WORK_DIR})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${SPECDEC_BINARY_DIR} --prefix ${WORK_DIR}/prefix
                 RESULT_VARIABLE rc OUTPUT_QUIET)
@@ -13,6 +14,17 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "cmake --install failed (${rc})")
 endif()
 file(RENAME ${WORK_DIR}/prefix ${WORK_DIR}/moved-prefix)
+
+# The Python package, when the build has it: importable from the moved prefix.
+if(PYTHON)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env PYTHONPATH=${WORK_DIR}/moved-prefix/${PYTHON_SITE} ${PYTHON} -c
+                          "import specdec, numpy; t = specdec.DraftTree.chain(0, [1]); print('python', specdec.__version__, t)"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  message("python: ${out}${err}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "python: `import specdec` from the installed tree failed (${rc})")
+  endif()
+endif()
 
 set(no_backends -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON -DCMAKE_DISABLE_FIND_PACKAGE_dnnl=ON
                 -DCMAKE_DISABLE_FIND_PACKAGE_OpenMP=ON -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON)

@@ -4,7 +4,7 @@
 
 #include "specdec/core/rng.hpp"
 #include "support/catch.hpp"
-#include "support/chi_square.hpp"
+#include "specdec/testing/chi_square.hpp"
 
 using specdec::testing::chi_square_gof;
 using specdec::testing::regularized_gamma_q;

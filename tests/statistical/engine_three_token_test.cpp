@@ -42,9 +42,9 @@
 #include "specdec/verify/model_verifier.hpp"
 #include "support/fake_spire_head.hpp"
 #include "support/catch.hpp"
-#include "support/chi_square.hpp"
+#include "specdec/testing/chi_square.hpp"
 #include "support/fake_feature_head.hpp"
-#include "support/hashed_context_model.hpp"
+#include "specdec/testing/hashed_context_model.hpp"
 
 namespace sd = specdec;
 namespace st = specdec::testing;

@@ -33,7 +33,7 @@
 #include "specdec/core/sampling_params.hpp"
 #include "specdec/core/verify_result.hpp"
 #include "specdec/core/warp.hpp"
-#include "support/chi_square.hpp"
+#include "specdec/testing/chi_square.hpp"
 
 namespace specdec::testing {
 

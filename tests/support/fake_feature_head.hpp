@@ -22,7 +22,7 @@
 #include "specdec/core/rng.hpp"
 #include "specdec/core/warp.hpp"
 #include "specdec/draft/token_info_table.hpp"
-#include "support/hashed_context_model.hpp"
+#include "specdec/testing/hashed_context_model.hpp"
 
 namespace specdec::testing {
 

@@ -1,5 +1,5 @@
 // Lyanna's decoder and the EAGLE-style head drafter end to end on host models
-// (support/hashed_context_model.hpp, support/fake_feature_head.hpp): greedy
+// (specdec/testing/hashed_context_model.hpp, support/fake_feature_head.hpp): greedy
 // output equals greedy autoregressive output token for token with and
 // without re-sampling and verification fusion, re-sampled trees are built and
 // accepted (the tests are not vacuous), the target's hidden states reach the
@@ -22,9 +22,9 @@
 #include "specdec/tree/dynamic_tree_builder.hpp"
 #include "specdec/verify/model_verifier.hpp"
 #include "support/catch.hpp"
-#include "support/chi_square.hpp"
+#include "specdec/testing/chi_square.hpp"
 #include "support/fake_feature_head.hpp"
-#include "support/hashed_context_model.hpp"
+#include "specdec/testing/hashed_context_model.hpp"
 
 namespace sd = specdec;
 using sd::testing::FakeFeatureHead;

@@ -9,7 +9,7 @@
 
 #include "specdec/methods/standard_methods.hpp"
 #include "support/catch.hpp"
-#include "support/hashed_context_model.hpp"
+#include "specdec/testing/hashed_context_model.hpp"
 
 namespace sd = specdec;
 using sd::testing::HashedContextModel;

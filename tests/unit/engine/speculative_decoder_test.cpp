@@ -1,5 +1,5 @@
 // The speculative decoder end to end on host models whose logits depend on the
-// visible context (support/hashed_context_model.hpp): greedy speculative output
+// visible context (specdec/testing/hashed_context_model.hpp): greedy speculative output
 // equals greedy autoregressive output token for token, caches end consistent,
 // stop conditions are exact, and bad input is a typed error.
 #include <cstdint>
@@ -18,8 +18,8 @@
 #include "specdec/tree/static_tree_builder.hpp"
 #include "specdec/verify/model_verifier.hpp"
 #include "support/catch.hpp"
-#include "support/chi_square.hpp"
-#include "support/hashed_context_model.hpp"
+#include "specdec/testing/chi_square.hpp"
+#include "specdec/testing/hashed_context_model.hpp"
 
 namespace sd = specdec;
 using sd::testing::HashedContextModel;

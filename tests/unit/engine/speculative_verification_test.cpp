@@ -21,7 +21,7 @@
 #include "specdec/tree/static_tree_builder.hpp"
 #include "specdec/verify/model_verifier.hpp"
 #include "support/catch.hpp"
-#include "support/hashed_context_model.hpp"
+#include "specdec/testing/hashed_context_model.hpp"
 
 namespace sd = specdec;
 using sd::testing::HashedContextModel;

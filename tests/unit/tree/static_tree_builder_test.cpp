@@ -15,7 +15,7 @@
 
 #include "specdec/accept/recursive_rejection_sampling.hpp"
 #include "support/catch.hpp"
-#include "support/chi_square.hpp"
+#include "specdec/testing/chi_square.hpp"
 #include "support/exceptions.hpp"
 #include "unit/tree/table_drafter.hpp"
 

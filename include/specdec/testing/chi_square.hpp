@@ -1,15 +1,18 @@
-// Pearson's chi-square goodness-of-fit test, for the statistical tests of the
-// lossless rules. Written from the textbook definitions: the p-value is the
-// regularized upper incomplete gamma function Q(df / 2, statistic / 2).
+// Pearson's chi-square goodness-of-fit test: what specdec's statistical tests
+// of the lossless rules use, public so that a rule or composition of one's
+// own can be tested the same way (Python: specdec.testing, docs/python.md).
+// Written from the textbook definitions: the p-value is the regularized upper
+// incomplete gamma function Q(df / 2, statistic / 2).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "specdec/core/error.hpp"
 
 namespace specdec::testing {
 
@@ -62,7 +65,9 @@ struct ChiSquareResult {
 // expected count is below 5 are pooled into one bin (the usual validity rule),
 // so near-zero probabilities are still tested in aggregate.
 inline ChiSquareResult chi_square_gof(std::span<const std::int64_t> observed, std::span<const double> expected) {
-  if (observed.size() != expected.size()) throw std::invalid_argument("chi_square_gof: size mismatch");
+  if (observed.size() != expected.size())
+    throw ShapeError("chi_square_gof: " + std::to_string(observed.size()) + " observed counts, " +
+                     std::to_string(expected.size()) + " expected probabilities");
   std::int64_t n = 0;
   for (auto o : observed) n += o;
   ChiSquareResult r;
