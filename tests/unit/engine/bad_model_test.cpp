@@ -72,6 +72,25 @@ class WrongWidthModel : public HashedContextModel {
   std::int64_t delta_;
 };
 
+// Begins a greedy chain request whose drafts come from `draft` (the target
+// is sound) and takes its first step.
+template <class DraftModel>
+void first_step_drafting_with(DraftModel& draft) {
+  using Drafter = sd::ModelDrafter<DraftModel>;
+  using Verifier = sd::ModelVerifier<HashedContextModel>;
+  using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, sd::GreedyAcceptance, sd::FixedLength>;
+  HashedContextModel target(kVocab, 1);
+  Verifier verifier(target);
+  Engine engine(sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{});
+  Drafter drafter(draft, 0);
+  sd::FixedLength policy = sd::FixedLength::chain(3);
+  sd::GenerationOptions o;
+  o.max_new_tokens = 8;
+  typename Engine::Request r(0, drafter, policy, o);
+  engine.begin(r, std::vector<sd::TokenId>{1, 2, 3});
+  engine.step(r);
+}
+
 const char* what_it_says(Poison p) { return p == Poison::kAllMasked ? "-inf" : p == Poison::kNaN ? "nan" : "inf"; }
 
 }  // namespace
@@ -92,22 +111,10 @@ TEST_CASE("A target whose logits hold NaN, +inf or only -inf is refused, greedy 
 }
 
 TEST_CASE("A draft model whose logits hold NaN, +inf or only -inf is refused", "[unit][engine]") {
-  using Drafter = sd::ModelDrafter<PoisonedModel>;
-  using Verifier = sd::ModelVerifier<HashedContextModel>;
-  using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, sd::GreedyAcceptance, sd::FixedLength>;
   for (const Poison poison : {Poison::kNaN, Poison::kInf, Poison::kAllMasked}) {
     CAPTURE(static_cast<int>(poison));
-    HashedContextModel target(kVocab, 1);
     PoisonedModel draft(poison);
-    Verifier verifier(target);
-    Engine engine(sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{});
-    Drafter drafter(draft, 0);
-    sd::FixedLength policy = sd::FixedLength::chain(3);
-    sd::GenerationOptions o;
-    o.max_new_tokens = 8;
-    Engine::Request r(0, drafter, policy, o);
-    engine.begin(r, std::vector<sd::TokenId>{1, 2, 3});
-    CHECK_THROWS_AS(engine.step(r), sd::InvalidDistributionError);
+    CHECK_THROWS_AS(first_step_drafting_with(draft), sd::InvalidDistributionError);
   }
 }
 
@@ -126,22 +133,7 @@ TEST_CASE("A target or draft model writing rows of another width than its vocabu
       CHECK_THROWS_WITH(decoder.generate(prompt, o),
                         Catch::Contains(says) && Catch::Contains("ModelVerifier"));
     }
-    {  // the draft, read by ModelDrafter
-      using Drafter = sd::ModelDrafter<WrongWidthModel>;
-      using Verifier = sd::ModelVerifier<HashedContextModel>;
-      using Engine =
-          sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, sd::GreedyAcceptance, sd::FixedLength>;
-      HashedContextModel target(kVocab, 1);
-      WrongWidthModel draft(delta);
-      Verifier verifier(target);
-      Engine engine(sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{});
-      Drafter drafter(draft, 0);
-      sd::FixedLength policy = sd::FixedLength::chain(3);
-      sd::GenerationOptions o;
-      o.max_new_tokens = 8;
-      Engine::Request r(0, drafter, policy, o);
-      engine.begin(r, std::vector<sd::TokenId>{1, 2, 3});
-      CHECK_THROWS_WITH(engine.step(r), Catch::Contains(says) && Catch::Contains("ModelDrafter"));
-    }
+    WrongWidthModel draft(delta);  // the draft, read by ModelDrafter
+    CHECK_THROWS_WITH(first_step_drafting_with(draft), Catch::Contains(says) && Catch::Contains("ModelDrafter"));
   }
 }
