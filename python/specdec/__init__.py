@@ -9,15 +9,23 @@ as in C++. docs/python.md shows how to use them.
     result = specdec.SpeculativeSampling().verify(tree, target_rows, draft_rows, specdec.RandomStream(seed=1))
     result.emitted_tokens(tree)
 
+The engine runs over models written in Python (the Model protocol; see
+specdec.models.MarkovLM):
+
+    decoder = specdec.method("chain:k=4", target=my_target, draft=my_draft)
+    decoder.begin(0, prompt, max_new_tokens=64); decoder.step(); decoder.result(0).tokens
+
 specdec.testing holds the statistical harness of the losslessness tests.
 """
 from ._specdec import (  # noqa: F401
     __version__,
     BlockVerification,
     ChildMode,
+    Decoder,
     DeviceError,
     DraftTree,
     Error,
+    GenerationResult,
     GreedyAcceptance,
     InvalidArgumentError,
     InvalidDistributionError,
@@ -25,6 +33,7 @@ from ._specdec import (  # noqa: F401
     IoError,
     ModelLoadError,
     RandomStream,
+    SequenceInput,
     RecursiveRejectionSampling,
     SamplingParams,
     ShapeError,
@@ -35,9 +44,11 @@ from ._specdec import (  # noqa: F401
     TypicalAcceptanceParams,
     UnsupportedError,
     VerifyResult,
+    method,
+    methods,
     warp,
 )
-from . import testing  # noqa: F401
+from . import models, testing  # noqa: F401
 
 RULES = (GreedyAcceptance, SpeculativeSampling, RecursiveRejectionSampling, BlockVerification,
          TraversalVerification, TypicalAcceptance)

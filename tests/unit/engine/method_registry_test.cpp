@@ -145,3 +145,18 @@ TEST_CASE("The registry lists, parses and builds by name, and a host adds its ow
   CHECK(r.tokens == reference.generate(prompt, o).tokens);
   CHECK(r.stats.rounds() < 20);  // drafts were accepted
 }
+
+TEST_CASE("The registry's chain at T = 1 emits the tokens the Python package checks", "[unit][engine][methods]") {
+  // python/tests/test_engine.py decodes this request through the same
+  // registry over a model written in Python that returns these logits, and
+  // expects these tokens: the same seeds give the same tokens from Python.
+  const auto registry = sd::standard_methods<HashedContextModel>();
+  HashedContextModel target(5, 1), draft(5, 1, 2, 2.0f, /*noise=*/0.7f);
+  auto chain = registry.make("chain:k=3", target, &draft, sd::SamplingParams{1.0f});
+  sd::GenerationOptions o;
+  o.max_new_tokens = 16;
+  o.sampling = sd::SamplingParams{1.0f, 0, 1.0f, 5};
+  o.request_id = 7;
+  const std::vector<sd::TokenId> prompt{1, 2};
+  CHECK(chain.generate(prompt, o).tokens == std::vector<sd::TokenId>{0, 0, 4, 2, 0, 4, 2, 1, 0, 4, 2, 1, 2, 1, 3, 1});
+}
