@@ -26,7 +26,7 @@ namespace py = pybind11;
 // One sequence of a forward, as the Python model sees it.
 struct PySequence {
   std::int32_t seq = 0;
-  py::array_t<std::int32_t> tokens;    // the new tokens
+  py::array_t<std::int32_t> tokens;     // the new tokens
   py::array_t<std::int64_t> positions;  // their positions
   py::object mask;                      // None (causal), or bool [size, size]: row i sees column j
   bool extend_staged = false;           // the tokens extend the previous forward's, not the committed cache
@@ -37,7 +37,8 @@ class PyModel {
   explicit PyModel(py::object model) : model_(std::move(model)) {
     for (const char* method : {"open", "close", "forward", "accept", "rollback"})
       if (!py::hasattr(model_, method))
-        throw InvalidArgumentError(fmt::format("a Python model needs the method {}() (docs/python.md)", method));
+        throw InvalidArgumentError(
+            fmt::format("a Python model needs the method {}() (docs/python.md)", method));
     vocab_ = attribute("vocab_size", -1);
     if (vocab_ < 1) throw InvalidArgumentError("a Python model needs vocab_size, a positive int");
     hidden_ = attribute("hidden_size", 0);
@@ -51,8 +52,9 @@ class PyModel {
 
   void open(std::int32_t seq, const CachePolicy& policy = {}) {
     if (policy.kind != CachePolicy::Kind::kDense)
-      throw UnsupportedError("a Python model keeps every token of a sequence (dense cache); this method needs a "
-                             "sink + window cache");
+      throw UnsupportedError(
+          "a Python model keeps every token of a sequence (dense cache); this method needs a "
+          "sink + window cache");
     const py::gil_scoped_acquire gil;
     model_.attr("open")(seq);
   }
@@ -76,7 +78,8 @@ class PyModel {
       PySequence s;
       s.seq = in.seq_id;
       s.tokens = py::array_t<std::int32_t>(static_cast<py::ssize_t>(in.tokens.size()), in.tokens.data());
-      s.positions = py::array_t<std::int64_t>(static_cast<py::ssize_t>(in.positions.size()), in.positions.data());
+      s.positions =
+          py::array_t<std::int64_t>(static_cast<py::ssize_t>(in.positions.size()), in.positions.data());
       s.mask = py::none();
       if (!in.mask.empty()) {
         const auto n = static_cast<py::ssize_t>(in.mask.size);
@@ -106,12 +109,14 @@ class PyModel {
   // A writable NumPy view of a host float32 [rows, width] output, or None.
   static py::object output(const TensorView& out, const char* what) {
     if (out.empty()) return py::none();
-    if (out.device().kind != DeviceKind::kCPU || out.dtype() != DType::kF32 || out.ndim() != 2 || out.stride(1) != 1)
-      throw UnsupportedError(fmt::format("a Python model writes host float32 rows; its {} view is not", what));
+    if (out.device().kind != DeviceKind::kCPU || out.dtype() != DType::kF32 || out.ndim() != 2 ||
+        out.stride(1) != 1)
+      throw UnsupportedError(
+          fmt::format("a Python model writes host float32 rows; its {} view is not", what));
     // The base keeps NumPy from copying; the memory is the caller's and
     // outlives the call.
-    return py::array_t<float>({out.size(0), out.size(1)}, {out.stride(0) * 4, std::int64_t{4}}, out.data_as<float>(),
-                              py::capsule(out.data(), [](void*) {}));
+    return py::array_t<float>({out.size(0), out.size(1)}, {out.stride(0) * 4, std::int64_t{4}},
+                              out.data_as<float>(), py::capsule(out.data(), [](void*) {}));
   }
 
   py::object model_;

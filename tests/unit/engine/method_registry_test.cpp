@@ -146,7 +146,8 @@ TEST_CASE("The registry lists, parses and builds by name, and a host adds its ow
   CHECK(r.stats.rounds() < 20);  // drafts were accepted
 }
 
-TEST_CASE("The registry's chain at T = 1 emits the tokens the Python package checks", "[unit][engine][methods]") {
+TEST_CASE("The registry's chain at T = 1 emits the tokens the Python package checks",
+          "[unit][engine][methods]") {
   // python/tests/test_engine.py decodes this request through the same
   // registry over a model written in Python that returns these logits, and
   // expects these tokens: the same seeds give the same tokens from Python.
@@ -158,5 +159,6 @@ TEST_CASE("The registry's chain at T = 1 emits the tokens the Python package che
   o.sampling = sd::SamplingParams{1.0f, 0, 1.0f, 5};
   o.request_id = 7;
   const std::vector<sd::TokenId> prompt{1, 2};
-  CHECK(chain.generate(prompt, o).tokens == std::vector<sd::TokenId>{0, 0, 4, 2, 0, 4, 2, 1, 0, 4, 2, 1, 2, 1, 3, 1});
+  CHECK(chain.generate(prompt, o).tokens ==
+        std::vector<sd::TokenId>{0, 0, 4, 2, 0, 4, 2, 1, 0, 4, 2, 1, 2, 1, 3, 1});
 }
