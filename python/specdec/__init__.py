@@ -38,6 +38,7 @@ from ._specdec import (  # noqa: F401
     SamplingParams,
     ShapeError,
     SpeculativeSampling,
+    Tokenizer,
     TokenizerError,
     TraversalVerification,
     TypicalAcceptance,
@@ -49,6 +50,11 @@ from ._specdec import (  # noqa: F401
     warp,
 )
 from . import models, testing  # noqa: F401
+
+try:  # built with the libtorch backend
+    from ._specdec import LlamaModel, load  # noqa: F401
+except ImportError:
+    pass
 
 RULES = (GreedyAcceptance, SpeculativeSampling, RecursiveRejectionSampling, BlockVerification,
          TraversalVerification, TypicalAcceptance)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "decoder.hpp"
 #include "py_model.hpp"
 #include "specdec/methods/standard_methods.hpp"
 
@@ -38,83 +39,6 @@ const char* type_name(ParamType t) {
   }
   return "?";
 }
-
-// A method built over Python models, which it keeps alive.
-class Decoder {
- public:
-  Decoder(const std::string& spec, py::object target, py::object draft, const SamplingParams& sampling,
-          const std::string& dir)
-      : target_(std::make_unique<PyModel>(std::move(target))),
-        draft_(draft.is_none() ? nullptr : std::make_unique<PyModel>(std::move(draft))),
-        decoder_(build(spec, *target_, draft_.get(), sampling, dir)) {}
-
-  // Without the GIL: a method that runs its engine on threads of its own
-  // (DuoDecoding's target thread) closes its sequences there, and those
-  // calls into the Python models need it.
-  ~Decoder() {
-    const py::gil_scoped_release unlocked;
-    decoder_ = AnyDecoder();
-  }
-  Decoder(const Decoder&) = delete;
-  Decoder& operator=(const Decoder&) = delete;
-
-  const std::string& name() const { return decoder_.name(); }
-
-  void begin(std::int32_t id, const std::vector<TokenId>& prompt, const GenerationOptions& options,
-             std::optional<std::function<void(TokenId)>> on_token) {
-    TokenCallback callback;
-    if (on_token)
-      callback = [f = *on_token](TokenId t) {
-        const py::gil_scoped_acquire gil;
-        f(t);
-      };
-    const py::gil_scoped_release unlocked;
-    decoder_.begin(id, prompt, options, std::move(callback));
-  }
-  void step(std::optional<std::vector<std::int32_t>> ids) {
-    const py::gil_scoped_release unlocked;
-    if (ids)
-      decoder_.step(*ids);
-    else
-      decoder_.step();
-  }
-  void abort(std::int32_t id) {
-    const py::gil_scoped_release unlocked;
-    decoder_.abort(id);
-  }
-  bool done(std::int32_t id) const {
-    const py::gil_scoped_release unlocked;
-    return decoder_.done(id);
-  }
-  GenerationResult result(std::int32_t id) const {
-    const py::gil_scoped_release unlocked;
-    return decoder_.result(id);
-  }
-  GenerationResult take_result(std::int32_t id) {
-    const py::gil_scoped_release unlocked;
-    return decoder_.take_result(id);
-  }
-  std::vector<std::int32_t> requests() const {
-    const py::gil_scoped_release unlocked;
-    return decoder_.requests();
-  }
-  GenerationResult generate(const std::vector<TokenId>& prompt, const GenerationOptions& options) {
-    const py::gil_scoped_release unlocked;
-    return decoder_.generate(prompt, options);
-  }
-
- private:
-  // Without the GIL as well: DuoDecoding starts its threads here and waits
-  // for them.
-  static AnyDecoder build(const std::string& spec, PyModel& target, PyModel* draft,
-                          const SamplingParams& sampling, const std::string& dir) {
-    const py::gil_scoped_release unlocked;
-    return registry().make(spec, target, draft, sampling, dir);
-  }
-
-  std::unique_ptr<PyModel> target_, draft_;  // declared first: the decoder is destroyed before them
-  AnyDecoder decoder_;
-};
 
 GenerationOptions options_of(std::int64_t max_new_tokens, const SamplingParams& sampling,
                              const std::vector<TokenId>& stop_tokens, std::uint64_t request_id) {
@@ -213,15 +137,22 @@ void bind_engine(py::module_& m) {
   m.def(
       "method",
       [](const std::string& spec, py::object target, py::object draft, const SamplingParams& sampling,
-         const std::string& dir) {
-        return std::make_unique<Decoder>(spec, std::move(target), std::move(draft), sampling, dir);
+         const std::string& dir) -> std::unique_ptr<Decoder> {
+        if (auto torch = torch_method(spec, target, draft, sampling, dir)) return torch;
+        auto t = std::make_shared<PyModel>(std::move(target));
+        auto d = draft.is_none() ? nullptr : std::make_shared<PyModel>(std::move(draft));
+        AnyDecoder decoder;
+        {
+          const py::gil_scoped_release unlocked;  // DuoDecoding starts its threads here and waits for them
+          decoder = registry().make(spec, *t, d.get(), sampling, dir);
+        }
+        return std::make_unique<Decoder>(std::move(decoder), std::vector<std::shared_ptr<void>>{t, d});
       },
       "spec"_a, "target"_a, "draft"_a = py::none(), "sampling"_a = SamplingParams{0.0f}, "dir"_a = "models",
       "Builds the method `spec` (\"chain:k=4\", specdec.methods() lists them) over Python models "
-      "implementing the "
-      "Model protocol (docs/python.md). `sampling` is what the method is set up for (rule=auto's choice); "
-      "each "
-      "request samples as its begin() says.");
+      "implementing the Model protocol, or over libtorch models from specdec.load() (docs/python.md). "
+      "`sampling` is what the method is set up for (rule=auto's choice); each request samples as its "
+      "begin() says.");
 }
 
 }  // namespace specdec::python

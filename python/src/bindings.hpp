@@ -34,6 +34,7 @@ inline ProbRows rows_of(const FloatArray& a, std::string_view what) {
 void bind_core(py::module_& m);
 void bind_rules(py::module_& m);
 void bind_engine(py::module_& m);
+void bind_torch(py::module_& m);
 void bind_testing(py::module_& m);
 
 }  // namespace specdec::python

@@ -7,6 +7,7 @@ PYBIND11_MODULE(_specdec, m) {
   specdec::python::bind_core(m);
   specdec::python::bind_rules(m);
   specdec::python::bind_engine(m);
+  specdec::python::bind_torch(m);
   auto testing = m.def_submodule("testing", "the statistical harness of specdec's losslessness tests");
   specdec::python::bind_testing(testing);
 }
