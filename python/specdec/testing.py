@@ -106,7 +106,7 @@ def speculative_decode(rule, target, draft, prompt, n, sampling, rng, shape="cha
             rows.append(q_row([]))
             tree.set_children_source(-1, 0, ChildMode.SAMPLED_WITH_REPLACEMENT)
             firsts = [rng.sample(rows[0]) for _ in range(2)]
-            for i, token in enumerate(firsts):
+            for token in firsts:
                 tree.add_node(-1, token, float(rows[0][token]))
             for i, token in enumerate(firsts):
                 rows.append(q_row([token]))

@@ -74,8 +74,8 @@ void bind_sampling(py::module_& m) {
       },
       "logits"_a, "params"_a,
       "Probability rows of logits ([vocab] or [rows, vocab]) under temperature, top-k and top-p, exactly as "
-      "the "
-      "engine warps them (core/warp.hpp). Raises InvalidDistributionError for NaN, +inf or all -inf rows.");
+      "the engine warps them (core/warp.hpp). Raises InvalidDistributionError for NaN, +inf or all -inf "
+      "rows.");
 }
 
 void bind_rng(py::module_& m) {
@@ -118,23 +118,20 @@ void bind_tree(py::module_& m) {
           "from_parents",
           [](TokenId root, const std::vector<TokenId>& tokens, const std::vector<std::int32_t>& parents,
              std::optional<std::vector<float>> draft_probs) {
-            const std::vector<float> probs =
-                draft_probs ? *draft_probs : std::vector<float>(tokens.size(), 0.0f);
-            return DraftTree::from_parents(root, tokens, parents, probs);
+            return DraftTree::from_parents(root, tokens, parents,
+                                           draft_probs.value_or(std::vector<float>(tokens.size(), 0.0f)));
           },
           "root_token"_a, "tokens"_a, "parents"_a, "draft_probs"_a = py::none(),
           "A tree from parallel lists (parents[i] in [-1, i)); draft_probs default to 0 (rules read q from "
-          "the "
-          "draft rows). Record each slot's draft row with set_children_source.")
+          "the draft rows). Record each slot's draft row with set_children_source.")
       .def_static(
           "chain",
           [](TokenId root, const std::vector<TokenId>& tokens, std::optional<std::vector<float>> draft_probs,
              ChildMode mode) {
             std::vector<std::int32_t> parents(tokens.size());
             for (std::size_t i = 0; i < parents.size(); ++i) parents[i] = static_cast<std::int32_t>(i) - 1;
-            const std::vector<float> probs =
-                draft_probs ? *draft_probs : std::vector<float>(tokens.size(), 0.0f);
-            DraftTree t = DraftTree::from_parents(root, tokens, parents, probs);
+            DraftTree t = DraftTree::from_parents(
+                root, tokens, parents, draft_probs.value_or(std::vector<float>(tokens.size(), 0.0f)));
             for (std::int32_t i = 0; i < t.size(); ++i) t.set_children_source(i - 1, i, mode);
             return t;
           },

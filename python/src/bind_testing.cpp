@@ -57,8 +57,8 @@ void bind_testing(py::module_& m) {
       },
       "logits_of"_a, "prompt"_a, "n"_a, "vocab"_a, "sampling"_a,
       "The law of the first n tokens after `prompt`: an array of shape [vocab] * n whose entry [t1, ..., tn] "
-      "is "
-      "the product of the warped conditionals. logits_of(context: list[int]) returns the next-token logits.");
+      "is the product of the warped conditionals. logits_of(context: list[int]) returns the next-token "
+      "logits.");
 
   py::class_<HashedContextModel>(m, "MarkovModel",
                                  "A small model whose next-token logits are a seeded random function of the "
