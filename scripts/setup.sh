@@ -16,6 +16,7 @@ packages=(
   python3                                         # tests/cli's scripts (libtorch-dev brings it too)
   python3-dev python3-pybind11 pybind11-dev       # the Python package (python/, docs/python.md)
   python3-numpy python3-pytest                    # ... its arrays and its tests
+  python3-torch                                   # ... torch tensors and torch.ops.specdec (the same libtorch 1.13)
   python3-matplotlib                              # python3 -m specdec.plot, scripts/plot_*.py
 )
 missing=()

@@ -60,9 +60,10 @@ void bind_sampling(py::module_& m) {
 
   m.def(
       "warp",
-      [](const FloatArray& logits, const SamplingParams& params) {
-        const ProbRows in = rows_of(logits, "warp");
-        py::array_t<float> out(std::vector<py::ssize_t>(logits.shape(), logits.shape() + logits.ndim()));
+      [](const py::object& logits, const SamplingParams& params) {
+        const InputRows input(logits, "warp");
+        const ProbRows& in = input.rows();
+        py::array_t<float> out(input.shape());
         float* o = out.mutable_data();
         {
           py::gil_scoped_release unlocked;
@@ -87,9 +88,10 @@ void bind_rng(py::module_& m) {
       .def("uniform", &RandomStream::uniform, "The next uniform in [0, 1).")
       .def(
           "sample",
-          [](RandomStream& rng, const FloatArray& weights) {
-            if (weights.ndim() != 1) throw ShapeError("RandomStream.sample: weights must be 1-d");
-            const TokenId t = row_math::sample_row(weights.data(), weights.shape(0), rng.uniform());
+          [](RandomStream& rng, const py::object& weights) {
+            const InputRows w(weights, "RandomStream.sample: weights");
+            if (w.shape().size() != 1) throw ShapeError("RandomStream.sample: weights must be 1-d");
+            const TokenId t = row_math::sample_row(w.rows().row(0).data(), w.rows().vocab(), rng.uniform());
             if (t == kNoToken) throw InvalidDistributionError("RandomStream.sample: no weight is positive");
             return t;
           },

@@ -22,18 +22,18 @@ constexpr const char* kVerifyDoc =
     "the root's first, then node i's at row i + 1 (warp() makes them from logits); draft: the rows the "
     "tree's "
     "slots were drafted from (children_draft_row), [rows, vocab]; rng: the RandomStream of the rule's draws. "
-    "float32 C-contiguous arrays are read in place.";
+    "float32 C-contiguous arrays (NumPy, or torch tensors and others through DLPack) are read in place.";
 
 template <class Rule>
 py::class_<Rule> bind_rule(py::module_& m, const char* name, const char* doc) {
   py::class_<Rule> c(m, name, doc);
   c.def(
        "verify",
-       [](Rule& rule, const DraftTree& tree, const FloatArray& target, const FloatArray& draft,
+       [](Rule& rule, const DraftTree& tree, const py::object& target, const py::object& draft,
           RandomStream& rng) {
-         const ProbRows t = rows_of(target, "verify: target"), d = rows_of(draft, "verify: draft");
+         const InputRows t(target, "verify: target"), d(draft, "verify: draft");
          py::gil_scoped_release unlocked;
-         return rule.verify(tree, t, d, rng);
+         return rule.verify(tree, t.rows(), d.rows(), rng);
        },
        "tree"_a, "target"_a, "draft"_a, "rng"_a, kVerifyDoc)
       .def_property_readonly_static("lossless", [](py::object) { return Rule::kLossless; })
