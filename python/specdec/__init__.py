@@ -20,24 +20,37 @@ specdec.testing holds the statistical harness of the losslessness tests.
 from ._specdec import (  # noqa: F401
     __version__,
     BlockVerification,
+    ChainBuilder,
+    ChainPick,
     ChildMode,
+    ConfidenceStop,
+    CostAwareTree,
     Decoder,
     DeviceError,
+    DraftBudget,
     DraftTree,
+    DynamicTreeBuilder,
     Error,
+    FixedLength,
+    FollowVerified,
     GenerationResult,
     GreedyAcceptance,
+    HardwareBudget,
+    HeuristicLength,
     InvalidArgumentError,
     InvalidDistributionError,
     InvalidTreeError,
     IoError,
     ModelLoadError,
+    MultiSequenceBuilder,
+    NgramDrafter,
     RandomStream,
     SequenceInput,
     RecursiveRejectionSampling,
     SamplingParams,
     ShapeError,
     SpeculativeSampling,
+    StaticTreeBuilder,
     Tokenizer,
     TokenizerError,
     TraversalVerification,
@@ -47,6 +60,7 @@ from ._specdec import (  # noqa: F401
     VerifyResult,
     method,
     methods,
+    sequoia_choices,
     warp,
 )
 from . import models, testing  # noqa: F401
@@ -60,3 +74,9 @@ RULES = (GreedyAcceptance, SpeculativeSampling, RecursiveRejectionSampling, Bloc
          TraversalVerification, TypicalAcceptance)
 """Every acceptance rule; each has verify(tree, target, draft, rng) and the class
 attributes lossless, needs_draft_probs and greedy_only."""
+
+BUILDERS = (ChainBuilder, StaticTreeBuilder, DynamicTreeBuilder, MultiSequenceBuilder)
+"""Every tree builder; each has build(drafter, budget, root, rng) -> (DraftTree, rows)."""
+
+POLICIES = (FixedLength, HeuristicLength, ConfidenceStop, FollowVerified, HardwareBudget, CostAwareTree)
+"""Every length policy; each has budget() -> DraftBudget and observe(num_drafted, num_accepted, ...)."""

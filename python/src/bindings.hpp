@@ -98,6 +98,7 @@ class InputRows {
 
 void bind_core(py::module_& m);
 void bind_rules(py::module_& m);
+void bind_drafting(py::module_& m);
 void bind_engine(py::module_& m);
 void bind_torch(py::module_& m);
 void bind_testing(py::module_& m);

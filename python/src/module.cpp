@@ -6,6 +6,7 @@ PYBIND11_MODULE(_specdec, m) {
   m.doc() = "specdec: speculative decoding components (C++), bound for Python";
   specdec::python::bind_core(m);
   specdec::python::bind_rules(m);
+  specdec::python::bind_drafting(m);
   specdec::python::bind_engine(m);
   specdec::python::bind_torch(m);
   auto testing = m.def_submodule("testing", "the statistical harness of specdec's losslessness tests");
