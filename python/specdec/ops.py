@@ -29,8 +29,8 @@ from . import _specdec
 
 torch.ops.load_library(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_torch_ops.so"))
 
-__all__ = ["warp", "chain_speculative_sampling", "block_verification", "verify_trees", "TREE_RULES",
-           "WARP_STATUS"]
+__all__ = ["warp", "chain_speculative_sampling", "block_verification", "verify_trees", "rejection_sample",
+           "tree_from_first_child_next_sibling", "TREE_RULES", "WARP_STATUS"]
 
 TREE_RULES = ("greedy", "speculative_sampling", "recursive_rejection_sampling", "block_verification",
               "traversal_verification", "typical_acceptance")
@@ -153,3 +153,73 @@ def verify_trees(rule, parents, tokens, slot_draws, draft_probs, target_probs, t
     return torch.ops.specdec.verify_trees(rule, parents, tokens, slot_draws, draft_probs, target_probs, tree_nodes,
                                           max_depth, *_seed_args(seed, offset), posterior_threshold,
                                           posterior_alpha)
+
+
+# --- engine-shaped adapters ---------------------------------------------------------
+def rejection_sample(draft_token_ids, num_draft_tokens, draft_probs, target_probs, bonus_token_ids, seed=None,
+                     offset=None, rule="speculative_sampling"):
+    """Chains of different lengths in the flat layout of vLLM's rejection sampler:
+    draft_token_ids [T] (every request's drafts, one after another),
+    num_draft_tokens [batch] (a list or tensor), draft_probs [T, vocab] or None,
+    target_probs [T, vocab] (the target's row at each draft's position),
+    bonus_token_ids [batch] (the token emitted when a request accepts all its
+    drafts). Returns output_token_ids [batch, max drafts + 1] int32: the
+    accepted drafts, the emitted token, then -1 (vLLM's placeholder). `rule`:
+    speculative_sampling or block_verification (lossless), or greedy."""
+    device = target_probs.device
+    counts = torch.as_tensor(num_draft_tokens, dtype=torch.int64, device=device)
+    batch, vocab = counts.numel(), target_probs.shape[-1]
+    n = int(counts.max()) if batch else 0
+    starts = torch.cumsum(counts, 0) - counts
+    # (b, i) of each flat draft: its place in the padded [batch, n] layout
+    b = torch.repeat_interleave(torch.arange(batch, device=device), counts)
+    i = torch.arange(counts.sum().item(), device=device) - starts[b]
+    tokens = torch.zeros((batch, n), dtype=torch.int32, device=device)
+    tokens[b, i] = draft_token_ids.to(device=device, dtype=torch.int32)
+    target = torch.zeros((batch, n + 1, vocab), dtype=torch.float32, device=device)
+    target[b, i] = target_probs.to(torch.float32)
+    target[torch.arange(batch, device=device), counts] = nn_one_hot(bonus_token_ids, vocab, device)
+    draft, draws = None, torch.zeros((batch, n + 1), dtype=torch.uint8, device=device)
+    if draft_probs is not None:
+        draft = torch.zeros((batch, n + 1, vocab), dtype=torch.float32, device=device)
+        draft[b, i] = draft_probs.to(torch.float32)
+        draws[b, i] = 1
+    parents = torch.arange(-1, n - 1, dtype=torch.int32, device=device).expand(batch, n).contiguous()
+    accepted, num_accepted, emitted = verify_trees(rule, parents, tokens, draws, draft, target,
+                                                   counts.to(torch.int32), seed=seed, offset=offset)
+    out = torch.full((batch, n + 1), -1, dtype=torch.int32, device=device)
+    keep = torch.arange(n + 1, device=device)[None, :] < num_accepted[:, None]
+    out[:, :n][keep[:, :n]] = tokens[keep[:, :n]]
+    out[torch.arange(batch, device=device), num_accepted.clamp(min=0).long()] = emitted
+    return out
+
+
+def nn_one_hot(tokens, vocab, device):
+    return torch.nn.functional.one_hot(torch.as_tensor(tokens, device=device).long().flatten(), vocab).float()
+
+
+def tree_from_first_child_next_sibling(candidates, next_token, next_sibling):
+    """SGLang's EAGLE trees as verify_trees takes them. SGLang holds a tree per
+    request as candidates [batch, N] (index 0: the root, the last verified
+    token), retrive_next_token [batch, N] (each node's first child, -1: none)
+    and retrive_next_sibling [batch, N] (its next sibling, -1: none); its
+    target_probs [batch, N, vocab] hold the row after each candidate, which is
+    verify_trees' layout already (the root's row first). Returns (parents,
+    tokens) [batch, N - 1] int32: node j here is candidate j + 1, so an
+    accepted node a is SGLang's candidate a + 1. Children must come after their
+    parent (SGLang's order); InvalidTreeError otherwise."""
+    batch, size = candidates.shape
+    parent = torch.full((batch, size), -2, dtype=torch.int64)
+    parent[:, 0] = -1
+    child, sibling = next_token.cpu().long(), next_sibling.cpu().long()
+    rows = torch.arange(batch)
+    for j in range(size):
+        for link, value in ((child[:, j], torch.full((batch,), j)), (sibling[:, j], parent[:, j])):
+            has = link >= 0
+            if bool((has & (link <= j)).any()):
+                raise _specdec.InvalidTreeError(f"candidate {j} links to an earlier candidate")
+            parent[rows[has], link[has]] = value[has]
+    if bool((parent[:, 1:] < 0).any()):
+        raise _specdec.InvalidTreeError("a candidate is reachable from no parent")
+    parents = (parent[:, 1:] - 1).to(torch.int32).to(candidates.device)  # candidate indices -> node indices
+    return parents, candidates[:, 1:].to(torch.int32)

@@ -326,3 +326,47 @@ def test_the_rules_read_torch_tensors_through_dlpack(p_q):
     logits = torch.randn(3, 7)
     assert np.array_equal(specdec.warp(OnlyDLPack(logits), SAMPLING), specdec.warp(logits.numpy(), SAMPLING))
     assert specdec.RandomStream(1).sample(OnlyDLPack(q)) == specdec.RandomStream(1).sample(q.numpy())
+
+
+# --- engine-shaped adapters ------------------------------------------------------------
+def via_rejection_sample(shape, parents, tokens, draft_rows, target_rows, seeds, offset):
+    """vLLM's flat layout, ragged: odd requests send only their first draft."""
+    batch = tokens.shape[0]
+    counts = [2 - (b % 2) for b in range(batch)]
+    flat = torch.cat([torch.from_numpy(tokens[b, :c]) for b, c in enumerate(counts)])
+    q = torch.cat([draft_rows[b, :c] for b, c in enumerate(counts)])
+    p = torch.cat([target_rows[b, :c] for b, c in enumerate(counts)])
+    bonus = torch.stack([torch.multinomial(target_rows[b, c], 1, generator=GEN)[0] for b, c in enumerate(counts)])
+    out = ops.rejection_sample(flat, counts, q, p, bonus, seed=seeds, offset=offset)
+    assert out.shape == (batch, 3) and (out[1::2, 2] == -1).all()
+    return [[t for t in row if t >= 0] for row in out.tolist()]
+
+
+GEN = torch.Generator().manual_seed(0)
+
+
+def test_vllm_shaped_ragged_chains_keep_the_target_law():
+    T.assert_lossless(batched_decode(via_rejection_sample, "chain"), T.law_of(TARGET, PROMPT, 2, SAMPLING))
+
+
+def test_rejection_sample_emits_the_bonus_after_a_fully_accepted_chain():
+    vocab = 6
+    drafts = torch.tensor([1, 2, 3, 4, 5, 0])  # requests of 3, 1 and 2 drafts
+    counts = torch.tensor([3, 1, 2])
+    rows = torch.nn.functional.one_hot(drafts, vocab).float()  # the target agrees with every draft
+    out = ops.rejection_sample(drafts, counts, None, rows, torch.tensor([0, 4, 2]), seed=1)
+    assert out.tolist() == [[1, 2, 3, 0], [4, 4, -1, -1], [5, 0, 2, -1]]
+    rows[1] = torch.nn.functional.one_hot(torch.tensor(5), vocab).float()  # request 0 rejects its second draft
+    assert ops.rejection_sample(drafts, counts, None, rows, torch.tensor([0, 4, 2]), seed=1)[0].tolist() == \
+        [1, 5, -1, -1]
+
+
+def test_sglang_trees_convert_to_parents():
+    # root 9 -> (7 -> (3, 4), 8 -> 5): candidates in SGLang's order, index 0 the root
+    candidates = torch.tensor([[9, 7, 8, 3, 4, 5]])
+    next_token = torch.tensor([[1, 3, 5, -1, -1, -1]])
+    next_sibling = torch.tensor([[-1, 2, -1, 4, -1, -1]])
+    parents, tokens = ops.tree_from_first_child_next_sibling(candidates, next_token, next_sibling)
+    assert parents.tolist() == [[-1, -1, 0, 0, 1]] and tokens.tolist() == [[7, 8, 3, 4, 5]]
+    with pytest.raises(specdec.InvalidTreeError, match="earlier candidate"):
+        ops.tree_from_first_child_next_sibling(candidates, torch.tensor([[1, 0, 5, -1, -1, -1]]), next_sibling)
