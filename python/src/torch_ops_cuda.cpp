@@ -24,14 +24,18 @@ namespace specdec::torch_ops {
 namespace {
 
 // PyTorch's current stream on `device`, as a cudaStream_t. c10::Stream gives
-// its native handle from torch 2.1 on; before that only through c10_cuda,
-// which a CPU build of libtorch (Debian's 1.13) does not have.
+// its native handle from torch 2.1 on. Before that only c10_cuda maps a
+// stream to its handle, and a CPU build of libtorch (Debian's 1.13) has no
+// c10_cuda to link: there, the default stream (id 0, the legacy default
+// stream) is null, and any other is refused.
 void* current_stream(const c10::Device& device) {
+  const c10::Stream stream = c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).getStream(device);
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
-  return c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).getStream(device).native_handle();
+  return stream.native_handle();
 #else
-  (void)device;
-  throw UnsupportedError("torch.ops.specdec on CUDA tensors needs torch >= 2.1 (c10::Stream::native_handle)");
+  if (stream.id() == 0) return nullptr;
+  throw UnsupportedError(
+      "torch.ops.specdec on a CUDA stream other than the default needs torch >= 2.1 (c10::Stream::native_handle)");
 #endif
 }
 

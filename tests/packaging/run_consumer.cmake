@@ -6,7 +6,8 @@
 #     core-only consumer needs none of them;
 #   - torch, and cuda, when the installed build has them;
 #   - a component that does not exist, which must fail with its name;
-# and, when the build has the Python package, `import specdec` from there.
+# and, when the build has the Python package, `import specdec` from there
+# (and specdec.ops, the PyTorch operators, where torch is installed).
 file(REMOVE_RECURSE ${WORK_DIR})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${SPECDEC_BINARY_DIR} --prefix ${WORK_DIR}/prefix
                 RESULT_VARIABLE rc OUTPUT_QUIET)
@@ -18,7 +19,7 @@ file(RENAME ${WORK_DIR}/prefix ${WORK_DIR}/moved-prefix)
 # The Python package, when the build has it: importable from the moved prefix.
 if(PYTHON)
   execute_process(COMMAND ${CMAKE_COMMAND} -E env PYTHONPATH=${WORK_DIR}/moved-prefix/${PYTHON_SITE} ${PYTHON} -c
-                          "import specdec, numpy; t = specdec.DraftTree.chain(0, [1]); print('python', specdec.__version__, t)"
+                          "import importlib.util, specdec, numpy; t = specdec.DraftTree.chain(0, [1]); print('python', specdec.__version__, t)\nif importlib.util.find_spec('torch'):\n import torch, specdec.ops; print('torch.ops.specdec', torch.ops.specdec.warp)"
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   message("python: ${out}${err}")
   if(NOT rc EQUAL 0)
