@@ -14,7 +14,8 @@
 # those run again with CUDA graphs, PROFILE (unset: none; e.g. "target
 # llama_1b") the models whose decode step gpu-profile.sh times kernel by
 # kernel; T_TEST, T_MEMCHECK, T_KERNELS (0: no kernel benchmarks), T_MODEL and
-# T_PROFILE each stage's time limit in seconds.
+# T_PROFILE, T_PYTHON (0: no Python package step) each stage's time limit in
+# seconds.
 set -uo pipefail
 pack=${1:-.gpu}
 out=${2:-gpu-out}
@@ -56,6 +57,11 @@ if [ -n "${MODEL_GRAPHS_FILTER:-}" ]; then
       --benchmark_min_time=0.2 --benchmark_out="$out/cuda_model_bench_graphs.json" --benchmark_out_format=json \
       > "$out/cuda_model_bench_graphs.log" 2>&1; then status=1; fi
   grep BM_ "$out/cuda_model_bench_graphs.log"; rm -f "$out/cuda_model_bench_graphs.log"
+fi
+
+if [ "${T_PYTHON:-240}" != 0 ]; then
+  step "the Python package against this machine's torch: torch.ops.specdec on CUDA tensors (gpu-python.sh)"
+  if ! timeout "${T_PYTHON:-240}" bash "$(dirname "$0")/gpu-python.sh" "$pack" "$out"; then status=1; fi
 fi
 
 if [ -n "${PROFILE:-}" ]; then
