@@ -36,7 +36,8 @@ class PyDrafter {
   explicit PyDrafter(py::object drafter) : d_(std::move(drafter)) {
     for (const char* method : {"begin", "propose", "commit", "end"})
       if (!py::hasattr(d_, method))
-        throw InvalidArgumentError(fmt::format("a Python drafter needs the method {}() (docs/python.md)", method));
+        throw InvalidArgumentError(
+            fmt::format("a Python drafter needs the method {}() (docs/python.md)", method));
     py::object v = d_.attr("vocab_size");
     vocab_ = (PyCallable_Check(v.ptr()) ? v() : v).cast<std::int64_t>();
     if (vocab_ < 1) throw InvalidArgumentError("a Python drafter needs vocab_size, a positive int");
@@ -50,12 +51,14 @@ class PyDrafter {
   const SamplingParams& sampling() const { return sampling_; }  // ChainPick::kByRequest reads it
   void propose(const DraftRequest& request, ProbMatrix& rows) {
     const std::vector<std::int32_t> frontier(request.frontier.begin(), request.frontier.end());
-    const py::object out = d_.attr("propose")(py::cast(request.tree, py::return_value_policy::reference), frontier);
+    const py::object out =
+        d_.attr("propose")(py::cast(request.tree, py::return_value_policy::reference), frontier);
     const InputRows in(out, "a Python drafter's propose()");
     const ProbRows& r = in.rows();
     if (r.num_rows() != static_cast<std::int64_t>(frontier.size()) || r.vocab() != vocab_)
-      throw ShapeError(fmt::format("a Python drafter's propose() returned [{}, {}] rows for {} slots of vocabulary {}",
-                                   r.num_rows(), r.vocab(), frontier.size(), vocab_));
+      throw ShapeError(
+          fmt::format("a Python drafter's propose() returned [{}, {}] rows for {} slots of vocabulary {}",
+                      r.num_rows(), r.vocab(), frontier.size(), vocab_));
     if (rows.num_rows() == 0 && rows.vocab() != vocab_) rows.resize(0, vocab_);
     for (std::int64_t i = 0; i < r.num_rows(); ++i) std::ranges::copy(r.row(i), rows.append_row().begin());
   }
@@ -146,8 +149,8 @@ py::class_<Policy> bind_policy(py::module_& m, const char* name, const char* doc
 
 void bind_drafting(py::module_& m) {
   py::class_<DraftBudget>(m, "DraftBudget", "What one round may draft (core/round.hpp).")
-      .def(py::init([](std::int32_t max_depth, std::int32_t max_nodes, std::optional<std::int32_t> verify_nodes,
-                       float stop_below, std::int32_t branch) {
+      .def(py::init([](std::int32_t max_depth, std::int32_t max_nodes,
+                       std::optional<std::int32_t> verify_nodes, float stop_below, std::int32_t branch) {
              return DraftBudget{max_depth, max_nodes, verify_nodes.value_or(max_nodes), stop_below, branch};
            }),
            "max_depth"_a = 4, "max_nodes"_a = 4, "verify_nodes"_a = py::none(), "stop_below"_a = 0.0f,
@@ -158,13 +161,15 @@ void bind_drafting(py::module_& m) {
       .def_readwrite("stop_below", &DraftBudget::stop_below)
       .def_readwrite("branch", &DraftBudget::branch)
       .def("__repr__", [](const DraftBudget& b) {
-        return fmt::format("DraftBudget(max_depth={}, max_nodes={}, verify_nodes={}, stop_below={}, branch={})",
-                           b.max_depth, b.max_nodes, b.verify_nodes, b.stop_below, b.branch);
+        return fmt::format(
+            "DraftBudget(max_depth={}, max_nodes={}, verify_nodes={}, stop_below={}, branch={})", b.max_depth,
+            b.max_nodes, b.verify_nodes, b.stop_below, b.branch);
       });
 
-  py::class_<NgramDrafter>(m, "NgramDrafter",
-                           "Prompt-lookup drafting (n-gram matches in the context; one-hot rows, so rules that read "
-                           "q see deterministic drafts).")
+  py::class_<NgramDrafter>(
+      m, "NgramDrafter",
+      "Prompt-lookup drafting (n-gram matches in the context; one-hot rows, so rules that read "
+      "q see deterministic drafts).")
       .def(py::init<std::int64_t, std::int32_t, std::int32_t>(), "vocab_size"_a, "min_ngram"_a = 1,
            "max_ngram"_a = 3)
       .def_property_readonly("vocab_size", &NgramDrafter::vocab_size)
@@ -184,7 +189,8 @@ void bind_drafting(py::module_& m) {
             d.propose(DraftRequest{&tree, frontier}, rows);
             return to_numpy(rows);
           },
-          "tree"_a, "frontier"_a, "One-hot rows for the frontier slots of `tree`; a zero row where nothing matches.");
+          "tree"_a, "frontier"_a,
+          "One-hot rows for the frontier slots of `tree`; a zero row where nothing matches.");
 
   py::enum_<ChainPick>(m, "ChainPick", "How a chain's tokens are picked from their rows.")
       .value("BY_REQUEST", ChainPick::kByRequest)
@@ -192,9 +198,10 @@ void bind_drafting(py::module_& m) {
       .value("SAMPLE", ChainPick::kSample);
   bind_builder<ChainBuilder>(m, "ChainBuilder", "One token per depth (arXiv 2211.17192, §2.3).")
       .def(py::init<ChainPick>(), "pick"_a = ChainPick::kByRequest);
-  bind_builder<StaticTreeBuilder>(m, "StaticTreeBuilder",
-                                  "A fixed tree shape, Medusa's choices (arXiv 2401.10774, §2.1.2), drafted level "
-                                  "by level.")
+  bind_builder<StaticTreeBuilder>(
+      m, "StaticTreeBuilder",
+      "A fixed tree shape, Medusa's choices (arXiv 2401.10774, §2.1.2), drafted level "
+      "by level.")
       .def(py::init([](std::vector<std::vector<std::int32_t>> choices, ChildMode mode) {
              return StaticTreeBuilder(StaticTreeShape::from_choices(std::move(choices)), mode);
            }),
@@ -226,13 +233,16 @@ void bind_drafting(py::module_& m) {
       .def(py::init<DraftBudget, float>(), "base"_a, "threshold"_a = ConfidenceStop::kDefaultThreshold);
   bind_policy<FollowVerified>(m, "FollowVerified", "Drafts one more than the last round verified.")
       .def(py::init<std::int32_t>(), "max_length"_a);
-  bind_policy<HardwareBudget>(m, "HardwareBudget", "A chain of gamma drafts, gamma from the hardware's cost ratio.")
+  bind_policy<HardwareBudget>(m, "HardwareBudget",
+                              "A chain of gamma drafts, gamma from the hardware's cost ratio.")
       .def(py::init<std::int32_t>(), "gamma"_a);
-  bind_policy<CostAwareTree>(m, "CostAwareTree",
-                             "Sequoia's hardware-aware budget (arXiv 2402.12374, §3.2): the depth, branch and "
-                             "size that maximise accepted tokens per second, re-planned as rounds are observed.")
+  bind_policy<CostAwareTree>(
+      m, "CostAwareTree",
+      "Sequoia's hardware-aware budget (arXiv 2402.12374, §3.2): the depth, branch and "
+      "size that maximise accepted tokens per second, re-planned as rounds are observed.")
       .def(py::init([](std::vector<std::int32_t> tokens, std::vector<double> seconds, DraftBudget initial,
-                       std::int32_t min_rounds, std::int32_t replan_every, double prior_weight, bool chains_only) {
+                       std::int32_t min_rounds, std::int32_t replan_every, double prior_weight,
+                       bool chains_only) {
              return CostAwareTree(VerifyLatency({1}, std::move(tokens), std::move(seconds), {0.0}), initial,
                                   CostAwareOptions{min_rounds, replan_every, prior_weight, chains_only});
            }),

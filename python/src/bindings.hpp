@@ -73,8 +73,8 @@ class InputRows {
     if (t.device.device_type == kDLCUDA || t.device.device_type == kDLCUDAManaged)
       throw UnsupportedError(fmt::format(
           "{}: a CUDA tensor; the rules from Python read host rows (specdec.ops takes CUDA tensors)", what));
-    if (t.device.device_type != kDLCPU || t.dtype.code != kDLFloat || t.dtype.bits != 32 || t.dtype.lanes != 1 ||
-        (t.ndim != 1 && t.ndim != 2))
+    if (t.device.device_type != kDLCPU || t.dtype.code != kDLFloat || t.dtype.bits != 32 ||
+        t.dtype.lanes != 1 || (t.ndim != 1 && t.ndim != 2))
       return false;
     const std::int64_t vocab = t.shape[t.ndim - 1], rows = t.ndim == 2 ? t.shape[0] : 1;
     const bool c_order = t.strides == nullptr || ((vocab == 1 || t.strides[t.ndim - 1] == 1) &&

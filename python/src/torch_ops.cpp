@@ -54,13 +54,17 @@ void with_rule(std::string_view name, double threshold, double alpha, F&& verify
 
 ChildMode child_mode(std::uint8_t draw, std::int64_t b, std::int64_t slot) {
   switch (draw) {
-    case 0: return ChildMode::kDeterministic;
-    case 1: return ChildMode::kSampledWithReplacement;
-    case 2: return ChildMode::kSampledWithoutReplacement;
+    case 0:
+      return ChildMode::kDeterministic;
+    case 1:
+      return ChildMode::kSampledWithReplacement;
+    case 2:
+      return ChildMode::kSampledWithoutReplacement;
   }
-  throw InvalidArgumentError(fmt::format("slot_draws[{}, {}] is {}; 0 (deterministic), 1 (i.i.d.) or 2 "
-                                         "(without replacement)",
-                                         b, slot, draw));
+  throw InvalidArgumentError(
+      fmt::format("slot_draws[{}, {}] is {}; 0 (deterministic), 1 (i.i.d.) or 2 "
+                  "(without replacement)",
+                  b, slot, draw));
 }
 
 // Tree b of the flat layout as a DraftTree whose slot s reads draft row
@@ -75,14 +79,16 @@ DraftTree tree_of(const FlatTreeArgs& a, std::int64_t b, std::int64_t n) {
     const std::int32_t parent = parents[i];
     const TokenId token = tokens[i];
     if (token < 0 || token >= a.vocab)
-      throw InvalidTreeError(fmt::format("tree {}: node {} has token {}, outside [0, {})", b, i, token, a.vocab));
+      throw InvalidTreeError(
+          fmt::format("tree {}: node {} has token {}, outside [0, {})", b, i, token, a.vocab));
     if (parent < -1 || parent >= i)
       throw InvalidTreeError(fmt::format("tree {}: node {} has parent {}, not in [-1, {})", b, i, parent, i));
     float q = 1.0f;
     if (draws[parent + 1] != 0) {
       if (draft == nullptr)
-        throw InvalidArgumentError(fmt::format(
-            "tree {}: slot {} was sampled (slot_draws {}), but draft_probs is None", b, parent, draws[parent + 1]));
+        throw InvalidArgumentError(
+            fmt::format("tree {}: slot {} was sampled (slot_draws {}), but draft_probs is None", b, parent,
+                        draws[parent + 1]));
       q = draft[(parent + 1) * a.vocab + token];
     }
     tree.add_node(parent, token, q);
@@ -96,10 +102,10 @@ DraftTree tree_of(const FlatTreeArgs& a, std::int64_t b, std::int64_t n) {
 }
 
 TreeOutcome verify_trees_cpu(c10::string_view rule, const Tensor& parents, const Tensor& tokens,
-                             const Tensor& slot_draws, const OptTensor& draft_probs, const Tensor& target_probs,
-                             const OptTensor& tree_nodes, std::int64_t max_depth, const OptTensor& seed_arr,
-                             std::int64_t seed, const OptTensor& offset_arr, std::int64_t offset,
-                             double posterior_threshold, double posterior_alpha) {
+                             const Tensor& slot_draws, const OptTensor& draft_probs,
+                             const Tensor& target_probs, const OptTensor& tree_nodes, std::int64_t max_depth,
+                             const OptTensor& seed_arr, std::int64_t seed, const OptTensor& offset_arr,
+                             std::int64_t offset, double posterior_threshold, double posterior_alpha) {
   return typed_errors([&] {
     const std::string_view name(rule.data(), rule.size());
     check_rule_name(name);
@@ -117,14 +123,15 @@ TreeOutcome verify_trees_cpu(c10::string_view rule, const Tensor& parents, const
           throw ShapeError(fmt::format("tree_nodes[{}] is {}, outside [0, {}]", b, n, a.nodes));
         const DraftTree tree = tree_of(a, b, n);
         const ProbRows target(a.target.data_ptr<float>() + b * (a.nodes + 1) * a.vocab, n + 1, a.vocab);
-        const ProbRows draft = a.draft ? ProbRows(a.draft->data_ptr<float>() + b * (a.nodes + 1) * a.vocab,
-                                                  n + 1, a.vocab)
-                                       : ProbRows();
+        const ProbRows draft =
+            a.draft ? ProbRows(a.draft->data_ptr<float>() + b * (a.nodes + 1) * a.vocab, n + 1, a.vocab)
+                    : ProbRows();
         RandomStream rng = row_stream(seeds, b);
         verifier.verify(tree, target, draft, rng, result);
         if (result.num_accepted() > a.max_depth)
-          throw InvalidArgumentError(fmt::format("tree {} accepted a path of {} nodes, deeper than max_depth {}", b,
-                                                 result.num_accepted(), a.max_depth));
+          throw InvalidArgumentError(
+              fmt::format("tree {} accepted a path of {} nodes, deeper than max_depth {}", b,
+                          result.num_accepted(), a.max_depth));
         for (std::int32_t d = 0; d < result.num_accepted(); ++d)
           accepted[b * a.max_depth + d] = result.accepted_nodes[static_cast<std::size_t>(d)];
         num_accepted[b] = result.num_accepted();
@@ -156,8 +163,8 @@ std::tuple<Tensor, Tensor> chain_cpu(const OptTensor& draft_probs, const Tensor&
       DraftTree chain;
       for (std::int64_t i = 0; i < a.gamma; ++i) {
         if (tokens[i] < 0 || tokens[i] >= a.vocab)
-          throw InvalidTreeError(fmt::format("request {}: draft token {} is {}, outside [0, {})", b, i, tokens[i],
-                                             a.vocab));
+          throw InvalidTreeError(
+              fmt::format("request {}: draft token {} is {}, outside [0, {})", b, i, tokens[i], a.vocab));
         const auto parent = static_cast<std::int32_t>(i) - 1;
         chain.add_node(parent, tokens[i], q ? q[i * a.vocab + tokens[i]] : 1.0f);
         chain.set_children_source(parent, q ? static_cast<std::int32_t>(i) : -1,
@@ -168,7 +175,8 @@ std::tuple<Tensor, Tensor> chain_cpu(const OptTensor& draft_probs, const Tensor&
       RandomStream rng = row_stream(seeds, b);
       rule.verify(chain, target, draft, rng, result);
       const std::vector<TokenId> emitted = result.emitted_tokens(chain);
-      for (std::size_t i = 0; i < emitted.size(); ++i) out[b * (a.gamma + 1) + static_cast<std::int64_t>(i)] = emitted[i];
+      for (std::size_t i = 0; i < emitted.size(); ++i)
+        out[b * (a.gamma + 1) + static_cast<std::int64_t>(i)] = emitted[i];
       emitted_drafts.data_ptr<std::int32_t>()[b] = result.num_accepted();
     }
     return std::tuple<Tensor, Tensor>{output, emitted_drafts};
@@ -203,11 +211,13 @@ std::tuple<Tensor, Tensor> warp_cpu(const Tensor& logits, const Tensor& temperat
       params.temperature = a.temperature.data_ptr<float>()[r];
       params.top_k = a.top_k.data_ptr<std::int32_t>()[r];
       params.top_p = a.top_p.data_ptr<float>()[r];
-      const std::span<const float> row(a.logits.data_ptr<float>() + r * a.vocab, static_cast<std::size_t>(a.vocab));
+      const std::span<const float> row(a.logits.data_ptr<float>() + r * a.vocab,
+                                       static_cast<std::size_t>(a.vocab));
       const std::int32_t s = row_status(row, params);
       status.data_ptr<std::int32_t>()[r] = s;
       if (s == 0)
-        warper(row, params, std::span(probs.data_ptr<float>() + r * a.vocab, static_cast<std::size_t>(a.vocab)));
+        warper(row, params,
+               std::span(probs.data_ptr<float>() + r * a.vocab, static_cast<std::size_t>(a.vocab)));
     }
     return std::tuple<Tensor, Tensor>{probs, status};
   });
@@ -216,7 +226,8 @@ std::tuple<Tensor, Tensor> warp_cpu(const Tensor& logits, const Tensor& temperat
 }  // namespace
 
 TORCH_LIBRARY(specdec, m) {
-  m.def("warp(Tensor logits, Tensor temperature, Tensor top_k, Tensor top_p) -> (Tensor probs, Tensor status)");
+  m.def(
+      "warp(Tensor logits, Tensor temperature, Tensor top_k, Tensor top_p) -> (Tensor probs, Tensor status)");
   m.def(
       "chain_speculative_sampling(Tensor? draft_probs, Tensor draft_token_ids, Tensor target_probs, "
       "Tensor? seed_arr, int seed, Tensor? offset_arr, int offset) -> (Tensor output_token_ids, "
@@ -227,7 +238,8 @@ TORCH_LIBRARY(specdec, m) {
       "Tensor emitted_draft_token_num)");
   m.def(
       "verify_trees(str rule, Tensor parents, Tensor tokens, Tensor slot_draws, Tensor? draft_probs, "
-      "Tensor target_probs, Tensor? tree_nodes, int max_depth, Tensor? seed_arr, int seed, Tensor? offset_arr, "
+      "Tensor target_probs, Tensor? tree_nodes, int max_depth, Tensor? seed_arr, int seed, Tensor? "
+      "offset_arr, "
       "int offset, float posterior_threshold=0.09, float posterior_alpha=0.3) -> (Tensor accepted_nodes, "
       "Tensor num_accepted, Tensor emitted)");
 }

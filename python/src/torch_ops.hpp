@@ -115,11 +115,13 @@ struct RowSeeds {
   }
 
  private:
-  static Tensor per_row(const OptTensor& arr, std::int64_t value, std::int64_t batch, const c10::Device& device,
-                        std::string_view what) {
-    if (!arr.has_value()) return at::full({batch}, value, at::TensorOptions().dtype(at::kLong).device(device));
+  static Tensor per_row(const OptTensor& arr, std::int64_t value, std::int64_t batch,
+                        const c10::Device& device, std::string_view what) {
+    if (!arr.has_value())
+      return at::full({batch}, value, at::TensorOptions().dtype(at::kLong).device(device));
     if (arr->scalar_type() != at::kLong)
-      throw InvalidArgumentError(fmt::format("{} must be int64, got {}", what, c10::toString(arr->scalar_type())));
+      throw InvalidArgumentError(
+          fmt::format("{} must be int64, got {}", what, c10::toString(arr->scalar_type())));
     if (arr->dim() != 1 || arr->size(0) != batch)
       throw ShapeError(fmt::format("{} must be [batch] = [{}]", what, batch));
     return arr->to(device).contiguous();
@@ -139,8 +141,8 @@ struct FlatTreeArgs {
                std::int64_t max_depth_in) {
     const c10::Device device = target_in.device();
     if (target_in.dim() != 3)
-      throw ShapeError(fmt::format("target_probs must be [batch, nodes + 1, vocab], got {} dimensions",
-                                   target_in.dim()));
+      throw ShapeError(
+          fmt::format("target_probs must be [batch, nodes + 1, vocab], got {} dimensions", target_in.dim()));
     batch = target_in.size(0);
     nodes = target_in.size(1) - 1;
     vocab = target_in.size(2);
@@ -151,10 +153,12 @@ struct FlatTreeArgs {
     slot_draws = expect(slot_draws_in, "slot_draws", at::kByte, {batch, nodes + 1}, device);
     if (draft_in.has_value())
       draft = expect(*draft_in, "draft_probs", at::kFloat, {batch, nodes + 1, vocab}, device);
-    if (tree_nodes_in.has_value()) tree_nodes = expect(*tree_nodes_in, "tree_nodes", at::kInt, {batch}, device);
+    if (tree_nodes_in.has_value())
+      tree_nodes = expect(*tree_nodes_in, "tree_nodes", at::kInt, {batch}, device);
     if (max_depth_in < 0) max_depth_in = nodes;  // -1: as deep as a tree can be
     if (max_depth_in > nodes)
-      throw InvalidArgumentError(fmt::format("max_depth {} exceeds the {} nodes per tree", max_depth_in, nodes));
+      throw InvalidArgumentError(
+          fmt::format("max_depth {} exceeds the {} nodes per tree", max_depth_in, nodes));
     max_depth = max_depth_in;
   }
 
@@ -175,16 +179,18 @@ struct ChainArgs {
   ChainArgs(const OptTensor& draft_in, const Tensor& tokens_in, const Tensor& target_in) {
     const c10::Device device = target_in.device();
     if (target_in.dim() != 3)
-      throw ShapeError(fmt::format("target_probs must be [batch, num_speculate_tokens + 1, vocab], got {} "
-                                   "dimensions",
-                                   target_in.dim()));
+      throw ShapeError(
+          fmt::format("target_probs must be [batch, num_speculate_tokens + 1, vocab], got {} "
+                      "dimensions",
+                      target_in.dim()));
     batch = target_in.size(0);
     gamma = target_in.size(1) - 1;
     vocab = target_in.size(2);
     if (gamma < 0) throw ShapeError("target_probs must have num_speculate_tokens + 1 >= 1 rows per request");
     target = expect(target_in, "target_probs", at::kFloat, {batch, gamma + 1, vocab}, device);
     tokens = expect_tokens(tokens_in, "draft_token_ids", {batch, gamma}, device);
-    if (draft_in.has_value()) draft = expect(*draft_in, "draft_probs", at::kFloat, {batch, gamma, vocab}, device);
+    if (draft_in.has_value())
+      draft = expect(*draft_in, "draft_probs", at::kFloat, {batch, gamma, vocab}, device);
   }
 };
 
@@ -193,7 +199,8 @@ struct WarpArgs {
   std::int64_t rows = 0, vocab = 0;
   Tensor logits, temperature, top_k, top_p;
 
-  WarpArgs(const Tensor& logits_in, const Tensor& temperature_in, const Tensor& top_k_in, const Tensor& top_p_in) {
+  WarpArgs(const Tensor& logits_in, const Tensor& temperature_in, const Tensor& top_k_in,
+           const Tensor& top_p_in) {
     const c10::Device device = logits_in.device();
     if (logits_in.dim() != 2)
       throw ShapeError(fmt::format("logits must be [rows, vocab], got {} dimensions", logits_in.dim()));

@@ -35,14 +35,17 @@ void* current_stream(const c10::Device& device) {
 #else
   if (stream.id() == 0) return nullptr;
   throw UnsupportedError(
-      "torch.ops.specdec on a CUDA stream other than the default needs torch >= 2.1 (c10::Stream::native_handle)");
+      "torch.ops.specdec on a CUDA stream other than the default needs torch >= 2.1 "
+      "(c10::Stream::native_handle)");
 #endif
 }
 
 void check(Status s, std::string_view what) {
   if (s == Status::kInvalidArgument)
-    throw InvalidArgumentError(fmt::format("{}: the CUDA launcher refused the arguments (see its header)", what));
-  if (s != Status::kOk) throw DeviceError(fmt::format("{}: the kernel launch failed ({})", what, status_string(s)));
+    throw InvalidArgumentError(
+        fmt::format("{}: the CUDA launcher refused the arguments (see its header)", what));
+  if (s != Status::kOk)
+    throw DeviceError(fmt::format("{}: the kernel launch failed ({})", what, status_string(s)));
 }
 
 std::int32_t narrow(std::int64_t v, std::string_view what) {
@@ -66,7 +69,8 @@ const PhiloxUniforms* streams_of(const Tensor& philox) {
 
 // Zeroed device memory the greedy and traversal kernels need (they leave it zeroed).
 Tensor workspace(std::size_t bytes, const c10::Device& device) {
-  return at::zeros({static_cast<std::int64_t>(bytes) + 16}, at::TensorOptions().dtype(at::kByte).device(device));
+  return at::zeros({static_cast<std::int64_t>(bytes) + 16},
+                   at::TensorOptions().dtype(at::kByte).device(device));
 }
 void* aligned(const Tensor& w) {
   auto p = reinterpret_cast<std::uintptr_t>(w.data_ptr());
@@ -79,7 +83,8 @@ std::tuple<Tensor, Tensor> warp_cuda(const Tensor& logits, const Tensor& tempera
     const WarpArgs a(logits, temperature, top_k, top_p);
     const c10::DeviceGuard guard(a.logits.device());
     // RowSampling is {float, int32, float}: the three columns, bit for bit.
-    const Tensor params = at::stack({a.temperature.view(at::kInt), a.top_k, a.top_p.view(at::kInt)}, 1).contiguous();
+    const Tensor params =
+        at::stack({a.temperature.view(at::kInt), a.top_k, a.top_p.view(at::kInt)}, 1).contiguous();
     static_assert(sizeof(cuda::RowSampling) == 3 * sizeof(std::int32_t));
     Tensor probs = at::empty({a.rows, a.vocab}, a.logits.options());
     Tensor status = at::empty({a.rows}, a.logits.options().dtype(at::kInt));
@@ -92,14 +97,14 @@ std::tuple<Tensor, Tensor> warp_cuda(const Tensor& logits, const Tensor& tempera
   });
 }
 
-using ChainLauncher = Status (*)(const float*, const TokenId*, const float*, TokenId*, std::int32_t*, std::int32_t,
-                                 std::int32_t, std::int64_t, std::uint64_t, std::uint64_t, void*,
-                                 const PhiloxUniforms*);
+using ChainLauncher = Status (*)(const float*, const TokenId*, const float*, TokenId*, std::int32_t*,
+                                 std::int32_t, std::int32_t, std::int64_t, std::uint64_t, std::uint64_t,
+                                 void*, const PhiloxUniforms*);
 
 template <ChainLauncher launch>
 std::tuple<Tensor, Tensor> chain_cuda(const OptTensor& draft_probs, const Tensor& draft_token_ids,
-                                      const Tensor& target_probs, const OptTensor& seed_arr, std::int64_t seed,
-                                      const OptTensor& offset_arr, std::int64_t offset) {
+                                      const Tensor& target_probs, const OptTensor& seed_arr,
+                                      std::int64_t seed, const OptTensor& offset_arr, std::int64_t offset) {
   return typed_errors([&] {
     const ChainArgs a(draft_probs, draft_token_ids, target_probs);
     const c10::DeviceGuard guard(a.target.device());
@@ -108,19 +113,19 @@ std::tuple<Tensor, Tensor> chain_cuda(const OptTensor& draft_probs, const Tensor
     Tensor output = at::empty({a.batch, a.gamma + 1}, ints);
     Tensor emitted_drafts = at::empty({a.batch}, ints);
     check(launch(ptr<float>(a.draft), a.tokens.data_ptr<std::int32_t>(), a.target.data_ptr<float>(),
-                 output.data_ptr<std::int32_t>(), emitted_drafts.data_ptr<std::int32_t>(), narrow(a.batch, "batch"),
-                 narrow(a.gamma, "num_speculate_tokens"), a.vocab, 0, 0, current_stream(a.target.device()),
-                 streams_of(philox)),
+                 output.data_ptr<std::int32_t>(), emitted_drafts.data_ptr<std::int32_t>(),
+                 narrow(a.batch, "batch"), narrow(a.gamma, "num_speculate_tokens"), a.vocab, 0, 0,
+                 current_stream(a.target.device()), streams_of(philox)),
           "chain rule");
     return std::tuple<Tensor, Tensor>{output, emitted_drafts};
   });
 }
 
 TreeOutcome verify_trees_cuda(c10::string_view rule, const Tensor& parents, const Tensor& tokens,
-                              const Tensor& slot_draws, const OptTensor& draft_probs, const Tensor& target_probs,
-                              const OptTensor& tree_nodes, std::int64_t max_depth, const OptTensor& seed_arr,
-                              std::int64_t seed, const OptTensor& offset_arr, std::int64_t offset,
-                              double posterior_threshold, double posterior_alpha) {
+                              const Tensor& slot_draws, const OptTensor& draft_probs,
+                              const Tensor& target_probs, const OptTensor& tree_nodes, std::int64_t max_depth,
+                              const OptTensor& seed_arr, std::int64_t seed, const OptTensor& offset_arr,
+                              std::int64_t offset, double posterior_threshold, double posterior_alpha) {
   return typed_errors([&] {
     const std::string_view name(rule.data(), rule.size());
     check_rule_name(name);
@@ -151,22 +156,22 @@ TreeOutcome verify_trees_cuda(c10::string_view rule, const Tensor& parents, cons
       s = cuda::greedy_verification(target, p, t, sizes, accepted, num_accepted, emitted, batch, nodes, depth,
                                     a.vocab, aligned(w), bytes, stream);
     } else if (name == "speculative_sampling") {
-      s = cuda::chain_speculative_sampling_flat(p, t, draws, q, target, sizes, accepted, num_accepted, emitted, batch,
-                                                nodes, depth, a.vocab, 0, 0, stream, streams);
+      s = cuda::chain_speculative_sampling_flat(p, t, draws, q, target, sizes, accepted, num_accepted,
+                                                emitted, batch, nodes, depth, a.vocab, 0, 0, stream, streams);
     } else if (name == "block_verification") {
       s = cuda::block_verification_flat(p, t, draws, q, target, sizes, accepted, num_accepted, emitted, batch,
                                         nodes, depth, a.vocab, 0, 0, stream, streams);
     } else if (name == "recursive_rejection_sampling") {
       const Tensor draws_used = at::empty({a.batch}, a.target.options().dtype(at::kInt));
       s = cuda::recursive_rejection_sampling(p, t, draws, q, target, sizes, accepted, num_accepted, emitted,
-                                             draws_used.data_ptr<std::int32_t>(), batch, nodes, depth, a.vocab, 0,
-                                             0, stream, streams);
+                                             draws_used.data_ptr<std::int32_t>(), batch, nodes, depth,
+                                             a.vocab, 0, 0, stream, streams);
     } else if (name == "traversal_verification") {
       const std::size_t bytes = cuda::traversal_verification_workspace_bytes(batch, depth, a.vocab);
       if (bytes == 0) throw InvalidArgumentError("traversal_verification: the workspace size overflows");
       const Tensor w = workspace(bytes, device);
-      s = cuda::traversal_verification(p, t, draws, q, target, sizes, accepted, num_accepted, emitted, batch, nodes,
-                                       depth, a.vocab, aligned(w), bytes, 0, 0, stream, streams);
+      s = cuda::traversal_verification(p, t, draws, q, target, sizes, accepted, num_accepted, emitted, batch,
+                                       nodes, depth, a.vocab, aligned(w), bytes, 0, 0, stream, streams);
     } else {
       s = cuda::typical_acceptance(p, t, target, sizes, accepted, num_accepted, emitted, batch, nodes, depth,
                                    a.vocab, static_cast<float>(posterior_threshold),
