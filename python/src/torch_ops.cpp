@@ -107,15 +107,13 @@ TreeOutcome verify_trees_cpu(c10::string_view rule, const Tensor& parents, const
                              const OptTensor& seed_arr, std::int64_t seed, const OptTensor& offset_arr,
                              std::int64_t offset, double posterior_threshold, double posterior_alpha) {
   return typed_errors([&] {
-    const std::string_view name(rule.data(), rule.size());
-    check_rule_name(name);
-    const FlatTreeArgs a(parents, tokens, slot_draws, draft_probs, target_probs, tree_nodes, max_depth);
+    const FlatTreeArgs a(rule, parents, tokens, slot_draws, draft_probs, target_probs, tree_nodes, max_depth);
     const RowSeeds seeds(seed_arr, seed, offset_arr, offset, a.batch, a.target.device());
     TreeOutcome out = a.outputs();
     auto* accepted = std::get<0>(out).data_ptr<std::int32_t>();
     auto* num_accepted = std::get<1>(out).data_ptr<std::int32_t>();
     auto* emitted = std::get<2>(out).data_ptr<std::int32_t>();
-    with_rule(name, posterior_threshold, posterior_alpha, [&](auto& verifier) {
+    with_rule(a.rule, posterior_threshold, posterior_alpha, [&](auto& verifier) {
       VerifyResult result;
       for (std::int64_t b = 0; b < a.batch; ++b) {
         const std::int64_t n = a.tree_nodes.defined() ? a.tree_nodes.data_ptr<std::int32_t>()[b] : a.nodes;

@@ -132,13 +132,16 @@ static_assert(sizeof(PhiloxUniforms) == 3 * sizeof(std::int64_t), "RowSeeds::phi
 
 // The checked arguments of verify_trees, on either device.
 struct FlatTreeArgs {
+  std::string_view rule;  // one of kTreeRules
   std::int64_t batch = 0, nodes = 0, vocab = 0, max_depth = 0;
   Tensor parents, tokens, slot_draws, target, tree_nodes;  // tree_nodes undefined: every tree has `nodes`
   OptTensor draft;
 
-  FlatTreeArgs(const Tensor& parents_in, const Tensor& tokens_in, const Tensor& slot_draws_in,
-               const OptTensor& draft_in, const Tensor& target_in, const OptTensor& tree_nodes_in,
-               std::int64_t max_depth_in) {
+  FlatTreeArgs(c10::string_view rule_in, const Tensor& parents_in, const Tensor& tokens_in,
+               const Tensor& slot_draws_in, const OptTensor& draft_in, const Tensor& target_in,
+               const OptTensor& tree_nodes_in, std::int64_t max_depth_in) {
+    rule = std::string_view(rule_in.data(), rule_in.size());
+    check_rule_name(rule);
     const c10::Device device = target_in.device();
     if (target_in.dim() != 3)
       throw ShapeError(

@@ -127,9 +127,7 @@ TreeOutcome verify_trees_cuda(c10::string_view rule, const Tensor& parents, cons
                               const OptTensor& seed_arr, std::int64_t seed, const OptTensor& offset_arr,
                               std::int64_t offset, double posterior_threshold, double posterior_alpha) {
   return typed_errors([&] {
-    const std::string_view name(rule.data(), rule.size());
-    check_rule_name(name);
-    const FlatTreeArgs a(parents, tokens, slot_draws, draft_probs, target_probs, tree_nodes, max_depth);
+    const FlatTreeArgs a(rule, parents, tokens, slot_draws, draft_probs, target_probs, tree_nodes, max_depth);
     const c10::Device device = a.target.device();
     const c10::DeviceGuard guard(device);
     const Tensor philox = RowSeeds(seed_arr, seed, offset_arr, offset, a.batch, device).philox();
@@ -149,24 +147,24 @@ TreeOutcome verify_trees_cuda(c10::string_view rule, const Tensor& parents, cons
     auto* emitted = std::get<2>(out).data_ptr<std::int32_t>();
     const PhiloxUniforms* streams = streams_of(philox);
     Status s = Status::kOk;
-    if (name == "greedy") {
+    if (a.rule == "greedy") {
       const std::size_t bytes = cuda::greedy_verification_workspace_bytes(batch, nodes);
       if (bytes == 0) throw InvalidArgumentError("greedy: batch * (nodes + 1) exceeds 65535");
       const Tensor w = workspace(bytes, device);
       s = cuda::greedy_verification(target, p, t, sizes, accepted, num_accepted, emitted, batch, nodes, depth,
                                     a.vocab, aligned(w), bytes, stream);
-    } else if (name == "speculative_sampling") {
+    } else if (a.rule == "speculative_sampling") {
       s = cuda::chain_speculative_sampling_flat(p, t, draws, q, target, sizes, accepted, num_accepted,
                                                 emitted, batch, nodes, depth, a.vocab, 0, 0, stream, streams);
-    } else if (name == "block_verification") {
+    } else if (a.rule == "block_verification") {
       s = cuda::block_verification_flat(p, t, draws, q, target, sizes, accepted, num_accepted, emitted, batch,
                                         nodes, depth, a.vocab, 0, 0, stream, streams);
-    } else if (name == "recursive_rejection_sampling") {
+    } else if (a.rule == "recursive_rejection_sampling") {
       const Tensor draws_used = at::empty({a.batch}, a.target.options().dtype(at::kInt));
       s = cuda::recursive_rejection_sampling(p, t, draws, q, target, sizes, accepted, num_accepted, emitted,
                                              draws_used.data_ptr<std::int32_t>(), batch, nodes, depth,
                                              a.vocab, 0, 0, stream, streams);
-    } else if (name == "traversal_verification") {
+    } else if (a.rule == "traversal_verification") {
       const std::size_t bytes = cuda::traversal_verification_workspace_bytes(batch, depth, a.vocab);
       if (bytes == 0) throw InvalidArgumentError("traversal_verification: the workspace size overflows");
       const Tensor w = workspace(bytes, device);
@@ -177,7 +175,7 @@ TreeOutcome verify_trees_cuda(c10::string_view rule, const Tensor& parents, cons
                                    a.vocab, static_cast<float>(posterior_threshold),
                                    static_cast<float>(posterior_alpha), 0, 0, stream, streams);
     }
-    check(s, name);
+    check(s, a.rule);
     return out;
   });
 }
