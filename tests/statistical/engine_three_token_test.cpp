@@ -25,6 +25,7 @@
 #include "specdec/draft/eagle_head_drafter.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/draft/ngram_drafter.hpp"
+#include "specdec/draft/suffix_drafter.hpp"
 #include "specdec/engine/lyanna_decoder.hpp"
 #include "specdec/engine/speculative_decoder.hpp"
 #include "specdec/engine/speculative_engine.hpp"
@@ -34,17 +35,18 @@
 #include "specdec/policy/fixed_length.hpp"
 #include "specdec/policy/hardware_budget.hpp"
 #include "specdec/select/goodput_selector.hpp"
+#include "specdec/testing/chi_square.hpp"
+#include "specdec/testing/hashed_context_model.hpp"
 #include "specdec/tree/chain_builder.hpp"
 #include "specdec/tree/dynamic_tree_builder.hpp"
 #include "specdec/tree/multi_sequence_builder.hpp"
 #include "specdec/tree/sequoia.hpp"
 #include "specdec/tree/static_tree_builder.hpp"
+#include "specdec/tree/suffix_tree_builder.hpp"
 #include "specdec/verify/model_verifier.hpp"
-#include "support/fake_spire_head.hpp"
 #include "support/catch.hpp"
-#include "specdec/testing/chi_square.hpp"
 #include "support/fake_feature_head.hpp"
-#include "specdec/testing/hashed_context_model.hpp"
+#include "support/fake_spire_head.hpp"
 
 namespace sd = specdec;
 namespace st = specdec::testing;
@@ -259,6 +261,26 @@ sd::testing::ChiSquareResult method_fit(const std::string& method, const sd::Sam
                               [&](std::uint64_t seed) { return decoder.generate(repeats, three_tokens(seed, sampling)); });
     }
   }
+  if constexpr (!sd::kVerifiesChainsOnly<Rule> && sd::RuleFitsDrafter<Rule, sd::SuffixDrafter>) {
+    if (method == "suffix") {  // the global index grows over the generations: trees from both indexes
+      Models m;
+      Verifier verifier(m.target);
+      sd::SuffixCache cache(8, 64);
+      sd::SuffixDrafter drafter(kVocab, &cache, 8,
+                                {.max_tokens = 6, .factor = 2.0, .min_prob = 0.05f, .tree = true});
+      sd::SpeculativeDecoder decoder(drafter, sd::SuffixTreeBuilder{}, verifier, rule,
+                                     sd::FixedLength(tree_budget));
+      const std::vector<sd::TokenId> repeats = {3, 1, 4, 3, 1, 4, 3, 1};
+      std::int64_t accepted = 0;
+      const auto fit = fit_three_tokens(m.target, repeats, sampling, [&](std::uint64_t seed) {
+        auto out = decoder.generate(repeats, three_tokens(seed, sampling));
+        accepted += out.stats.acceptance.num_accepted;
+        return out;
+      });
+      CHECK(accepted > 0);  // drafts were accepted, so the trees' law was tested
+      return fit;
+    }
+  }
   if constexpr (!sd::kVerifiesChainsOnly<Rule>) {
     if (method == "static tree, sampled without replacement")
       return draft_model_fit(sd::StaticTreeBuilder(small_tree(), sd::ChildMode::kSampledWithoutReplacement), rule,
@@ -313,9 +335,10 @@ sd::testing::ChiSquareResult method_fit(const std::string& method, const sd::Sam
 
 TEST_CASE("Every lossless method keeps the target's joint law of three tokens", "[statistical][engine]") {
   const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
-  const std::string method = GENERATE("chain, speculative sampling", "chain", "static tree, sampled without replacement",
-                                      "static tree, i.i.d.", "static tree, top-k", "dynamic tree", "sequoia", "n-gram", "eagle head",
-                                      "lyanna, fusion", "lyanna, separate re-sampled forward", "lyanna, no re-sampling");
+  const std::string method = GENERATE(
+      "chain, speculative sampling", "chain", "static tree, sampled without replacement",
+      "static tree, i.i.d.", "static tree, top-k", "dynamic tree", "sequoia", "n-gram", "suffix",
+      "eagle head", "lyanna, fusion", "lyanna, separate re-sampled forward", "lyanna, no re-sampling");
   INFO(method << ", " << st::describe(sampling));
   const auto fit = method == "chain, speculative sampling"
                        ? method_fit("chain", sampling, sd::SpeculativeSampling{})
@@ -326,12 +349,11 @@ TEST_CASE("Every lossless method keeps the target's joint law of three tokens", 
 
 TEST_CASE("Block and traversal verification keep the three-token law in every method", "[statistical][engine]") {
   const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
-  const std::string method =
-      GENERATE("chain, block", "chain, traversal", "greedy-drafted chain, block", "n-gram, block",
-               "static tree, sampled without replacement, traversal", "static tree, i.i.d., traversal",
-               "static tree, top-k, traversal",
-               "dynamic tree, traversal", "sequoia, traversal", "eagle head, traversal", "lyanna, fusion, traversal",
-               "duo, traversal", "sv at batch 4, block");
+  const std::string method = GENERATE(
+      "chain, block", "chain, traversal", "greedy-drafted chain, block", "n-gram, block",
+      "static tree, sampled without replacement, traversal", "static tree, i.i.d., traversal",
+      "static tree, top-k, traversal", "dynamic tree, traversal", "sequoia, traversal", "suffix, traversal",
+      "eagle head, traversal", "lyanna, fusion, traversal", "duo, traversal", "sv at batch 4, block");
   INFO(method << ", " << st::describe(sampling));
   sd::testing::ChiSquareResult fit;
   const auto cut = method.rfind(", ");

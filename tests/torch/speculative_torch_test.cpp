@@ -181,24 +181,25 @@ TEST_CASE("Every method decodes greedily exactly like autoregressive decoding", 
   auto [target, draft] = random_target_and_draft(dtype);
   const std::vector<sd::TokenId> prompt{7, 3, 9, 3, 7, 3, 9};  // repeats, so prompt lookup finds matches
   const auto reference = greedy(target, prompt, 32);
-  for (const char* spec : {"chain:k=3", "chain:k=2:policy=heuristic", "chain:k=6:policy=confidence:threshold=0.05",
-                           "tree", "tree:shape=0;1;0.0;0.0.0", "dynamic:top_k=3:depth=3:total=8",
-                           "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram:k=3", "autoregressive",
-                           // every rule: at temperature 0 the lossless ones, and typical acceptance (a one-hot
-                           // target row is accepted only at its argmax), emit the greedy text
-                           "chain:k=3:rule=rrs", "chain:k=3:rule=speculative", "chain:k=3:rule=typical",
-                           "tree:rule=rrs", "dynamic:top_k=3:depth=3:total=8:rule=typical", "ngram:k=3:rule=rrs",
-                           "chain:k=4:rule=block", "chain:k=4:rule=traversal", "ngram:k=3:rule=block",
-                           "tree:rule=traversal", "tree:draw=sample:rule=traversal", "tree:draw=iid",
-                           "tree:draw=iid:rule=traversal",
-                           "dynamic:top_k=3:depth=3:total=8:rule=traversal",
-                           "sequoia:p=0.5,0.2,0.1:total=8:depth=3:draw=sample:rule=traversal",
-                           // budgets from the measured forward cost (policy/cost_aware_tree.hpp)
-                           "chain:k=4:policy=cost", "dynamic:top_k=3:depth=3:total=8:policy=cost",
-                           "tree:policy=cost", "ngram:k=3:policy=cost",
-                           // self-speculation through a sink + window cache small enough to evict
-                           "magicdec:k=3:sink=1:window=4", "magicdec:k=3:sink=2:window=6:positions=text",
-                           "magicdec:k=4:window=5:rule=speculative", "magicdec:k=3:window=4:rule=block"}) {
+  for (const char* spec :
+       {"chain:k=3", "chain:k=2:policy=heuristic", "chain:k=6:policy=confidence:threshold=0.05", "tree",
+        "tree:shape=0;1;0.0;0.0.0", "dynamic:top_k=3:depth=3:total=8",
+        "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram:k=3", "autoregressive", "suffix",
+        "suffix:shape=path:rule=traversal", "suffix:tokens=4:factor=0.5:rule=rrs",
+        // every rule: at temperature 0 the lossless ones, and typical acceptance (a one-hot
+        // target row is accepted only at its argmax), emit the greedy text
+        "chain:k=3:rule=rrs", "chain:k=3:rule=speculative", "chain:k=3:rule=typical", "tree:rule=rrs",
+        "dynamic:top_k=3:depth=3:total=8:rule=typical", "ngram:k=3:rule=rrs", "chain:k=4:rule=block",
+        "chain:k=4:rule=traversal", "ngram:k=3:rule=block", "tree:rule=traversal",
+        "tree:draw=sample:rule=traversal", "tree:draw=iid", "tree:draw=iid:rule=traversal",
+        "dynamic:top_k=3:depth=3:total=8:rule=traversal",
+        "sequoia:p=0.5,0.2,0.1:total=8:depth=3:draw=sample:rule=traversal",
+        // budgets from the measured forward cost (policy/cost_aware_tree.hpp)
+        "chain:k=4:policy=cost", "dynamic:top_k=3:depth=3:total=8:policy=cost", "tree:policy=cost",
+        "ngram:k=3:policy=cost",
+        // self-speculation through a sink + window cache small enough to evict
+        "magicdec:k=3:sink=1:window=4", "magicdec:k=3:sink=2:window=6:positions=text",
+        "magicdec:k=4:window=5:rule=speculative", "magicdec:k=3:window=4:rule=block"}) {
     auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f});
     sd::GenerationOptions o;
     o.max_new_tokens = 32;
@@ -224,10 +225,10 @@ TEST_CASE("Every method's continuous batching equals greedy decoding, request by
     o.max_new_tokens = 10 + 4 * i;  // ragged: requests leave at different steps
     options.push_back(o);
   }
-  for (const char* spec : {"autoregressive", "chain:k=3", "tree", "dynamic:top_k=3:depth=3:total=8",
-                           "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram:k=3", "lyanna", "eagle", "spire:k=3",
-                           "duo:gamma=3:pin=0", "sv:k=3:lat_batch=4:lat_reps=1", "sv:k=3:all=1",
-                           "magicdec:k=3:window=4"}) {
+  for (const char* spec :
+       {"autoregressive", "chain:k=3", "tree", "dynamic:top_k=3:depth=3:total=8",
+        "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram:k=3", "suffix", "lyanna", "eagle", "spire:k=3",
+        "duo:gamma=3:pin=0", "sv:k=3:lat_batch=4:lat_reps=1", "sv:k=3:all=1", "magicdec:k=3:window=4"}) {
     auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f}, heads);
     INFO(spec);
     const auto run = method.generate_batch(prompts, options, 3);
@@ -452,8 +453,8 @@ TEST_CASE("The registry lists every method, specs round-trip, and lossy rules sa
     if (m.name != "sequoia") CHECK(tb::parse_method(m.name).spec() == tb::parse_method(tb::parse_method(m.name).spec()).spec());
   }
   // The registry's standard methods, then the feature-head methods this backend adds.
-  CHECK(names == std::vector<std::string>{"autoregressive", "chain", "tree", "dynamic", "sequoia", "ngram", "magicdec", "duo", "sv",
-                                          "lyanna", "eagle", "spire"});
+  CHECK(names == std::vector<std::string>{"autoregressive", "chain", "tree", "dynamic", "sequoia", "ngram",
+                                          "suffix", "magicdec", "duo", "sv", "lyanna", "eagle", "spire"});
   CHECK_THROWS_WITH(tb::find_method("beam"), Catch::Contains("beam") && Catch::Contains("lyanna"));
   CHECK_THROWS_WITH(tb::parse_method("chain:colour=red"), Catch::Contains("k, policy, threshold, hot, rule"));
   const sd::SamplingParams greedy{0.0f}, sampled{0.8f};
@@ -530,10 +531,11 @@ TEST_CASE("The default models in models/ load, share a tokenizer and generate", 
     for (const auto& p : first_prompts(std::filesystem::path(SPECDEC_SOURCE_DIR) / "data/prompts" / (std::string(set) + ".jsonl"), 3)) {
       const auto ids = tok.encode(p, true);
       const auto reference = greedy(target, ids, 32);
-      for (const char* spec : {"chain:k=4", "chain:k=4:policy=heuristic", "tree", "dynamic:top_k=4:depth=4:total=12",
-                               "sequoia:p=0.6,0.15,0.05:total=12:depth=4", "ngram:k=4", "lyanna", "lyanna:fusion=0",
-                               "chain:k=4:hot=1024", "lyanna:hot=1024:policy=cost", "eagle",
-                               "eagle:policy=cost:hot=1024", "spire"}) {
+      for (const char* spec :
+           {"chain:k=4", "chain:k=4:policy=heuristic", "tree", "dynamic:top_k=4:depth=4:total=12",
+            "sequoia:p=0.6,0.15,0.05:total=12:depth=4", "ngram:k=4", "suffix", "lyanna", "lyanna:fusion=0",
+            "chain:k=4:hot=1024", "lyanna:hot=1024:policy=cost", "eagle", "eagle:policy=cost:hot=1024",
+            "spire"}) {
         auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f}, models);
         sd::GenerationOptions go;
         go.max_new_tokens = 32;

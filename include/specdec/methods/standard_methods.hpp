@@ -18,6 +18,7 @@
 #include "specdec/methods/method_registry.hpp"
 #include "specdec/methods/ngram.hpp"
 #include "specdec/methods/sequoia.hpp"
+#include "specdec/methods/suffix.hpp"
 #include "specdec/methods/sv.hpp"
 #include "specdec/methods/tree.hpp"
 
@@ -32,6 +33,7 @@ MethodRegistry<M> standard_methods(MethodHooks<M> hooks = {}) {
   r.add(methods::dynamic_method<M>(r.hooks()));
   r.add(methods::sequoia_method<M>(r.hooks()));
   r.add(methods::ngram_method<M>());
+  r.add(methods::suffix_method<M>());
   r.add(methods::magicdec_method<M>());
   r.add(methods::duo_method<M>());
   r.add(methods::sv_method<M>());
