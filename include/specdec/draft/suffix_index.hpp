@@ -132,14 +132,25 @@ class SuffixIndex {
   // at the end, where nothing follows it yet: that occurrence predicts
   // nothing.
   std::pair<std::int32_t, std::int32_t> match(std::span<const TokenId> pattern) const {
-    const auto longest = std::min<std::size_t>(pattern.size(), static_cast<std::size_t>(max_depth_ - 1));
-    for (std::size_t len = longest; len > 0; --len) {
+    // Binary search on the length: when a suffix occurs with a continuation,
+    // so does each shorter one (at the same place), so O(depth log depth)
+    // lookups find the longest, not O(depth^2).
+    std::int32_t lo = 0, best = 0;  // a length known to match (0: none), its node
+    auto hi = static_cast<std::int32_t>(
+        std::min<std::size_t>(pattern.size(), static_cast<std::size_t>(max_depth_ - 1)));
+    while (lo < hi) {
+      const std::int32_t len = lo + (hi - lo + 1) / 2;
       std::int32_t n = 0;
-      for (std::size_t k = pattern.size() - len; k < pattern.size() && n >= 0; ++k) n = child(n, pattern[k]);
-      if (n > 0 && !nodes_[static_cast<std::size_t>(n)].children.empty())
-        return {n, static_cast<std::int32_t>(len)};
+      for (std::size_t k = pattern.size() - static_cast<std::size_t>(len); k < pattern.size() && n >= 0; ++k)
+        n = child(n, pattern[k]);
+      if (n > 0 && !nodes_[static_cast<std::size_t>(n)].children.empty()) {
+        lo = len;
+        best = n;
+      } else {
+        hi = len - 1;
+      }
     }
-    return {0, 0};
+    return {best, lo};
   }
 
   // The continuations of `pattern`'s longest match, with their estimated
