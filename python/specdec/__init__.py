@@ -51,6 +51,9 @@ from ._specdec import (  # noqa: F401
     ShapeError,
     SpeculativeSampling,
     StaticTreeBuilder,
+    SuffixCache,
+    SuffixDrafter,
+    SuffixTreeBuilder,
     Tokenizer,
     TokenizerError,
     TraversalVerification,
@@ -75,7 +78,7 @@ RULES = (GreedyAcceptance, SpeculativeSampling, RecursiveRejectionSampling, Bloc
 """Every acceptance rule; each has verify(tree, target, draft, rng) and the class
 attributes lossless, needs_draft_probs and greedy_only."""
 
-BUILDERS = (ChainBuilder, StaticTreeBuilder, DynamicTreeBuilder, MultiSequenceBuilder)
+BUILDERS = (ChainBuilder, StaticTreeBuilder, DynamicTreeBuilder, MultiSequenceBuilder, SuffixTreeBuilder)
 """Every tree builder; each has build(drafter, budget, root, rng) -> (DraftTree, rows)."""
 
 POLICIES = (FixedLength, HeuristicLength, ConfidenceStop, FollowVerified, HardwareBudget, CostAwareTree)

@@ -3,11 +3,13 @@
 // methods), Sequoia's shapes and the length policies (LengthPolicy).
 #include <pybind11/stl.h>
 
+#include <type_traits>
 #include <variant>
 
 #include "bindings.hpp"
 #include "specdec/concepts.hpp"
 #include "specdec/draft/ngram_drafter.hpp"
+#include "specdec/draft/suffix_drafter.hpp"
 #include "specdec/policy/confidence_stop.hpp"
 #include "specdec/policy/cost_aware_tree.hpp"
 #include "specdec/policy/fixed_length.hpp"
@@ -19,6 +21,7 @@
 #include "specdec/tree/multi_sequence_builder.hpp"
 #include "specdec/tree/sequoia.hpp"
 #include "specdec/tree/static_tree_builder.hpp"
+#include "specdec/tree/suffix_tree_builder.hpp"
 
 namespace specdec::python {
 
@@ -87,8 +90,14 @@ py::tuple build(Builder& builder, const py::object& drafter, const DraftBudget& 
                 RandomStream& rng) {
   DraftTree tree;
   ProbMatrix rows;
-  if (py::isinstance<NgramDrafter>(drafter)) {
+  if constexpr (std::is_same_v<Builder, SuffixTreeBuilder>) {
+    if (!py::isinstance<SuffixDrafter>(drafter))
+      throw InvalidArgumentError("SuffixTreeBuilder.build: the drafter must be a SuffixDrafter");
+    builder.build(drafter.cast<SuffixDrafter&>(), budget, root, rng, tree, rows);
+  } else if (py::isinstance<NgramDrafter>(drafter)) {
     builder.build(drafter.cast<NgramDrafter&>(), budget, root, rng, tree, rows);
+  } else if (py::isinstance<SuffixDrafter>(drafter)) {
+    builder.build(drafter.cast<SuffixDrafter&>(), budget, root, rng, tree, rows);
   } else {
     PyDrafter d(drafter);
     builder.build(d, budget, root, rng, tree, rows);
@@ -191,6 +200,55 @@ void bind_drafting(py::module_& m) {
           },
           "tree"_a, "frontier"_a,
           "One-hot rows for the frontier slots of `tree`; a zero row where nothing matches.");
+
+  py::class_<SuffixCache>(m, "SuffixCache",
+                          "SuffixDecoding's global index of earlier outputs (arXiv 2411.04975), shared by "
+                          "SuffixDrafters; the oldest responses are evicted beyond max_cached.")
+      .def(py::init<std::int32_t, std::int64_t>(), "max_depth"_a = 32, "max_cached"_a = 256)
+      .def_property_readonly("num_nodes", [](const SuffixCache& c) { return c.index().num_nodes(); })
+      .def_property_readonly("num_tokens", [](const SuffixCache& c) { return c.index().num_tokens(); })
+      .def_property_readonly("bytes", [](const SuffixCache& c) { return c.index().bytes(); });
+  py::class_<SuffixDrafter>(m, "SuffixDrafter",
+                            "SuffixDecoding's drafter: the request's own suffix index and the cache's "
+                            "(frequency estimates; deterministic drafts).")
+      .def(py::init([](std::int64_t vocab, SuffixCache* cache, std::int32_t depth, std::int32_t max_tokens,
+                       double factor, float min_prob, bool tree) {
+             return SuffixDrafter(vocab, cache, depth, SuffixSpeculation{max_tokens, factor, min_prob, tree});
+           }),
+           "vocab_size"_a, "cache"_a = nullptr, "max_depth"_a = 32, "max_tokens"_a = 16, "factor"_a = 1.0,
+           "min_prob"_a = 0.1f, "tree"_a = true, py::keep_alive<1, 3>())
+      .def_property_readonly("vocab_size", &SuffixDrafter::vocab_size)
+      .def(
+          "begin",
+          [](SuffixDrafter& d, const std::vector<TokenId>& prompt, const SamplingParams& sampling) {
+            d.begin(prompt, sampling);
+          },
+          "prompt"_a, "sampling"_a = SamplingParams{0.0f})
+      .def(
+          "commit", [](SuffixDrafter& d, const std::vector<TokenId>& tokens) { d.commit(tokens); },
+          "tokens"_a)
+      .def("end", &SuffixDrafter::end)
+      .def(
+          "speculate",
+          [](const SuffixDrafter& d, std::int32_t max_tokens) {
+            const SuffixDraft s = d.speculate(max_tokens);
+            return py::dict("tokens"_a = s.tokens, "parents"_a = s.parents, "probs"_a = s.probs,
+                            "score"_a = s.score, "match_len"_a = s.match_len);
+          },
+          "max_tokens"_a = 16,
+          "The better index's speculation tree: tokens, parents, probs, score, match_len.")
+      .def(
+          "propose",
+          [](SuffixDrafter& d, const DraftTree& tree, const std::vector<std::int32_t>& frontier) {
+            ProbMatrix rows;
+            d.propose(DraftRequest{&tree, frontier}, rows);
+            return to_numpy(rows);
+          },
+          "tree"_a, "frontier"_a);
+  bind_builder<SuffixTreeBuilder>(
+      m, "SuffixTreeBuilder",
+      "SuffixDecoding's speculation tree from a SuffixDrafter (arXiv 2411.04975, §3.2).")
+      .def(py::init<>());
 
   py::enum_<ChainPick>(m, "ChainPick", "How a chain's tokens are picked from their rows.")
       .value("BY_REQUEST", ChainPick::kByRequest)

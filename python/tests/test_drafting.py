@@ -146,3 +146,21 @@ def test_cost_aware_tree_replans_from_observed_rounds():
     plan = policy.budget()
     assert plan.max_depth <= initial.max_depth and plan.verify_nodes <= initial.verify_nodes
     assert plan.branch == 1 and plan.verify_nodes == plan.max_depth  # a chain: one node per level
+
+
+def test_suffix_decoding_drafts_from_earlier_outputs():
+    cache = specdec.SuffixCache(max_depth=16, max_cached=8)
+    earlier = specdec.SuffixDrafter(20, cache, max_depth=16, factor=2.0)
+    earlier.begin([0])
+    earlier.commit([10, 11, 12, 13, 14, 15])
+    earlier.end()
+    assert cache.num_tokens == 6 and cache.bytes > 0
+    d = specdec.SuffixDrafter(20, cache, max_depth=16, factor=2.0)
+    d.begin([3, 4, 10, 11])
+    s = d.speculate(8)
+    assert s["tokens"] == [12, 13, 14, 15] and s["match_len"] == 2 and s["score"] == pytest.approx(4.0)
+    tree, rows = specdec.SuffixTreeBuilder().build(d, specdec.DraftBudget(3, 8), 11, specdec.RandomStream(0))
+    assert tree.tokens == [12, 13, 14] and tree.children_mode(-1) == specdec.ChildMode.DETERMINISTIC
+    assert rows.shape == (0, 20)
+    with pytest.raises(specdec.InvalidArgumentError, match="must be a SuffixDrafter"):
+        specdec.SuffixTreeBuilder().build(specdec.NgramDrafter(20), specdec.DraftBudget(), 11, specdec.RandomStream(0))

@@ -35,7 +35,7 @@ namespace specdec {
 class SuffixCache {
  public:
   // max_cached: responses kept; the oldest is evicted beyond it (-1: no bound).
-  explicit SuffixCache(std::int32_t max_depth = 64, std::int64_t max_cached = 1024)
+  explicit SuffixCache(std::int32_t max_depth = 32, std::int64_t max_cached = 256)
       : index_(max_depth), max_cached_(max_cached) {
     if (max_cached < -1)
       throw InvalidArgumentError(fmt::format("SuffixCache: max_cached must be >= -1, got {}", max_cached));
@@ -76,7 +76,7 @@ class SuffixDrafter {
       false;  // frequency estimates, not a distribution drafts are drawn from
 
   // cache: the method's global index (null: the request's own alone).
-  SuffixDrafter(std::int64_t vocab_size, SuffixCache* cache, std::int32_t max_depth = 64,
+  SuffixDrafter(std::int64_t vocab_size, SuffixCache* cache, std::int32_t max_depth = 32,
                 SuffixSpeculation speculation = {})
       : vocab_(vocab_size), cache_(cache), local_(max_depth), speculation_(speculation) {
     if (vocab_size < 1) throw InvalidArgumentError("SuffixDrafter: vocabulary size must be >= 1");

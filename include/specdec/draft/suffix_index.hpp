@@ -60,7 +60,7 @@ struct SuffixSpeculation {
 
 class SuffixIndex {
  public:
-  explicit SuffixIndex(std::int32_t max_depth = 64) : max_depth_(max_depth) {
+  explicit SuffixIndex(std::int32_t max_depth = 32) : max_depth_(max_depth) {
     if (max_depth < 2 || max_depth > 1024)
       throw InvalidArgumentError(
           fmt::format("SuffixIndex: max_depth must be in [2, 1024], got {}", max_depth));
@@ -73,11 +73,11 @@ class SuffixIndex {
   std::int64_t num_nodes() const { return static_cast<std::int64_t>(nodes_.size() - free_.size()); }
   std::int64_t num_tokens() const { return tokens_held_; }
   std::int64_t bytes() const {
-    std::int64_t b = static_cast<std::int64_t>(nodes_.capacity() * sizeof(Node));
-    for (const Node& n : nodes_)
-      b += static_cast<std::int64_t>(n.children.bucket_count() * sizeof(void*) +
-                                     n.children.size() *
-                                         (sizeof(TokenId) + sizeof(std::int32_t) + 2 * sizeof(void*)));
+    // The nodes, and the edge map's entries (a key, a value, a next pointer,
+    // a cached hash) and buckets.
+    std::int64_t b = static_cast<std::int64_t>(nodes_.capacity() * sizeof(Node) +
+                                               edges_.size() * (sizeof(std::uint64_t) + 3 * sizeof(void*)) +
+                                               edges_.bucket_count() * sizeof(void*));
     for (const auto& [id, s] : sequences_)
       b += static_cast<std::int64_t>((s.tokens.capacity() + s.active.capacity()) * sizeof(std::int32_t));
     return b;
@@ -143,7 +143,7 @@ class SuffixIndex {
       std::int32_t n = 0;
       for (std::size_t k = pattern.size() - static_cast<std::size_t>(len); k < pattern.size() && n >= 0; ++k)
         n = child(n, pattern[k]);
-      if (n > 0 && !nodes_[static_cast<std::size_t>(n)].children.empty()) {
+      if (n > 0 && nodes_[static_cast<std::size_t>(n)].first_child >= 0) {
         lo = len;
         best = n;
       } else {
@@ -160,9 +160,10 @@ class SuffixIndex {
     const auto [n, len] = match(pattern);
     if (len == 0) return out;
     const Node& node = nodes_[static_cast<std::size_t>(n)];
-    for (const auto& [t, c] : node.children)
-      out.emplace_back(t, static_cast<float>(static_cast<double>(nodes_[static_cast<std::size_t>(c)].count) /
-                                             static_cast<double>(node.count)));
+    for (std::int32_t c = node.first_child; c >= 0; c = nodes_[static_cast<std::size_t>(c)].next_sibling)
+      out.emplace_back(nodes_[static_cast<std::size_t>(c)].token,
+                       static_cast<float>(static_cast<double>(nodes_[static_cast<std::size_t>(c)].count) /
+                                          static_cast<double>(node.count)));
     std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
       return a.second != b.second ? a.second > b.second : a.first < b.first;
     });
@@ -191,7 +192,8 @@ class SuffixIndex {
     std::priority_queue<Candidate> heap;
     const auto push_children = [&](std::int32_t n, double prob, std::int32_t parent) {
       const Node& node = nodes_[static_cast<std::size_t>(n)];
-      for (const auto& [t, c] : node.children) {
+      for (std::int32_t c = node.first_child; c >= 0; c = nodes_[static_cast<std::size_t>(c)].next_sibling) {
+        const TokenId t = nodes_[static_cast<std::size_t>(c)].token;
         const double p = prob * static_cast<double>(nodes_[static_cast<std::size_t>(c)].count) /
                          static_cast<double>(node.count);
         if (p >= o.min_prob) heap.push({p, c, parent, t});
@@ -213,26 +215,33 @@ class SuffixIndex {
   }
 
  private:
+  // 24 bytes; a node's children are a sibling list, found by token through
+  // one hash map of edges for the whole index (a map per node cost ten times
+  // the memory).
   struct Node {
-    std::int64_t count = 0;
+    std::int32_t count = 0;
     std::int32_t parent = -1;
-    std::int32_t depth = 0;
+    std::int32_t first_child = -1, next_sibling = -1;
     TokenId token = kNoToken;
-    std::unordered_map<TokenId, std::int32_t> children;
+    std::int32_t depth = 0;
   };
   struct Sequence {
     std::vector<TokenId> tokens;
     std::vector<std::int32_t> active;  // the nodes of its suffixes ending at its last token
   };
 
+  static std::uint64_t edge(std::int32_t n, TokenId t) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(n)) << 32) | static_cast<std::uint32_t>(t);
+  }
+
   std::int32_t child(std::int32_t n, TokenId t) const {
-    const auto& ch = nodes_[static_cast<std::size_t>(n)].children;
-    const auto it = ch.find(t);
-    return it == ch.end() ? -1 : it->second;
+    const auto it = edges_.find(edge(n, t));
+    return it == edges_.end() ? -1 : it->second;
   }
 
   std::int32_t child_or_new(std::int32_t n, TokenId t) {
-    if (const auto c = child(n, t); c >= 0) return c;
+    const auto [it, added] = edges_.try_emplace(edge(n, t), -1);
+    if (!added) return it->second;
     std::int32_t c;
     if (!free_.empty()) {
       c = free_.back();
@@ -242,12 +251,10 @@ class SuffixIndex {
       nodes_.emplace_back();
     }
     Node& node = nodes_[static_cast<std::size_t>(c)];
-    node.count = 0;
-    node.parent = n;
-    node.depth = nodes_[static_cast<std::size_t>(n)].depth + 1;
-    node.token = t;
-    node.children.clear();
-    nodes_[static_cast<std::size_t>(n)].children.emplace(t, c);
+    Node& parent = nodes_[static_cast<std::size_t>(n)];
+    node = Node{0, n, -1, parent.first_child, t, parent.depth + 1};
+    parent.first_child = c;
+    it->second = c;
     return c;
   }
 
@@ -256,13 +263,16 @@ class SuffixIndex {
     if (--node.count > 0) return;
     // No occurrence left, so none of its extensions has one either: they were
     // freed first (an extension's occurrences are the node's).
-    nodes_[static_cast<std::size_t>(node.parent)].children.erase(node.token);
-    node.children.clear();
+    edges_.erase(edge(node.parent, node.token));
+    std::int32_t* link = &nodes_[static_cast<std::size_t>(node.parent)].first_child;
+    while (*link != n) link = &nodes_[static_cast<std::size_t>(*link)].next_sibling;
+    *link = node.next_sibling;
     free_.push_back(n);
   }
 
   std::int32_t max_depth_;
   std::vector<Node> nodes_;
+  std::unordered_map<std::uint64_t, std::int32_t> edges_;  // (node, token) -> child
   std::vector<std::int32_t> free_;
   std::unordered_map<std::int32_t, Sequence> sequences_;
   std::vector<std::int32_t> next_active_;

@@ -62,8 +62,9 @@ MethodInfo<M> suffix_method() {
       {"tokens", ParamType::kInt, "16", "speculated tokens per round at most", true},
       {"factor", ParamType::kReal, "1.0", "at most factor x the match length (MAX_SPEC = alpha p)"},
       {"min_prob", ParamType::kReal, "0.1", "no draft whose estimated path probability is lower"},
-      {"depth", ParamType::kInt, "64", "suffix index depth: the longest pattern and continuation"},
-      {"cached", ParamType::kInt, "1024", "earlier responses kept in the global index (-1: all, 0: none)"},
+      {"depth", ParamType::kInt, "32",
+       "suffix index depth: the longest pattern and continuation (memory grows with it: docs/methods.md)"},
+      {"cached", ParamType::kInt, "256", "earlier responses kept in the global index (-1: all, 0: none)"},
       {"shape", ParamType::kText, "tree", "tree | path (the single most likely continuation)"},
       rule_param()};
   return {"suffix",
