@@ -152,8 +152,12 @@ class SuffixDrafter {
   }
 
  private:
+  // The pattern: the last depth - max_tokens tokens (at least one). A match
+  // of p tokens leaves depth - p levels of the index to continue it, so a
+  // longer pattern would match deeper and leave no room for the draft.
   std::span<const TokenId> tail(std::span<const TokenId> s) const {
-    const auto n = std::min<std::size_t>(s.size(), static_cast<std::size_t>(local_.max_depth()));
+    const auto longest = std::max(1, local_.max_depth() - speculation_.max_tokens);
+    const auto n = std::min<std::size_t>(s.size(), static_cast<std::size_t>(longest));
     return s.subspan(s.size() - n);
   }
   void check(const char* who, std::span<const TokenId> tokens) const {
