@@ -149,13 +149,13 @@ def test_cost_aware_tree_replans_from_observed_rounds():
 
 
 def test_suffix_decoding_drafts_from_earlier_outputs():
-    cache = specdec.SuffixCache(max_depth=16, max_cached=8)
-    earlier = specdec.SuffixDrafter(20, cache, max_depth=16, factor=2.0)
+    cache = specdec.SuffixCache(max_depth=24, max_cached=8)
+    earlier = specdec.SuffixDrafter(20, cache, max_depth=24, factor=2.0)
     earlier.begin([0])
     earlier.commit([10, 11, 12, 13, 14, 15])
     earlier.end()
     assert cache.num_tokens == 6 and cache.bytes > 0
-    d = specdec.SuffixDrafter(20, cache, max_depth=16, factor=2.0)
+    d = specdec.SuffixDrafter(20, cache, max_depth=24, factor=2.0)
     d.begin([3, 4, 10, 11])
     s = d.speculate(8)
     assert s["tokens"] == [12, 13, 14, 15] and s["match_len"] == 2 and s["score"] == pytest.approx(4.0)
