@@ -81,6 +81,12 @@ class SuffixDrafter {
       : vocab_(vocab_size), cache_(cache), local_(max_depth), speculation_(speculation) {
     if (vocab_size < 1) throw InvalidArgumentError("SuffixDrafter: vocabulary size must be >= 1");
     speculation_.validate();
+    if (max_depth <= speculation_.max_tokens)
+      throw InvalidArgumentError(
+          fmt::format("SuffixDrafter: the index depth ({}) must exceed the drafted tokens ({}): a match of p "
+                      "tokens leaves "
+                      "depth - p levels for the draft",
+                      max_depth, speculation_.max_tokens));
   }
 
   std::int64_t vocab_size() const { return vocab_; }

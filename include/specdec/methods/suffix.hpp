@@ -35,6 +35,12 @@ class SuffixParts {
     if (const auto& shape = c.config.text("shape"); shape != "tree" && shape != "path")
       throw InvalidArgumentError(fmt::format("method suffix: shape must be tree or path, got '{}'", shape));
     speculation_.validate();
+    if (depth_ <= speculation_.max_tokens)
+      throw InvalidArgumentError(
+          fmt::format("method suffix: depth ({}) must exceed tokens ({}): a match of p tokens leaves depth - "
+                      "p levels for the "
+                      "draft",
+                      depth_, speculation_.max_tokens));
     engine_.set_target_clock(&target_.clock());
   }
   Engine& engine() { return engine_; }

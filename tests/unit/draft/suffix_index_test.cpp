@@ -165,7 +165,7 @@ TEST_CASE("The global cache evicts the oldest responses beyond its bound", "[suf
 TEST_CASE("SuffixDrafter drafts from the better index; the builder keeps the budget", "[suffix]") {
   sd::SuffixCache cache(16, 8);
   {  // an earlier request's output
-    sd::SuffixDrafter earlier(20, &cache, 16);
+    sd::SuffixDrafter earlier(20, &cache, 16, {.max_tokens = 8});
     earlier.begin(std::vector<TokenId>{0});
     earlier.commit(std::vector<TokenId>{10, 11, 12, 13, 14, 15});
     earlier.end();
@@ -199,4 +199,5 @@ TEST_CASE("SuffixDrafter drafts from the better index; the builder keeps the bud
   CHECK(proposed.row(0)[10] == Approx(0.5f));
   CHECK(proposed.row(1)[11] == Approx(1.0f));
   CHECK_THROWS_AS(d.commit(std::vector<TokenId>{20}), sd::InvalidArgumentError);
+  CHECK_THROWS_AS(sd::SuffixDrafter(20, &cache, 16, {.max_tokens = 16}), sd::InvalidArgumentError);
 }
