@@ -61,10 +61,8 @@ ChildMode child_mode(std::uint8_t draw, std::int64_t b, std::int64_t slot) {
     case 2:
       return ChildMode::kSampledWithoutReplacement;
   }
-  throw InvalidArgumentError(
-      fmt::format("slot_draws[{}, {}] is {}; 0 (deterministic), 1 (i.i.d.) or 2 "
-                  "(without replacement)",
-                  b, slot, draw));
+  throw InvalidArgumentError(fmt::format("slot_draws[{}, {}] is {}; {}", b, slot, draw,
+                                         "0 (deterministic), 1 (i.i.d.) or 2 (without replacement)"));
 }
 
 // Tree b of the flat layout as a DraftTree whose slot s reads draft row
@@ -236,10 +234,10 @@ TORCH_LIBRARY(specdec, m) {
       "Tensor emitted_draft_token_num)");
   m.def(
       "verify_trees(str rule, Tensor parents, Tensor tokens, Tensor slot_draws, Tensor? draft_probs, "
-      "Tensor target_probs, Tensor? tree_nodes, int max_depth, Tensor? seed_arr, int seed, Tensor? "
-      "offset_arr, "
-      "int offset, float posterior_threshold=0.09, float posterior_alpha=0.3) -> (Tensor accepted_nodes, "
-      "Tensor num_accepted, Tensor emitted)");
+      "Tensor target_probs, Tensor? tree_nodes, int max_depth, "
+      "Tensor? seed_arr, int seed, Tensor? offset_arr, int offset, "
+      "float posterior_threshold=0.09, float posterior_alpha=0.3) "
+      "-> (Tensor accepted_nodes, Tensor num_accepted, Tensor emitted)");
 }
 
 TORCH_LIBRARY_IMPL(specdec, CPU, m) {

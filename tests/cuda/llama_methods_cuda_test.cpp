@@ -37,8 +37,8 @@ std::filesystem::path saved(const sd::testing::ReferenceLlama& m, const char* na
 TEST_CASE("The CUDA registry lists the standard methods", "[unit]") {
   std::vector<std::string> names;
   for (const auto& m : sd::cuda::method_registry().methods()) names.push_back(m.name);
-  CHECK(names == std::vector<std::string>{"autoregressive", "chain", "tree", "dynamic", "sequoia", "ngram", "magicdec",
-                                          "duo", "sv"});
+  CHECK(names == std::vector<std::string>{"autoregressive", "chain", "tree", "dynamic", "sequoia", "ngram",
+                                          "suffix", "magicdec", "duo", "sv"});
 }
 
 TEST_CASE("Every method on the CUDA model decodes greedily as autoregressive decoding does", "[cuda]") {
@@ -65,7 +65,7 @@ TEST_CASE("Every method on the CUDA model decodes greedily as autoregressive dec
   const std::string sv = "sv:all=1:lat_batch=1:lat_reps=1:companion=" + draft_dir.string();
   for (const std::string spec :
        {"chain", "chain:rule=rrs", "chain:rule=block", "tree", "tree:rule=traversal", "dynamic",
-        "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram", "duo:gamma=4", sv.c_str()}) {
+        "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram", "suffix", "duo:gamma=4", sv.c_str()}) {
     INFO(spec);
     const auto info = registry.find(spec.substr(0, spec.find(':')));
     auto decoder =

@@ -82,11 +82,9 @@ class SuffixDrafter {
     if (vocab_size < 1) throw InvalidArgumentError("SuffixDrafter: vocabulary size must be >= 1");
     speculation_.validate();
     if (max_depth <= speculation_.max_tokens)
-      throw InvalidArgumentError(
-          fmt::format("SuffixDrafter: the index depth ({}) must exceed the drafted tokens ({}): a match of p "
-                      "tokens leaves "
-                      "depth - p levels for the draft",
-                      max_depth, speculation_.max_tokens));
+      throw InvalidArgumentError(fmt::format(
+          "SuffixDrafter: the index depth ({}) must exceed the drafted tokens ({}): {}", max_depth,
+          speculation_.max_tokens, "a match of p tokens leaves depth - p levels for the draft"));
   }
 
   std::int64_t vocab_size() const { return vocab_; }

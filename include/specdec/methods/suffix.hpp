@@ -36,11 +36,9 @@ class SuffixParts {
       throw InvalidArgumentError(fmt::format("method suffix: shape must be tree or path, got '{}'", shape));
     speculation_.validate();
     if (depth_ <= speculation_.max_tokens)
-      throw InvalidArgumentError(
-          fmt::format("method suffix: depth ({}) must exceed tokens ({}): a match of p tokens leaves depth - "
-                      "p levels for the "
-                      "draft",
-                      depth_, speculation_.max_tokens));
+      throw InvalidArgumentError(fmt::format("method suffix: depth ({}) must exceed tokens ({}): {}", depth_,
+                                             speculation_.max_tokens,
+                                             "a match of p tokens leaves depth - p levels for the draft"));
     engine_.set_target_clock(&target_.clock());
   }
   Engine& engine() { return engine_; }

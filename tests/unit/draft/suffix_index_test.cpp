@@ -162,7 +162,7 @@ TEST_CASE("The global cache evicts the oldest responses beyond its bound", "[suf
   CHECK(none.start_response() == -1);
 }
 
-TEST_CASE("SuffixDrafter drafts from the better index; the builder keeps the budget", "[suffix]") {
+TEST_CASE("SuffixDrafter drafts from the better index, and the builder keeps the budget", "[suffix]") {
   sd::SuffixCache cache(16, 8);
   {  // an earlier request's output
     sd::SuffixDrafter earlier(20, &cache, 16, {.max_tokens = 8});
