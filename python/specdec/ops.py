@@ -178,7 +178,7 @@ def rejection_sample(draft_token_ids, num_draft_tokens, draft_probs, target_prob
     tokens[b, i] = draft_token_ids.to(device=device, dtype=torch.int32)
     target = torch.zeros((batch, n + 1, vocab), dtype=torch.float32, device=device)
     target[b, i] = target_probs.to(torch.float32)
-    target[torch.arange(batch, device=device), counts] = nn_one_hot(bonus_token_ids, vocab, device)
+    target[torch.arange(batch, device=device), counts] = _one_hot(bonus_token_ids, vocab, device)
     draft, draws = None, torch.zeros((batch, n + 1), dtype=torch.uint8, device=device)
     if draft_probs is not None:
         draft = torch.zeros((batch, n + 1, vocab), dtype=torch.float32, device=device)
@@ -194,7 +194,7 @@ def rejection_sample(draft_token_ids, num_draft_tokens, draft_probs, target_prob
     return out
 
 
-def nn_one_hot(tokens, vocab, device):
+def _one_hot(tokens, vocab, device):
     return torch.nn.functional.one_hot(torch.as_tensor(tokens, device=device).long().flatten(), vocab).float()
 
 

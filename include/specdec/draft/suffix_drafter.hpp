@@ -139,7 +139,9 @@ class SuffixDrafter {
     if (rows.num_rows() == 0 && rows.vocab() != vocab_) rows.resize(0, vocab_);
     std::vector<TokenId> pattern;
     for (const std::int32_t slot : request.frontier) {
-      pattern.assign(context_.begin(), context_.end());
+      // The context's last depth tokens are all a pattern can use.
+      const auto keep = std::min<std::size_t>(context_.size(), static_cast<std::size_t>(local_.max_depth()));
+      pattern.assign(context_.end() - static_cast<std::ptrdiff_t>(keep), context_.end());
       for (const std::int32_t n : request.tree->path_to(slot)) pattern.push_back(request.tree->token(n));
       const auto p = tail(pattern);
       auto continuations = local_.continuations(p);
