@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Trains the project's SentencePiece tokenizer on the corpus training split and
 # reports tokens per byte on the held-out split.
-#   bash scripts/corpus/train_tokenizer.sh [CORPUS_DIR] [OUT_DIR]
-# defaults: build/corpus (from build_corpus.sh) and build/tokenizer.
+#   bash scripts/corpus/train_tokenizer.sh [CORPUS_DIR] [OUT_DIR] [VOCAB_SIZE]
+# defaults: build/corpus (from build_corpus.sh), build/tokenizer and 8000 (the
+# target's; models/draft-4k/ uses 4000, a second vocabulary for the
+# cross-vocabulary methods slem and tli).
 # Writes OUT_DIR/tokenizer.model, tokenizer.vocab, tokens_per_byte.txt.
 #
 # Llama-style BPE with byte fallback: <unk>=0, <s>=1, </s>=2, no pad; digits
@@ -18,6 +20,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 corpus="${1:-$here/../../build/corpus}"
 out="${2:-$here/../../build/tokenizer}"
+vocab_size="${3:-8000}"
 [ -f "$corpus/train.txt" ] || { echo "no $corpus/train.txt: run build_corpus.sh first" >&2; exit 1; }
 if ! command -v spm_train >/dev/null; then
   sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
@@ -36,7 +39,7 @@ trap 'rm -rf "$tmp"' EXIT
 grep -v -e '^<|doc|> ' -e '^$' "$corpus/train.txt" > "$tmp/train_lines.txt"
 
 (cd "$tmp" && spm_train --input=train_lines.txt --model_prefix=tokenizer \
-  --model_type=bpe --vocab_size=8000 --character_coverage=0.9995 --byte_fallback=true \
+  --model_type=bpe --vocab_size="$vocab_size" --character_coverage=0.9995 --byte_fallback=true \
   --unk_id=0 --bos_id=1 --eos_id=2 --pad_id=-1 --split_digits=true \
   --normalization_rule_name=identity --remove_extra_whitespaces=false --add_dummy_prefix=false \
   --allow_whitespace_only_pieces=true --max_sentencepiece_length=16 \

@@ -124,7 +124,18 @@ class ModelDrafter {
   }
 
   void commit(std::span<const TokenId> tokens) {
-    if (tokens.empty()) return;
+    if (tokens.empty()) {
+      // Nothing committed (a cross-vocabulary drafter's target token that
+      // spells nothing here): the round's drafts go, the pending tokens but
+      // the root stay cached, and the next round starts at the same root.
+      if (root_staged_ < 0) return;
+      keep_.resize(static_cast<std::size_t>(root_staged_));
+      std::iota(keep_.begin(), keep_.end(), 0);
+      model_->accept(seq_, keep_);
+      cached_ += static_cast<std::int64_t>(keep_.size());
+      reset_round();
+      return;
+    }
     context_.insert(context_.end(), tokens.begin(), tokens.end());
     if (root_staged_ < 0) return;  // nothing drafted this round: all of it stays pending
     keep_.resize(static_cast<std::size_t>(root_staged_) + 1);
