@@ -11,12 +11,17 @@
 #include "host_lyanna_head.hpp"
 #include "specdec/methods/lyanna.hpp"
 #include "specdec/methods/standard_methods.hpp"
+#include "specdec/tokenizer/text_vocabulary.hpp"
 
 namespace host_engine {
 
 inline specdec::MethodRegistry<HostLlama> method_registry() {
   specdec::MethodHooks<HostLlama> hooks;
-  hooks.load_model = [](const std::filesystem::path& dir) { return std::make_unique<HostLlama>(dir); };  // SV's companion
+  // SV's companion, slem's and tli's draft
+  hooks.load_model = [](const std::filesystem::path& dir) { return std::make_unique<HostLlama>(dir); };
+  hooks.load_vocabulary = [](const std::filesystem::path& path) {  // slem's and tli's tokenizers
+    return specdec::tokenizer::text_vocabulary(specdec::Tokenizer::load(path), path.string());
+  };
   auto registry = specdec::standard_methods<HostLlama>(std::move(hooks));
   registry.add(specdec::methods::lyanna_method<HostLlama, HostLyannaHead>(
       [](const specdec::MethodContext<HostLlama>& c) {

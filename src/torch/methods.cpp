@@ -14,6 +14,7 @@
 #include "specdec/methods/spire.hpp"
 #include "specdec/methods/standard_methods.hpp"
 #include "specdec/select/sv_profiling.hpp"
+#include "specdec/tokenizer/text_vocabulary.hpp"
 #include "specdec/torch/draft_head.hpp"
 #include "specdec/torch/hot_lm_head.hpp"
 #include "specdec/torch/spire_draft.hpp"
@@ -58,6 +59,9 @@ class HotLmHeadScope {
 MethodHooks<LlamaModel> hooks() {
   MethodHooks<LlamaModel> h;
   h.load_model = [](const std::filesystem::path& dir) { return std::make_unique<LlamaModel>(LlamaModel::load(dir)); };
+  h.load_vocabulary = [](const std::filesystem::path& path) {
+    return tokenizer::text_vocabulary(Tokenizer::load(path), path.string());
+  };
   // OpenMP's thread count is per thread, but ATen resets a thread's count to
   // the process-wide one on its first parallel region unless
   // at::set_num_threads set it there. (With omp_set_num_threads instead,

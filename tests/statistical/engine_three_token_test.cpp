@@ -23,8 +23,10 @@
 #include "specdec/accept/typical_acceptance.hpp"
 #include "specdec/carry/lagged_tail.hpp"
 #include "specdec/draft/eagle_head_drafter.hpp"
+#include "specdec/draft/intersection_drafter.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/draft/ngram_drafter.hpp"
+#include "specdec/draft/string_match_drafter.hpp"
 #include "specdec/draft/suffix_drafter.hpp"
 #include "specdec/engine/lyanna_decoder.hpp"
 #include "specdec/engine/speculative_decoder.hpp"
@@ -47,6 +49,7 @@
 #include "support/catch.hpp"
 #include "support/fake_feature_head.hpp"
 #include "support/fake_spire_head.hpp"
+#include "support/toy_vocabulary.hpp"
 
 namespace sd = specdec;
 namespace st = specdec::testing;
@@ -235,6 +238,41 @@ SvFit sv_batch_fit(const sd::SamplingParams& sampling, sd::ChainBuilder::Pick pi
   return out;
 }
 
+// A draft with another vocabulary (arXiv 2502.05202): the toy target's 8
+// pieces and a draft of 6 (sharing a, b, c, bc; its "cab" straddles the
+// target's "ca" + "b"), a draft model over the draft's vocabulary. SLEM drafts
+// text re-tokenized for the target (one-hot guesses); TLI drafts `builder`'s
+// trees from the shared tokens. Prompt 3 1 4 is "ab" "b" "bc".
+template <bool kSlem, class Builder, class Rule>
+sd::testing::ChiSquareResult cross_vocabulary_fit(Builder builder, Rule rule, sd::DraftBudget budget,
+                                                  const sd::SamplingParams& sampling) {
+  HashedContextModel target(kVocab, 11), draft(6, 12, 2, 2.0f, /*noise=*/1.0f);
+  const auto target_vocabulary = st::toy_target_vocabulary();
+  const auto draft_vocabulary = st::toy_draft_vocabulary();
+  const sd::VocabularyMap map(draft_vocabulary, target_vocabulary);
+  Verifier verifier(target);
+  const std::vector<sd::TokenId> prompt = {3, 1, 4};
+  std::int64_t accepted = 0;
+  auto run = [&](auto& drafter) {
+    sd::SpeculativeDecoder decoder(drafter, std::move(builder), verifier, std::move(rule), sd::FixedLength(budget));
+    return fit_three_tokens(target, prompt, sampling, [&](std::uint64_t seed) {
+      auto out = decoder.generate(prompt, three_tokens(seed, sampling));
+      accepted += out.stats.acceptance.num_accepted;
+      return out;
+    });
+  };
+  sd::testing::ChiSquareResult fit;
+  if constexpr (kSlem) {
+    sd::StringMatchDrafter drafter(Drafter(draft, 0), map);
+    fit = run(drafter);
+  } else {
+    sd::IntersectionDrafter drafter(Drafter(draft, 0), map);
+    fit = run(drafter);
+  }
+  CHECK(accepted > 0);  // drafts were accepted, so their law was tested
+  return fit;
+}
+
 sd::StaticTreeShape small_tree() { return sd::StaticTreeShape::from_choices({{0}, {1}, {0, 0}, {0, 1}, {1, 0}, {0, 0, 0}}); }
 
 // The three-token fit of one method verified by `rule`: a draft model's
@@ -260,6 +298,15 @@ sd::testing::ChiSquareResult method_fit(const std::string& method, const sd::Sam
       return fit_three_tokens(m.target, repeats, sampling,
                               [&](std::uint64_t seed) { return decoder.generate(repeats, three_tokens(seed, sampling)); });
     }
+  }
+  if constexpr (sd::RuleFitsDrafter<Rule, sd::StringMatchDrafter<Drafter>>) {
+    if (method == "slem")
+      return cross_vocabulary_fit<true>(sd::ChainBuilder{sd::ChainBuilder::Pick::kTop1}, rule, chain_budget, sampling);
+  }
+  if (method == "tli") return cross_vocabulary_fit<false>(sd::ChainBuilder{}, rule, chain_budget, sampling);
+  if constexpr (!sd::kVerifiesChainsOnly<Rule>) {
+    if (method == "tli, dynamic tree")
+      return cross_vocabulary_fit<false>(sd::DynamicTreeBuilder{2, 3, 6}, rule, tree_budget, sampling);
   }
   if constexpr (!sd::kVerifiesChainsOnly<Rule> && sd::RuleFitsDrafter<Rule, sd::SuffixDrafter>) {
     if (method == "suffix") {  // the global index grows over the generations: trees from both indexes
@@ -337,11 +384,13 @@ TEST_CASE("Every lossless method keeps the target's joint law of three tokens", 
   const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
   const std::string method = GENERATE(
       "chain, speculative sampling", "chain", "static tree, sampled without replacement",
-      "static tree, i.i.d.", "static tree, top-k", "dynamic tree", "sequoia", "n-gram", "suffix",
-      "eagle head", "lyanna, fusion", "lyanna, separate re-sampled forward", "lyanna, no re-sampling");
+      "static tree, i.i.d.", "static tree, top-k", "dynamic tree", "sequoia", "n-gram", "suffix", "slem",
+      "tli, speculative sampling", "tli, dynamic tree", "eagle head", "lyanna, fusion", "lyanna, separate re-sampled forward", "lyanna, no re-sampling");
   INFO(method << ", " << st::describe(sampling));
   const auto fit = method == "chain, speculative sampling"
                        ? method_fit("chain", sampling, sd::SpeculativeSampling{})
+                   : method == "tli, speculative sampling"
+                       ? method_fit("tli", sampling, sd::SpeculativeSampling{})
                        : method_fit(method, sampling, sd::RecursiveRejectionSampling{});
   INFO(fit.describe());
   CHECK_FALSE(fit.rejects(st::kAlpha));
@@ -353,6 +402,7 @@ TEST_CASE("Block and traversal verification keep the three-token law in every me
       "chain, block", "chain, traversal", "greedy-drafted chain, block", "n-gram, block",
       "static tree, sampled without replacement, traversal", "static tree, i.i.d., traversal",
       "static tree, top-k, traversal", "dynamic tree, traversal", "sequoia, traversal", "suffix, traversal",
+      "slem, block", "tli, block", "tli, dynamic tree, traversal",
       "eagle head, traversal", "lyanna, fusion, traversal", "duo, traversal", "sv at batch 4, block");
   INFO(method << ", " << st::describe(sampling));
   sd::testing::ChiSquareResult fit;

@@ -29,6 +29,7 @@
 #include "specdec/concepts.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/sampling_params.hpp"
+#include "specdec/draft/text_vocabulary.hpp"
 #include "specdec/engine/any_decoder.hpp"
 #include "specdec/methods/method_config.hpp"
 #include "specdec/methods/method_rules.hpp"
@@ -37,7 +38,17 @@ namespace specdec {
 
 // What a method runs besides the target.
 // kSelfDraft: the target drafts for itself through a sparse cache (MagicDec).
-enum class MethodModels : std::uint8_t { kTargetOnly, kDraftModel, kLyannaHead, kEagleHead, kSelfDraft, kSpireDraft };
+// kOtherVocabularyDraft: a draft model with its own tokenizer, which the
+// method loads itself (slem, tli).
+enum class MethodModels : std::uint8_t {
+  kTargetOnly,
+  kDraftModel,
+  kLyannaHead,
+  kEagleHead,
+  kSelfDraft,
+  kSpireDraft,
+  kOtherVocabularyDraft
+};
 inline const char* describe(MethodModels m) {
   switch (m) {
     case MethodModels::kTargetOnly: return "target only";
@@ -46,6 +57,7 @@ inline const char* describe(MethodModels m) {
     case MethodModels::kEagleHead: return "target + EAGLE head";
     case MethodModels::kSelfDraft: return "target, drafting for itself (sparse KV)";
     case MethodModels::kSpireDraft: return "target + SPIRe draft";
+    case MethodModels::kOtherVocabularyDraft: return "target + a draft model with another vocabulary";
   }
   return "?";
 }
@@ -59,6 +71,10 @@ struct MethodHooks {
   // Loads a model from a checkpoint directory (SV's companion). Without it a
   // method that needs one refuses with a sentence.
   std::function<std::unique_ptr<M>(const std::filesystem::path&)> load_model;
+  // Reads a tokenizer file as a TextVocabulary (the cross-vocabulary methods
+  // slem and tli read the target's and the draft's). Without it those methods
+  // refuse with a sentence.
+  std::function<TextVocabulary(const std::filesystem::path&)> load_vocabulary;
   // Runs first on every thread a method starts for its models (DuoDecoding's
   // target and draft threads), with the cores that thread has: where a
   // backend sets its per-thread thread count.
@@ -96,6 +112,7 @@ struct MethodInfo {
   bool chain_only = false;          // drafts chains only (rule=block fits)
   std::vector<MethodParam> params;  // with rule= for every speculative method
   std::function<AnyDecoder(const MethodContext<M>&)> make;
+  bool one_hot_drafts = false;      // a draft-model method whose drafts are guesses, not draws (slem)
 };
 
 template <Model M>
@@ -137,8 +154,16 @@ class MethodRegistry {
     const bool has_rule = std::any_of(info.params.begin(), info.params.end(), [](const auto& p) { return p.key == "rule"; });
     if (!has_rule) return "no acceptance rule";
     return methods::describe(
-        methods::rule_kind(config, sampling, methods::RuleFit{info.chain_only, info.models == MethodModels::kDraftModel ||
-                                                                     info.models == MethodModels::kSelfDraft}));
+        methods::rule_kind(config, sampling,
+                           methods::RuleFit{drafts_chains(info, config), !info.one_hot_drafts && (info.models == MethodModels::kDraftModel ||
+                                                                                      info.models == MethodModels::kSelfDraft ||
+                                                                                      info.models == MethodModels::kOtherVocabularyDraft)}));
+  }
+
+  // Whether `config` drafts chains only: the method always does, or its
+  // shape=chain says so (tli).
+  static bool drafts_chains(const MethodInfo<M>& info, const MethodConfig& config) {
+    return info.chain_only || (config.has("shape") && config.text("shape") == "chain");
   }
 
   // Builds the method on `target` (and `draft` for the draft-model methods),

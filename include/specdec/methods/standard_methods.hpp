@@ -18,8 +18,10 @@
 #include "specdec/methods/method_registry.hpp"
 #include "specdec/methods/ngram.hpp"
 #include "specdec/methods/sequoia.hpp"
+#include "specdec/methods/slem.hpp"
 #include "specdec/methods/suffix.hpp"
 #include "specdec/methods/sv.hpp"
+#include "specdec/methods/tli.hpp"
 #include "specdec/methods/tree.hpp"
 
 namespace specdec {
@@ -37,6 +39,8 @@ MethodRegistry<M> standard_methods(MethodHooks<M> hooks = {}) {
   r.add(methods::magicdec_method<M>());
   r.add(methods::duo_method<M>());
   r.add(methods::sv_method<M>());
+  r.add(methods::slem_method<M>());
+  r.add(methods::tli_method<M>());
   return r;
 }
 

@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "specdec/methods/standard_methods.hpp"
-#include "support/catch.hpp"
 #include "specdec/testing/hashed_context_model.hpp"
+#include "support/catch.hpp"
+#include "support/toy_vocabulary.hpp"
 
 namespace sd = specdec;
 using sd::testing::HashedContextModel;
@@ -67,6 +68,77 @@ TEST_CASE("A method built by name steps its requests as generate() runs each alo
   }
 }
 
+// Vocabularies for slem and tli over the registry's hooks: the target's 24
+// pieces over a, b, c, d (the letters, the 16 pairs, 4 triples) and a draft's
+// 20 (the letters, 12 of the pairs, 4 other triples), sharing their first 16
+// ids.
+sd::TextVocabulary letters_vocabulary(bool target) {
+  std::vector<std::string> pieces = {"a", "b", "c", "d"};
+  for (const char x : std::string("abcd"))
+    for (const char y : std::string("abcd"))
+      if (target || pieces.size() < 16) pieces.push_back(std::string{x, y});
+  for (const char* t : target ? std::vector<const char*>{"abc", "bcd", "cda", "dab"}
+                              : std::vector<const char*>{"acd", "bad", "cab", "dcb"})
+    pieces.emplace_back(t);
+  return sd::testing::toy_vocabulary(target ? "letters target" : "letters draft", pieces);
+}
+
+sd::MethodHooks<HashedContextModel> other_vocabulary_hooks() {
+  sd::MethodHooks<HashedContextModel> h;
+  h.load_model = [](const std::filesystem::path&) {
+    // The target's seed: where the last two tokens are shared (same ids in
+    // both vocabularies), the draft's logits are the target's plus noise.
+    return std::make_unique<HashedContextModel>(20, 1, 2, 2.0f, /*noise=*/0.7f);
+  };
+  h.load_vocabulary = [](const std::filesystem::path& path) {
+    return letters_vocabulary(path.filename() != "tokenizer.model" || path.parent_path().filename() != "draft-4k");
+  };
+  return h;
+}
+
+TEST_CASE("slem and tli built by name emit the greedy tokens and step as generate() runs each alone",
+          "[unit][engine][methods][cross-vocabulary]") {
+  const auto registry = sd::standard_methods<HashedContextModel>(other_vocabulary_hooks());
+  for (const char* spec : {"slem", "slem:hold=0:k=6", "tli", "tli:shape=dynamic:total=8", "tli:rule=block",
+                           "tli:rule=speculative"}) {
+    INFO(spec);
+    // Greedy: exactly the target's own greedy continuation.
+    {
+      Models m;
+      auto method = registry.make(spec, m.target, nullptr, sd::SamplingParams{0.0f});
+      std::int64_t accepted = 0;
+      for (std::int32_t i = 0; i < 3; ++i) {
+        const auto prompt = sd::testing::request_prompt(i, kVocab);
+        sd::GenerationOptions o;
+        o.max_new_tokens = 40;
+        const auto out = method.generate(prompt, o);
+        CHECK(out.tokens == sd::testing::greedy_continuation(m.target, prompt, 40));
+        accepted += out.stats.acceptance.num_accepted;
+      }
+      CHECK(accepted > 0);  // drafts were accepted, so the equality tested them
+    }
+    // Mixed greedy and sampled requests, stepped together.
+    const sd::SamplingParams setup{0.9f, 0, 0.95f};
+    Models alone_models, stepped_models;
+    auto alone = registry.make(spec, alone_models.target, nullptr, setup);
+    auto stepped = registry.make(spec, stepped_models.target, nullptr, setup);
+    std::map<std::int32_t, std::vector<sd::TokenId>> expected, got;
+    for (std::int32_t i = 0; i < 4; ++i)
+      expected[i] = alone.generate(sd::testing::request_prompt(i, kVocab), options_of(i)).tokens;
+    for (std::int32_t i = 0; i < 4; ++i) stepped.begin(i, sd::testing::request_prompt(i, kVocab), options_of(i));
+    while (!stepped.requests().empty()) {
+      stepped.step();
+      for (const auto id : stepped.requests())
+        if (stepped.done(id)) got[id] = stepped.take_result(id).tokens;
+    }
+    CHECK(got == expected);
+  }
+  Models m;
+  CHECK_THROWS_WITH(registry.make("tli:shape=ring", m.target, nullptr, {}), Catch::Contains("unknown shape 'ring'"));
+  CHECK_THROWS_WITH(registry.make("slem:rule=speculative", m.target, nullptr, {}), Catch::Contains("rule="));
+  CHECK(registry.describe_rule(registry.parse("tli:rule=block"), {}).find("block") != std::string::npos);
+}
+
 TEST_CASE("A stepped method's requests: ids, results, abort and misuse", "[unit][engine][methods]") {
   const auto registry = sd::standard_methods<HashedContextModel>();
   Models m;
@@ -115,7 +187,7 @@ TEST_CASE("The registry lists, parses and builds by name, and a host adds its ow
   std::vector<std::string> names;
   for (const auto& m : registry.methods()) names.push_back(m.name);
   CHECK(names == std::vector<std::string>{"autoregressive", "chain", "tree", "dynamic", "sequoia", "ngram",
-                                          "suffix", "magicdec", "duo", "sv"});
+                                          "suffix", "magicdec", "duo", "sv", "slem", "tli"});
   CHECK_THROWS_WITH(registry.find("beam"), Catch::Contains("unknown method 'beam'") && Catch::Contains("duo"));
   CHECK_THROWS_WITH(registry.parse("chain:colour=red"), Catch::Contains("k, policy, threshold, rule"));
   CHECK_THROWS_WITH(registry.parse("chain:k=x"), Catch::Contains("k=x is not a number"));
@@ -131,6 +203,7 @@ TEST_CASE("The registry lists, parses and builds by name, and a host adds its ow
   HashedContextModel other_vocab(kVocab + 1, 3);
   CHECK_THROWS_AS(registry.make("chain", m.target, &other_vocab, {}), sd::ShapeError);
   CHECK_THROWS_WITH(registry.make("sv:all=1", m.target, &m.draft, {}), Catch::Contains("load_model"));
+  CHECK_THROWS_WITH(registry.make("slem", m.target, nullptr, {}), Catch::Contains("load_vocabulary"));
   CHECK_THROWS_WITH(registry.make("tree:rule=block", m.target, &m.draft, {}), Catch::Contains("rule=traversal"));
 
   // A host's own method: its recipe, registered beside the library's.
