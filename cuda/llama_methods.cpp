@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "specdec/methods/standard_methods.hpp"
+#include "specdec/tokenizer/text_vocabulary.hpp"
 
 namespace specdec::cuda {
 
@@ -13,6 +14,9 @@ const MethodRegistry<LlamaModel>& method_registry() {
     MethodHooks<LlamaModel> hooks;
     hooks.load_model = [](const std::filesystem::path& dir) {
       return std::make_unique<LlamaModel>(LlamaModel::load(dir));
+    };
+    hooks.load_vocabulary = [](const std::filesystem::path& path) {  // slem's and tli's tokenizers
+      return tokenizer::text_vocabulary(Tokenizer::load(path), path.string());
     };
     return standard_methods<LlamaModel>(std::move(hooks));
   }();

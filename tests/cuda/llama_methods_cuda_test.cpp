@@ -38,7 +38,7 @@ TEST_CASE("The CUDA registry lists the standard methods", "[unit]") {
   std::vector<std::string> names;
   for (const auto& m : sd::cuda::method_registry().methods()) names.push_back(m.name);
   CHECK(names == std::vector<std::string>{"autoregressive", "chain", "tree", "dynamic", "sequoia", "ngram",
-                                          "suffix", "magicdec", "duo", "sv"});
+                                          "suffix", "magicdec", "duo", "sv", "slem", "tli"});
 }
 
 TEST_CASE("Every method on the CUDA model decodes greedily as autoregressive decoding does", "[cuda]") {

@@ -454,7 +454,8 @@ TEST_CASE("The registry lists every method, specs round-trip, and lossy rules sa
   }
   // The registry's standard methods, then the feature-head methods this backend adds.
   CHECK(names == std::vector<std::string>{"autoregressive", "chain", "tree", "dynamic", "sequoia", "ngram",
-                                          "suffix", "magicdec", "duo", "sv", "lyanna", "eagle", "spire"});
+                                          "suffix", "magicdec", "duo", "sv", "slem", "tli", "lyanna", "eagle",
+                                          "spire"});
   CHECK_THROWS_WITH(tb::find_method("beam"), Catch::Contains("beam") && Catch::Contains("lyanna"));
   CHECK_THROWS_WITH(tb::parse_method("chain:colour=red"), Catch::Contains("k, policy, threshold, hot, rule"));
   const sd::SamplingParams greedy{0.0f}, sampled{0.8f};
@@ -535,7 +536,7 @@ TEST_CASE("The default models in models/ load, share a tokenizer and generate", 
            {"chain:k=4", "chain:k=4:policy=heuristic", "tree", "dynamic:top_k=4:depth=4:total=12",
             "sequoia:p=0.6,0.15,0.05:total=12:depth=4", "ngram:k=4", "suffix", "lyanna", "lyanna:fusion=0",
             "chain:k=4:hot=1024", "lyanna:hot=1024:policy=cost", "eagle", "eagle:policy=cost:hot=1024",
-            "spire"}) {
+            "spire", "slem", "slem:hold=1", "tli", "tli:shape=dynamic"}) {
         auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f}, models);
         sd::GenerationOptions go;
         go.max_new_tokens = 32;

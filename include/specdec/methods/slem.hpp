@@ -14,9 +14,9 @@ template <class M>
 MethodInfo<M> slem_method() {
   std::vector<MethodParam> params = {{"k", ParamType::kInt, "4", "target tokens proposed per round", true}};
   for (auto& p : chain_policy_params()) params.push_back(std::move(p));
-  params.push_back({"hold", ParamType::kFlag, "1",
-                    "hold back the last target token of the draft text until the next draft token (0: propose it, as "
-                    "the paper's implementation does)"});
+  params.push_back({"hold", ParamType::kFlag, "0",
+                    "1: hold back the last target token of the draft text until the next draft token (0: propose it, "
+                    "as the paper's implementation does)"});
   for (auto& p : other_vocabulary_params()) params.push_back(std::move(p));
   params.push_back(rule_param());
   MethodInfo<M> info{"slem", "a draft with another vocabulary: its text re-tokenized for the target, exact match",

@@ -16,9 +16,9 @@ MethodInfo<M> tli_method() {
   std::vector<MethodParam> params = {
       {"shape", ParamType::kText, "chain", "chain (k tokens) | dynamic (EAGLE-2 tree of top_k, depth, total)"},
       {"k", ParamType::kInt, "4", "chain: drafted tokens per round", true},
-      {"top_k", ParamType::kInt, "4", "dynamic: children per expanded node, nodes expanded per level", true},
-      {"depth", ParamType::kInt, "4", "dynamic: levels", true},
-      {"total", ParamType::kInt, "16", "dynamic: nodes sent to the target", true}};
+      {"top_k", ParamType::kInt, "4", "dynamic: children per expanded node, nodes expanded per level"},
+      {"depth", ParamType::kInt, "4", "dynamic: levels"},
+      {"total", ParamType::kInt, "16", "dynamic: nodes sent to the target"}};
   for (auto& p : chain_policy_params()) params.push_back(std::move(p));
   for (auto& p : other_vocabulary_params()) params.push_back(std::move(p));
   params.push_back(rule_param());

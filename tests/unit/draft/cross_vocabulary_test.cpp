@@ -143,14 +143,14 @@ TEST_CASE("The vocabulary map shares same-kind same-bytes tokens and spells targ
   CHECK(out == std::vector<TokenId>{0, 1, 2, 0, 1});
 }
 
-TEST_CASE("SLEM proposes the target's spelling of the draft text, holding back the last token",
+TEST_CASE("SLEM proposes the target's spelling of the draft text, with or without holding back",
           "[unit][draft][cross-vocabulary][slem]") {
   const auto target = sd::testing::toy_target_vocabulary();
   const auto draft = sd::testing::toy_draft_vocabulary();
   const sd::VocabularyMap map(draft, target);
   // Drafted: cab, c, a, bc, aa = "cabcabcaa"; the target's spelling by longest
   // match is ca, bc, abc, a, a.
-  sd::StringMatchDrafter slem(scripted(6, {4, 2, 0, 3, 5, 0, 0, 0, 0, 0}), map);
+  sd::StringMatchDrafter slem(scripted(6, {4, 2, 0, 3, 5, 0, 0, 0, 0, 0}), map, /*hold_back=*/true);
   slem.begin(std::vector<TokenId>{0, 2});  // "ac": the draft reads a, c
   CHECK(slem.inner().begun == std::vector<TokenId>{0, 2});
   CHECK(chain_of(slem, 2, 4) == std::vector<TokenId>{5, 4, 6, 0});
@@ -164,6 +164,13 @@ TEST_CASE("SLEM proposes the target's spelling of the draft text, holding back t
   slem.commit(std::vector<TokenId>{5, 4, 1});
   REQUIRE(slem.inner().commits.size() == 1);
   CHECK(slem.inner().commits[0] == std::vector<TokenId>{4, 2, 1});
+
+  // Without holding back (the default, as the paper's implementation): "cab"
+  // proposes ca and b at once, and each later draft token what it adds.
+  sd::StringMatchDrafter eager(scripted(6, {4, 2, 0, 3, 5, 0, 0, 0, 0, 0}), map);
+  eager.begin(std::vector<TokenId>{0, 2});
+  CHECK(chain_of(eager, 2, 4) == std::vector<TokenId>{5, 1, 2, 0});
+  CHECK(eager.drafted().size() == 3);
 }
 
 TEST_CASE("SLEM proposes nothing off its own path and ends the text at a drafted EOS",
@@ -197,7 +204,7 @@ TEST_CASE("SLEM waits for a character split across draft tokens before spelling 
   const auto target = toy_vocabulary("t", {"a", "\xC3\xA9", "a\xC3\xA9"}, 0, "\xC3\xA9");
   const auto draft = toy_vocabulary("d", {"a", "b"}, 0, "\xC3\xA9");
   const sd::VocabularyMap map(draft, target);
-  sd::StringMatchDrafter slem(scripted(4, {0, 2, 3, 0, 1, 1, 1, 1}), map);
+  sd::StringMatchDrafter slem(scripted(4, {0, 2, 3, 0, 1, 1, 1, 1}), map, /*hold_back=*/true);
   slem.begin(std::vector<TokenId>{0});
   // "a", "\xC3", "\xA9", "a" -> aé, a (held back). Spelling "a\xC3" early
   // would have proposed a and lost the longer piece.

@@ -99,7 +99,7 @@ sd::MethodHooks<HashedContextModel> other_vocabulary_hooks() {
 TEST_CASE("slem and tli built by name emit the greedy tokens and step as generate() runs each alone",
           "[unit][engine][methods][cross-vocabulary]") {
   const auto registry = sd::standard_methods<HashedContextModel>(other_vocabulary_hooks());
-  for (const char* spec : {"slem", "slem:hold=0:k=6", "tli", "tli:shape=dynamic:total=8", "tli:rule=block",
+  for (const char* spec : {"slem", "slem:hold=1:k=6", "tli", "tli:shape=dynamic:total=8", "tli:rule=block",
                            "tli:rule=speculative"}) {
     INFO(spec);
     // Greedy: exactly the target's own greedy continuation.
