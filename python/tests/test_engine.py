@@ -24,10 +24,11 @@ def greedy_continuation(n):
 
 def runnable():
     """The methods a pair of Python models can run (not MagicDec's sparse cache,
-    nor SV, which reads a companion model and profiles from files), with the
-    options they cannot do without."""
+    nor SV, which reads a companion model and profiles from files, nor slem and
+    tli, which load a draft and two tokenizers from files), with the options
+    they cannot do without."""
     needs = {"sequoia": "sequoia:p=0.6,0.2,0.1,0.1:total=8:depth=4"}
-    return [needs.get(m["name"], m["name"]) for m in specdec.methods() if m["name"] not in ("magicdec", "sv")]
+    return [needs.get(m["name"], m["name"]) for m in specdec.methods() if m["name"] not in ("magicdec", "sv", "slem", "tli")]
 
 
 def test_the_methods_are_listed_with_their_parameters():
@@ -52,6 +53,8 @@ def test_methods_a_python_model_cannot_run_say_why():
         specdec.method("magicdec", target).generate(PROMPT, max_new_tokens=4)
     with pytest.raises(specdec.InvalidArgumentError, match="needs a draft model"):
         specdec.method("chain:k=3", target)
+    with pytest.raises(specdec.InvalidArgumentError, match="load_vocabulary"):
+        specdec.method("slem", target)
     with pytest.raises(specdec.InvalidArgumentError, match=r"needs the method open\(\)"):
         specdec.method("autoregressive", object())
 

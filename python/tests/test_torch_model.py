@@ -16,7 +16,7 @@ PROMPT = [1, 2, 3]
 
 def runnable():
     needs = {"sequoia": "sequoia:p=0.6,0.2,0.1,0.1:total=8:depth=4"}
-    return [needs.get(m["name"], m["name"]) for m in specdec.methods() if m["name"] not in ("magicdec", "sv")]
+    return [needs.get(m["name"], m["name"]) for m in specdec.methods() if m["name"] not in ("magicdec", "sv", "slem", "tli")]
 
 
 @pytest.fixture(scope="module")
