@@ -35,8 +35,8 @@ void check_draft_tokenizer(const std::filesystem::path& draft, const std::filesy
     if (io::read_text_file(own) != io::read_text_file(used))
       throw InvalidArgumentError(fmt::format(
           "the draft's tokenizer {} differs from the one in use, {}: the draft's token ids would be verified "
-          "as "
-          "another vocabulary's (give both models one tokenizer, or name the one to use with --tokenizer)",
+          "as another vocabulary's (give both models one tokenizer, name the one to use with --tokenizer, or "
+          "draft across vocabularies with --method slem:draft=DIR or tli:draft=DIR)",
           own.string(), used.string()));
     return;
   }

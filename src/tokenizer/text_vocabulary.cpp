@@ -33,7 +33,8 @@ TextVocabulary text_vocabulary(const Tokenizer& tokenizer, std::string name) {
   std::vector<TextVocabulary::Kind> kinds(static_cast<std::size_t>(n), TextVocabulary::Kind::kText);
   for (TokenId id = 0; id < n; ++id) {
     const auto i = static_cast<std::size_t>(id);
-    if (id == tokenizer.bos_id() || id == tokenizer.eos_id() || id == tokenizer.unk_id() || id == tokenizer.pad_id()) {
+    if (id == tokenizer.bos_id() || id == tokenizer.eos_id() || id == tokenizer.unk_id() ||
+        id == tokenizer.pad_id()) {
       kinds[i] = TextVocabulary::Kind::kControl;
       continue;
     }
@@ -44,14 +45,15 @@ TextVocabulary text_vocabulary(const Tokenizer& tokenizer, std::string name) {
       continue;
     }
     std::string_view rest = piece;
-    for (auto at = rest.find(detail::kSpaceSymbol); at != std::string_view::npos; at = rest.find(detail::kSpaceSymbol)) {
+    for (auto at = rest.find(detail::kSpaceSymbol); at != std::string_view::npos;
+         at = rest.find(detail::kSpaceSymbol)) {
       bytes[i].append(rest.substr(0, at)).push_back(' ');
       rest.remove_prefix(at + detail::kSpaceSymbol.size());
     }
     bytes[i].append(rest);
   }
-  return TextVocabulary(std::move(name), std::move(bytes), std::move(kinds), tokenizer.bos_id(), tokenizer.eos_id(),
-                        [tokenizer](std::string_view text, std::vector<TokenId>& out) {
+  return TextVocabulary(std::move(name), std::move(bytes), std::move(kinds), tokenizer.bos_id(),
+                        tokenizer.eos_id(), [tokenizer](std::string_view text, std::vector<TokenId>& out) {
                           tokenizer.encode_append(text, false, out);
                         });
 }

@@ -254,7 +254,8 @@ sd::testing::ChiSquareResult cross_vocabulary_fit(Builder builder, Rule rule, sd
   const std::vector<sd::TokenId> prompt = {3, 1, 4};
   std::int64_t accepted = 0;
   auto run = [&](auto& drafter) {
-    sd::SpeculativeDecoder decoder(drafter, std::move(builder), verifier, std::move(rule), sd::FixedLength(budget));
+    sd::SpeculativeDecoder decoder(drafter, std::move(builder), verifier, std::move(rule),
+                                   sd::FixedLength(budget));
     return fit_three_tokens(target, prompt, sampling, [&](std::uint64_t seed) {
       auto out = decoder.generate(prompt, three_tokens(seed, sampling));
       accepted += out.stats.acceptance.num_accepted;
@@ -301,7 +302,8 @@ sd::testing::ChiSquareResult method_fit(const std::string& method, const sd::Sam
   }
   if constexpr (sd::RuleFitsDrafter<Rule, sd::StringMatchDrafter<Drafter>>) {
     if (method == "slem")
-      return cross_vocabulary_fit<true>(sd::ChainBuilder{sd::ChainBuilder::Pick::kTop1}, rule, chain_budget, sampling);
+      return cross_vocabulary_fit<true>(sd::ChainBuilder{sd::ChainBuilder::Pick::kTop1}, rule, chain_budget,
+                                        sampling);
   }
   if (method == "tli") return cross_vocabulary_fit<false>(sd::ChainBuilder{}, rule, chain_budget, sampling);
   if constexpr (!sd::kVerifiesChainsOnly<Rule>) {
@@ -382,10 +384,11 @@ sd::testing::ChiSquareResult method_fit(const std::string& method, const sd::Sam
 
 TEST_CASE("Every lossless method keeps the target's joint law of three tokens", "[statistical][engine]") {
   const sd::SamplingParams sampling = GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
-  const std::string method = GENERATE(
-      "chain, speculative sampling", "chain", "static tree, sampled without replacement",
-      "static tree, i.i.d.", "static tree, top-k", "dynamic tree", "sequoia", "n-gram", "suffix", "slem",
-      "tli, speculative sampling", "tli, dynamic tree", "eagle head", "lyanna, fusion", "lyanna, separate re-sampled forward", "lyanna, no re-sampling");
+  const std::string method =
+      GENERATE("chain, speculative sampling", "chain", "static tree, sampled without replacement",
+               "static tree, i.i.d.", "static tree, top-k", "dynamic tree", "sequoia", "n-gram", "suffix",
+               "slem", "tli, speculative sampling", "tli, dynamic tree", "eagle head", "lyanna, fusion",
+               "lyanna, separate re-sampled forward", "lyanna, no re-sampling");
   INFO(method << ", " << st::describe(sampling));
   const auto fit = method == "chain, speculative sampling"
                        ? method_fit("chain", sampling, sd::SpeculativeSampling{})
@@ -402,8 +405,8 @@ TEST_CASE("Block and traversal verification keep the three-token law in every me
       "chain, block", "chain, traversal", "greedy-drafted chain, block", "n-gram, block",
       "static tree, sampled without replacement, traversal", "static tree, i.i.d., traversal",
       "static tree, top-k, traversal", "dynamic tree, traversal", "sequoia, traversal", "suffix, traversal",
-      "slem, block", "tli, block", "tli, dynamic tree, traversal",
-      "eagle head, traversal", "lyanna, fusion, traversal", "duo, traversal", "sv at batch 4, block");
+      "slem, block", "tli, block", "tli, dynamic tree, traversal", "eagle head, traversal",
+      "lyanna, fusion, traversal", "duo, traversal", "sv at batch 4, block");
   INFO(method << ", " << st::describe(sampling));
   sd::testing::ChiSquareResult fit;
   const auto cut = method.rfind(", ");

@@ -31,7 +31,8 @@ inline TextVocabulary toy_vocabulary(std::string name, std::vector<std::string> 
   }
   const auto n = static_cast<TokenId>(pieces.size());
   const auto first_byte = n + controls;
-  auto encode = [pieces = std::move(pieces), byte_tokens, first_byte](std::string_view text, std::vector<TokenId>& out) {
+  auto encode = [pieces = std::move(pieces), byte_tokens, first_byte](std::string_view text,
+                                                                      std::vector<TokenId>& out) {
     while (!text.empty()) {
       TokenId best = kNoToken;
       std::size_t best_len = 0;
@@ -63,6 +64,8 @@ inline TextVocabulary toy_vocabulary(std::string name, std::vector<std::string> 
 inline TextVocabulary toy_target_vocabulary() {
   return toy_vocabulary("toy target", {"a", "b", "c", "ab", "bc", "ca", "abc", "cc"});
 }
-inline TextVocabulary toy_draft_vocabulary() { return toy_vocabulary("toy draft", {"a", "b", "c", "bc", "cab", "aa"}); }
+inline TextVocabulary toy_draft_vocabulary() {
+  return toy_vocabulary("toy draft", {"a", "b", "c", "bc", "cab", "aa"});
+}
 
 }  // namespace specdec::testing

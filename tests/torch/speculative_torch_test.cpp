@@ -536,7 +536,7 @@ TEST_CASE("The default models in models/ load, share a tokenizer and generate", 
            {"chain:k=4", "chain:k=4:policy=heuristic", "tree", "dynamic:top_k=4:depth=4:total=12",
             "sequoia:p=0.6,0.15,0.05:total=12:depth=4", "ngram:k=4", "suffix", "lyanna", "lyanna:fusion=0",
             "chain:k=4:hot=1024", "lyanna:hot=1024:policy=cost", "eagle", "eagle:policy=cost:hot=1024",
-            "spire", "slem", "slem:hold=1", "tli", "tli:shape=dynamic"}) {
+            "spire", "slem", "slem:hold=1", "tli", "tli:rule=speculative"}) {
         auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f}, models);
         sd::GenerationOptions go;
         go.max_new_tokens = 32;

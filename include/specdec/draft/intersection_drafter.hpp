@@ -45,17 +45,19 @@ namespace specdec {
 template <Drafter Inner>
 class IntersectionDrafter {
  public:
-  static_assert(Inner::kProvidesProbs,
-                "IntersectionDrafter restricts the draft's distributions: its inner drafter must provide them");
+  static_assert(
+      Inner::kProvidesProbs,
+      "IntersectionDrafter restricts the draft's distributions: its inner drafter must provide them");
   static constexpr bool kProvidesProbs = true;
 
   // `map` (draft -> target) must outlive the drafter and share the inner
   // drafter's vocabulary as its draft side.
   IntersectionDrafter(Inner inner, const VocabularyMap& map) : inner_(std::move(inner)), map_(&map) {
     if (inner_.vocab_size() != map.draft().size())
-      throw InvalidArgumentError(fmt::format("IntersectionDrafter: the draft model has vocabulary {}, the map's draft "
-                                             "vocabulary {} has {} tokens",
-                                             inner_.vocab_size(), map.draft().name(), map.draft().size()));
+      throw InvalidArgumentError(
+          fmt::format("IntersectionDrafter: the draft model has vocabulary {}, the map's draft "
+                      "vocabulary {} has {} tokens",
+                      inner_.vocab_size(), map.draft().name(), map.draft().size()));
     if (map.shared() == 0)
       throw InvalidArgumentError(fmt::format("IntersectionDrafter: vocabularies {} and {} share no token",
                                              map.draft().name(), map.target().name()));
@@ -84,13 +86,13 @@ class IntersectionDrafter {
   }
 
   // propose() for several drafters whose inner drafters draft in one batch.
-  static void propose_batch(std::span<IntersectionDrafter* const> drafters, std::span<const DraftRequest> requests,
-                            std::span<ProbMatrix* const> rows)
-    requires BatchDrafter<Inner>
-  {
+  static void propose_batch(std::span<IntersectionDrafter* const> drafters,
+                            std::span<const DraftRequest> requests,
+                            std::span<ProbMatrix* const> rows) requires BatchDrafter<Inner> {
     if (drafters.size() != requests.size() || drafters.size() != rows.size())
-      throw ShapeError(fmt::format("IntersectionDrafter::propose_batch: {} drafters, {} requests and {} row buffers",
-                                   drafters.size(), requests.size(), rows.size()));
+      throw ShapeError(
+          fmt::format("IntersectionDrafter::propose_batch: {} drafters, {} requests and {} row buffers",
+                      drafters.size(), requests.size(), rows.size()));
     std::vector<Inner*> inner;
     std::vector<DraftRequest> mirrored;
     std::vector<ProbMatrix*> draft_rows;
@@ -106,11 +108,8 @@ class IntersectionDrafter {
     for (std::size_t i = 0; i < drafters.size(); ++i) drafters[i]->append_restricted(first[i], *rows[i]);
   }
 
-  void prefill()
-    requires requires(Inner& d) { d.prefill(); }
-  {
-    inner_.prefill();
-  }
+  void prefill() requires requires(Inner& d) { d.prefill(); }
+  { inner_.prefill(); }
 
   void commit(std::span<const TokenId> tokens) {
     if (tokens.empty()) return;
@@ -135,10 +134,11 @@ class IntersectionDrafter {
     for (auto i = mirror_.size(); i < tree.size(); ++i) {
       const auto d = map_->to_draft(tree.token(i));
       if (d == kNoToken)
-        throw InvalidArgumentError(fmt::format(
-            "IntersectionDrafter: node {} holds target token {}, which the draft's vocabulary {} lacks (only shared "
-            "tokens can be drafted from)",
-            i, tree.token(i), map_->draft().name()));
+        throw InvalidArgumentError(
+            fmt::format("IntersectionDrafter: node {} holds target token {}, which the draft's vocabulary {} "
+                        "lacks (only shared "
+                        "tokens can be drafted from)",
+                        i, tree.token(i), map_->draft().name()));
       mirror_.add_node(tree.parent(i), d, tree.node(i).draft_prob);
     }
     return DraftRequest{&mirror_, request.frontier};

@@ -39,11 +39,13 @@
 
 #include <fmt/format.h>
 
+#include "specdec/accept/row_math.hpp"
 #include "specdec/concepts.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/prob_matrix.hpp"
 #include "specdec/core/rng.hpp"
 #include "specdec/core/sampling_params.hpp"
+#include "specdec/core/warp.hpp"
 #include "specdec/draft/vocabulary_map.hpp"
 #include "specdec/tokenizer/text_util.hpp"
 
@@ -54,8 +56,9 @@ namespace specdec {
 template <Drafter Inner>
 class StringMatchDrafter {
  public:
-  static_assert(Inner::kProvidesProbs, "StringMatchDrafter samples the draft's text: its inner drafter must "
-                                       "provide distributions");
+  static_assert(Inner::kProvidesProbs,
+                "StringMatchDrafter samples the draft's text: its inner drafter must "
+                "provide distributions");
   static constexpr bool kProvidesProbs = false;  // one-hot guesses: the target's spelling of the draft text
   // The stream of the draft's own draws (the request's seed, another stream
   // than the engine's).
@@ -66,9 +69,10 @@ class StringMatchDrafter {
   StringMatchDrafter(Inner inner, const VocabularyMap& map, bool hold_back = false)
       : inner_(std::move(inner)), map_(&map), hold_back_(hold_back) {
     if (inner_.vocab_size() != map.draft().size())
-      throw InvalidArgumentError(fmt::format("StringMatchDrafter: the draft model has vocabulary {}, the map's draft "
-                                             "vocabulary {} has {} tokens",
-                                             inner_.vocab_size(), map.draft().name(), map.draft().size()));
+      throw InvalidArgumentError(
+          fmt::format("StringMatchDrafter: the draft model has vocabulary {}, the map's draft "
+                      "vocabulary {} has {} tokens",
+                      inner_.vocab_size(), map.draft().name(), map.draft().size()));
   }
 
   std::int64_t vocab_size() const { return map_->target().size(); }
@@ -90,11 +94,8 @@ class StringMatchDrafter {
     reset_round();
   }
 
-  void prefill()
-    requires requires(Inner& d) { d.prefill(); }
-  {
-    inner_.prefill();
-  }
+  void prefill() requires requires(Inner& d) { d.prefill(); }
+  { inner_.prefill(); }
 
   // One row per frontier slot: one-hot at the proposal for the slot's depth
   // when the path to the slot spells the proposals before it, all zero
@@ -103,14 +104,16 @@ class StringMatchDrafter {
     if (request.tree == nullptr) throw InvalidArgumentError("StringMatchDrafter: the request has no tree");
     const DraftTree& tree = *request.tree;
     if (tree.root_token() != root_)
-      throw InvalidArgumentError(fmt::format(
-          "StringMatchDrafter: the tree's root token {} is not the last committed token {}", tree.root_token(), root_));
+      throw InvalidArgumentError(
+          fmt::format("StringMatchDrafter: the tree's root token {} is not the last committed token {}",
+                      tree.root_token(), root_));
     expect_draft_vocab(rows, vocab_size(), "StringMatchDrafter");
     for (const std::int32_t slot : request.frontier) {
       const auto depth = slot == DraftTree::kRoot ? 0 : tree.depth(slot);
       auto row = rows.append_row();
       if (!spells_proposals(tree, slot)) continue;
-      if (draft_until(depth + 1)) row[static_cast<std::size_t>(proposals_[static_cast<std::size_t>(depth)])] = 1.0f;
+      if (draft_until(depth + 1))
+        row[static_cast<std::size_t>(proposals_[static_cast<std::size_t>(depth)])] = 1.0f;
     }
   }
 
@@ -118,7 +121,8 @@ class StringMatchDrafter {
     if (tokens.empty()) return;
     draft_tokens_.clear();
     bool control = false;
-    for (const TokenId t : tokens) control = control || map_->target().kind(t) == TextVocabulary::Kind::kControl;
+    for (const TokenId t : tokens)
+      control = control || map_->target().kind(t) == TextVocabulary::Kind::kControl;
     if (control) {
       map_->translate(tokens, draft_tokens_);
     } else {
@@ -128,7 +132,8 @@ class StringMatchDrafter {
       std::size_t at = 0;
       for (const TokenId d : drafted_) {
         const auto piece = map_->draft().bytes(d);
-        if (map_->draft().kind(d) == TextVocabulary::Kind::kControl || text.compare(at, piece.size(), piece) != 0)
+        if (map_->draft().kind(d) == TextVocabulary::Kind::kControl ||
+            text.compare(at, piece.size(), piece) != 0)
           break;
         draft_tokens_.push_back(d);
         at += piece.size();
@@ -157,7 +162,7 @@ class StringMatchDrafter {
   bool draft_until(std::int32_t n) {
     const auto cap = 2 * static_cast<std::size_t>(n) + 2;
     while (proposals_.size() < static_cast<std::size_t>(n)) {
-      if (ended_ || drafted_.size() >= cap) return false;
+      if (ended_ || exhausted_ || drafted_.size() >= cap) return false;
       draft_one();
       update_proposals();
     }
@@ -175,7 +180,13 @@ class StringMatchDrafter {
     if (draft_rows_.num_rows() != r + 1)
       throw InvalidArgumentError("StringMatchDrafter: the inner drafter did not answer with one row");
     const auto q = draft_rows_.row(r);
-    const TokenId token = greedy_ ? top1(q) : draw(q);
+    const TokenId token =
+        greedy_ ? argmax(q)
+                : row_math::sample_row(q.data(), static_cast<std::int64_t>(q.size()), rng_.uniform());
+    if (token == kNoToken) {  // an all-zero row: nothing more to draft this round
+      exhausted_ = true;
+      return;
+    }
     chain_.add_node(at, token, q[static_cast<std::size_t>(token)]);
     drafted_.push_back(token);
     if (token == map_->draft().eos()) ended_ = true;
@@ -206,39 +217,18 @@ class StringMatchDrafter {
     for (std::size_t back = 1; back <= 3 && back <= end - from; ++back) {
       const auto b = static_cast<unsigned char>(text[end - back]);
       if ((b & 0xC0) == 0x80) continue;  // a continuation byte: look further back
-      if (b >= 0xC0 && tokenizer::detail::utf8_lead_len(b) > back) return end - back;  // a lead byte short of its tail
+      if (b >= 0xC0 && tokenizer::detail::utf8_lead_len(b) > back)
+        return end - back;  // a lead byte short of its tail
       break;
     }
     return end;
-  }
-
-  static TokenId top1(std::span<const float> q) {
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < q.size(); ++i)
-      if (q[i] > q[best]) best = i;
-    return static_cast<TokenId>(best);
-  }
-
-  TokenId draw(std::span<const float> q) {
-    const double u = rng_.uniform();
-    double total = 0.0;
-    for (const float v : q) total += v;
-    double acc = 0.0;
-    std::size_t last = 0;
-    for (std::size_t i = 0; i < q.size(); ++i) {
-      if (q[i] <= 0.0f) continue;
-      acc += q[i];
-      last = i;
-      if (u * total < acc) return static_cast<TokenId>(i);
-    }
-    return static_cast<TokenId>(last);
   }
 
   void reset_round() {
     drafted_.clear();
     proposals_.clear();
     proposed_bytes_ = 0;
-    ended_ = false;
+    ended_ = exhausted_ = false;
     draft_rows_.clear();
   }
 
@@ -252,7 +242,8 @@ class StringMatchDrafter {
   ProbMatrix draft_rows_;
   std::vector<TokenId> drafted_, proposals_, fresh_, draft_tokens_;
   std::size_t proposed_bytes_ = 0;
-  bool ended_ = false;
+  bool ended_ = false;      // the draft wrote EOS
+  bool exhausted_ = false;  // the draft's row was all zero
 };
 
 }  // namespace specdec

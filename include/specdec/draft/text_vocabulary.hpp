@@ -44,9 +44,13 @@ class TextVocabulary {
   TextVocabulary() = default;
   // bytes[i] and kinds[i] describe token i; bos and eos are kNoToken where
   // the vocabulary has none. `name` names it in errors.
-  TextVocabulary(std::string name, std::vector<std::string> bytes, std::vector<Kind> kinds, TokenId bos, TokenId eos,
-                 Encoder encode)
-      : name_(std::move(name)), bytes_(std::move(bytes)), kinds_(std::move(kinds)), bos_(bos), eos_(eos),
+  TextVocabulary(std::string name, std::vector<std::string> bytes, std::vector<Kind> kinds, TokenId bos,
+                 TokenId eos, Encoder encode)
+      : name_(std::move(name)),
+        bytes_(std::move(bytes)),
+        kinds_(std::move(kinds)),
+        bos_(bos),
+        eos_(eos),
         encode_(std::move(encode)) {
     if (bytes_.empty() || bytes_.size() != kinds_.size())
       throw InvalidArgumentError(fmt::format("TextVocabulary {}: {} token spellings and {} kinds", name_,
@@ -54,8 +58,8 @@ class TextVocabulary {
     if (!encode_) throw InvalidArgumentError(fmt::format("TextVocabulary {}: no encoder", name_));
     for (const TokenId special : {bos_, eos_})
       if (special != kNoToken && (special < 0 || special >= size() || kind(special) != Kind::kControl))
-        throw InvalidArgumentError(
-            fmt::format("TextVocabulary {}: BOS/EOS id {} is not a control token of the vocabulary", name_, special));
+        throw InvalidArgumentError(fmt::format(
+            "TextVocabulary {}: BOS/EOS id {} is not a control token of the vocabulary", name_, special));
     byte_token_.fill(kNoToken);
     for (std::size_t i = 0; i < bytes_.size(); ++i) {
       if (kinds_[i] == Kind::kByte) {
@@ -100,9 +104,10 @@ class TextVocabulary {
       }
       const auto b = static_cast<std::uint8_t>(bytes[0]);
       if (byte_token_[b] == kNoToken)
-        throw UnsupportedError(fmt::format(
-            "TextVocabulary {}: byte 0x{:02X} starts no UTF-8 character and the vocabulary has no byte token for it",
-            name_, b));
+        throw UnsupportedError(
+            fmt::format("TextVocabulary {}: byte 0x{:02X} starts no UTF-8 character and the vocabulary has "
+                        "no byte token for it",
+                        name_, b));
       out.push_back(byte_token_[b]);
       bytes.remove_prefix(1);
     }
@@ -111,7 +116,8 @@ class TextVocabulary {
  private:
   std::size_t checked(TokenId id) const {
     if (id < 0 || id >= size())
-      throw InvalidArgumentError(fmt::format("TextVocabulary {}: token {} is outside [0, {})", name_, id, size()));
+      throw InvalidArgumentError(
+          fmt::format("TextVocabulary {}: token {} is outside [0, {})", name_, id, size()));
     return static_cast<std::size_t>(id);
   }
 
@@ -126,10 +132,11 @@ class TextVocabulary {
       at += piece.size();
     }
     if (!exact || at != text.size())
-      throw UnsupportedError(fmt::format(
-          "TextVocabulary {}: the encoder does not spell \"{}\" back (a normalizer or a dummy prefix rewrites it); "
-          "cross-vocabulary drafting needs a byte-exact tokenizer",
-          name_, text.substr(0, 40)));
+      throw UnsupportedError(
+          fmt::format("TextVocabulary {}: the encoder does not spell \"{}\" back (a normalizer or a dummy "
+                      "prefix rewrites it); "
+                      "cross-vocabulary drafting needs a byte-exact tokenizer",
+                      name_, text.substr(0, 40)));
   }
 
   std::string name_;

@@ -29,7 +29,8 @@ namespace specdec {
 class VocabularyMap {
  public:
   // Both vocabularies must outlive the map.
-  VocabularyMap(const TextVocabulary& draft, const TextVocabulary& target) : draft_(&draft), target_(&target) {
+  VocabularyMap(const TextVocabulary& draft, const TextVocabulary& target)
+      : draft_(&draft), target_(&target) {
     to_target_.assign(static_cast<std::size_t>(draft.size()), kNoToken);
     to_draft_.assign(static_cast<std::size_t>(target.size()), kNoToken);
     std::unordered_map<std::string, TokenId> target_keys;
@@ -60,8 +61,12 @@ class VocabularyMap {
   // Tokens in both vocabularies.
   std::int64_t shared() const { return shared_; }
   // The same token in the other vocabulary, kNoToken outside the intersection.
-  TokenId to_target(TokenId draft_token) const { return to_target_[checked(draft_token, draft_->size(), "draft")]; }
-  TokenId to_draft(TokenId target_token) const { return to_draft_[checked(target_token, target_->size(), "target")]; }
+  TokenId to_target(TokenId draft_token) const {
+    return to_target_[checked(draft_token, draft_->size(), "draft")];
+  }
+  TokenId to_draft(TokenId target_token) const {
+    return to_draft_[checked(target_token, target_->size(), "target")];
+  }
   // Every (draft, target) pair of the intersection (text and byte tokens in
   // draft order, then BOS and EOS).
   std::span<const std::pair<TokenId, TokenId>> pairs() const { return pairs_; }
@@ -74,7 +79,8 @@ class VocabularyMap {
   void translate(std::span<const TokenId> target_tokens, std::vector<TokenId>& out) const {
     for (const TokenId t : target_tokens) {
       const auto i = checked(t, target_->size(), "target");
-      out.insert(out.end(), spellings_.begin() + spelling_start_[i], spellings_.begin() + spelling_start_[i + 1]);
+      out.insert(out.end(), spellings_.begin() + spelling_start_[i],
+                 spellings_.begin() + spelling_start_[i + 1]);
     }
   }
 
@@ -102,7 +108,8 @@ class VocabularyMap {
     return k;
   }
   void link(TokenId d, TokenId t) {
-    if (to_target_[static_cast<std::size_t>(d)] != kNoToken || to_draft_[static_cast<std::size_t>(t)] != kNoToken)
+    if (to_target_[static_cast<std::size_t>(d)] != kNoToken ||
+        to_draft_[static_cast<std::size_t>(t)] != kNoToken)
       return;  // a duplicate spelling: the first token keeps it
     to_target_[static_cast<std::size_t>(d)] = t;
     to_draft_[static_cast<std::size_t>(t)] = d;
@@ -111,7 +118,8 @@ class VocabularyMap {
   }
   static std::size_t checked(TokenId id, std::int64_t size, const char* which) {
     if (id < 0 || id >= size)
-      throw InvalidArgumentError(fmt::format("VocabularyMap: {} token {} is outside [0, {})", which, id, size));
+      throw InvalidArgumentError(
+          fmt::format("VocabularyMap: {} token {} is outside [0, {})", which, id, size));
     return static_cast<std::size_t>(id);
   }
 

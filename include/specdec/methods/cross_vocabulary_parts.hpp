@@ -41,19 +41,22 @@ std::unique_ptr<OtherVocabularyDraft<M>> load_other_vocabulary_draft(const Metho
         "method {}: this backend cannot load a draft model and its tokenizer (MethodHooks::load_model, "
         "load_vocabulary)",
         name));
-  const auto dir = c.config.text("draft").empty() ? c.dir / "draft-4k" : std::filesystem::path(c.config.text("draft"));
-  const auto target_tokenizer =
-      c.config.text("vocabulary").empty() ? c.dir / "tokenizer.model" : std::filesystem::path(c.config.text("vocabulary"));
+  const auto dir =
+      c.config.text("draft").empty() ? c.dir / "draft-4k" : std::filesystem::path(c.config.text("draft"));
+  const auto target_tokenizer = c.config.text("vocabulary").empty()
+                                    ? c.dir / "tokenizer.model"
+                                    : std::filesystem::path(c.config.text("vocabulary"));
   auto d = std::make_unique<OtherVocabularyDraft<M>>();
   d->model = c.hooks.load_model(dir);
   d->draft = c.hooks.load_vocabulary(dir / "tokenizer.model");
   d->target = c.hooks.load_vocabulary(target_tokenizer);
   if (d->draft.size() != d->model->vocab_size())
-    throw InvalidArgumentError(fmt::format("method {}: the draft in {} has vocabulary {}, its tokenizer {}", name,
-                                           dir.string(), d->model->vocab_size(), d->draft.size()));
+    throw InvalidArgumentError(fmt::format("method {}: the draft in {} has vocabulary {}, its tokenizer {}",
+                                           name, dir.string(), d->model->vocab_size(), d->draft.size()));
   if (d->target.size() != c.target.vocab_size())
-    throw InvalidArgumentError(fmt::format("method {}: the target has vocabulary {}, the tokenizer {} has {}", name,
-                                           c.target.vocab_size(), target_tokenizer.string(), d->target.size()));
+    throw InvalidArgumentError(fmt::format("method {}: the target has vocabulary {}, the tokenizer {} has {}",
+                                           name, c.target.vocab_size(), target_tokenizer.string(),
+                                           d->target.size()));
   d->map = std::make_unique<VocabularyMap>(d->draft, d->target);
   return d;
 }
@@ -70,22 +73,25 @@ class OtherVocabularyParts {
   using Slot = RequestSlot<Engine, Drafter, RuntimePolicy>;
 
   template <class... Args>
-  OtherVocabularyParts(const MethodContext<M>& c, std::unique_ptr<OtherVocabularyDraft<M>> draft, Builder builder,
-                       Rule rule, RuntimePolicy policy, Args... args)
+  OtherVocabularyParts(const MethodContext<M>& c, std::unique_ptr<OtherVocabularyDraft<M>> draft,
+                       Builder builder, Rule rule, RuntimePolicy policy, Args... args)
       : owned_(std::move(draft)),
         target_(c.target),
         draft_(*owned_->model),
         verifier_(TargetVerifier<Timed>::make(target_)),
         policy_(std::move(policy)),
         engine_(std::move(builder), verifier_, std::move(rule)),
-        make_([this, args...](std::int32_t seq) { return Drafter(ModelDrafter<Timed>(draft_, seq), *owned_->map, args...); }) {
+        make_([this, args...](std::int32_t seq) {
+          return Drafter(ModelDrafter<Timed>(draft_, seq), *owned_->map, args...);
+        }) {
     engine_.set_target_clock(&target_.clock());
   }
 
   Engine& engine() { return engine_; }
   std::unique_ptr<Slot> slot(std::int32_t seq, const GenerationOptions& options, TokenCallback on_token) {
     auto s = std::make_unique<Slot>(
-        std::monostate{}, [&](std::monostate&) { return make_(seq); }, policy_, seq, options, std::move(on_token));
+        std::monostate{}, [&](std::monostate&) { return make_(seq); }, policy_, seq, options,
+        std::move(on_token));
     s->request.set_draft_clock(&draft_.clock());
     return s;
   }

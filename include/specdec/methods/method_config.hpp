@@ -86,8 +86,6 @@ class MethodConfig {
     if (i == params_.size()) throw InvalidArgumentError(fmt::format("method {} has no parameter '{}'", name, key));
     return values_[i];
   }
-  // Whether the method takes `key`.
-  bool has(std::string_view key) const { return index_of(key) != params_.size(); }
   std::int32_t int32(std::string_view key) const { return number<std::int32_t>(key, text(key)); }
   float real(std::string_view key) const { return number<float>(key, text(key)); }
   bool flag(std::string_view key) const {

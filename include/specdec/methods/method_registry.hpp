@@ -57,7 +57,8 @@ inline const char* describe(MethodModels m) {
     case MethodModels::kEagleHead: return "target + EAGLE head";
     case MethodModels::kSelfDraft: return "target, drafting for itself (sparse KV)";
     case MethodModels::kSpireDraft: return "target + SPIRe draft";
-    case MethodModels::kOtherVocabularyDraft: return "target + a draft model with another vocabulary";
+    case MethodModels::kOtherVocabularyDraft:
+      return "target + a draft model with another vocabulary";
   }
   return "?";
 }
@@ -112,7 +113,7 @@ struct MethodInfo {
   bool chain_only = false;          // drafts chains only (rule=block fits)
   std::vector<MethodParam> params;  // with rule= for every speculative method
   std::function<AnyDecoder(const MethodContext<M>&)> make;
-  bool one_hot_drafts = false;      // a draft-model method whose drafts are guesses, not draws (slem)
+  bool one_hot_drafts = false;  // a draft-model method whose drafts are guesses, not draws (slem)
 };
 
 template <Model M>
@@ -153,17 +154,12 @@ class MethodRegistry {
     const auto& info = find(config.name);
     const bool has_rule = std::any_of(info.params.begin(), info.params.end(), [](const auto& p) { return p.key == "rule"; });
     if (!has_rule) return "no acceptance rule";
-    return methods::describe(
-        methods::rule_kind(config, sampling,
-                           methods::RuleFit{drafts_chains(info, config), !info.one_hot_drafts && (info.models == MethodModels::kDraftModel ||
-                                                                                      info.models == MethodModels::kSelfDraft ||
-                                                                                      info.models == MethodModels::kOtherVocabularyDraft)}));
-  }
-
-  // Whether `config` drafts chains only: the method always does, or its
-  // shape=chain says so (tli).
-  static bool drafts_chains(const MethodInfo<M>& info, const MethodConfig& config) {
-    return info.chain_only || (config.has("shape") && config.text("shape") == "chain");
+    return methods::describe(methods::rule_kind(
+        config, sampling,
+        methods::RuleFit{info.chain_only,
+                         !info.one_hot_drafts && (info.models == MethodModels::kDraftModel ||
+                                                  info.models == MethodModels::kSelfDraft ||
+                                                  info.models == MethodModels::kOtherVocabularyDraft)}));
   }
 
   // Builds the method on `target` (and `draft` for the draft-model methods),

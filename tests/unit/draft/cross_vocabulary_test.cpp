@@ -31,7 +31,9 @@ struct ScriptedDrafter {
   std::vector<TokenId> roots;  // the root token of every tree proposed from
 
   std::int64_t vocab_size() const { return vocab; }
-  void begin(std::span<const TokenId> prompt, const sd::SamplingParams& = {}) { begun.assign(prompt.begin(), prompt.end()); }
+  void begin(std::span<const TokenId> prompt, const sd::SamplingParams& = {}) {
+    begun.assign(prompt.begin(), prompt.end());
+  }
   void propose(const sd::DraftRequest& request, sd::ProbMatrix& rows) {
     sd::expect_draft_vocab(rows, vocab, "ScriptedDrafter");
     roots.push_back(request.tree->root_token());
@@ -91,11 +93,14 @@ std::vector<TokenId> chain_of(D& drafter, TokenId root, int k) {
 
 }  // namespace
 
-TEST_CASE("A text vocabulary encodes byte-exactly, stray bytes as byte tokens", "[unit][draft][cross-vocabulary]") {
+TEST_CASE("A text vocabulary encodes byte-exactly, stray bytes as byte tokens",
+          "[unit][draft][cross-vocabulary]") {
   const auto v = toy_vocabulary("v", {"a", "b", "\xC3\xA9"}, 0, "\xC3\xA9z");
   CHECK(encode(v, "ab\xC3\xA9") == std::vector<TokenId>{0, 1, 2});
   // Half a character at either end: byte tokens (ids 3 and 4), the rest encoded.
-  CHECK(encode(v, "\xA9" "a\xC3") == std::vector<TokenId>{4, 0, 3});
+  CHECK(encode(v,
+               "\xA9"
+               "a\xC3") == std::vector<TokenId>{4, 0, 3});
   CHECK(v.byte_token(0xC3) == 3);
   CHECK(v.byte_token('q') == sd::kNoToken);
   // A stray byte without a byte token, and text the encoder cannot spell back.
@@ -156,7 +161,8 @@ TEST_CASE("SLEM proposes the target's spelling of the draft text, with or withou
   CHECK(chain_of(slem, 2, 4) == std::vector<TokenId>{5, 4, 6, 0});
   // Four proposals took five draft tokens: "cab" -> ca (b held back); "c",
   // "a" -> bc; "bc", "aa" -> abc, a (the last a held back).
-  CHECK(std::vector<TokenId>(slem.drafted().begin(), slem.drafted().end()) == std::vector<TokenId>{4, 2, 0, 3, 5});
+  CHECK(std::vector<TokenId>(slem.drafted().begin(), slem.drafted().end()) ==
+        std::vector<TokenId>{4, 2, 0, 3, 5});
   CHECK(slem.inner().roots.front() == 2);  // the draft chain grows from the draft's last token
 
   // The target accepted ca, bc and then emitted b: "cabcb". The draft keeps
