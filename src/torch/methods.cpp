@@ -59,6 +59,9 @@ class HotLmHeadScope {
 MethodHooks<LlamaModel> hooks() {
   MethodHooks<LlamaModel> h;
   h.load_model = [](const std::filesystem::path& dir) { return std::make_unique<LlamaModel>(LlamaModel::load(dir)); };
+  h.match_target = [](LlamaModel& loaded, const LlamaModel& target) {
+    loaded.set_inference_dtype(target.inference_dtype());
+  };
   h.load_vocabulary = [](const std::filesystem::path& path) {
     return tokenizer::text_vocabulary(Tokenizer::load(path), path.string());
   };

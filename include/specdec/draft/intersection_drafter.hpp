@@ -64,6 +64,10 @@ class IntersectionDrafter {
   }
 
   std::int64_t vocab_size() const { return map_->target().size(); }
+  // The request's sampling, as the inner drafter holds it: a chain builder
+  // following the request (ChainPick::kByRequest) draws for a sampled one.
+  const SamplingParams& sampling() const requires requires(const Inner& d) { d.sampling(); }
+  { return inner_.sampling(); }
   Inner& inner() { return inner_; }
   const VocabularyMap& map() const { return *map_; }
 
@@ -148,9 +152,15 @@ class IntersectionDrafter {
   void append_restricted(std::int64_t first, ProbMatrix& rows) {
     expect_draft_vocab(rows, vocab_size(), "IntersectionDrafter");
     const auto pairs = map_->pairs();
+    // Every draft token shared: q' is q itself, moved to the target's ids.
+    const bool whole = map_->shared() == map_->draft().size();
     for (auto r = first; r < draft_rows_.num_rows(); ++r) {
       const auto q = draft_rows_.row(r);
       auto out = rows.append_row();
+      if (whole) {
+        for (const auto& [d, t] : pairs) out[static_cast<std::size_t>(t)] = q[static_cast<std::size_t>(d)];
+        continue;
+      }
       double mass = 0.0;
       for (const auto& [d, t] : pairs) mass += q[static_cast<std::size_t>(d)];
       const float uniform = 1.0f / static_cast<float>(pairs.size());

@@ -48,6 +48,7 @@ std::unique_ptr<OtherVocabularyDraft<M>> load_other_vocabulary_draft(const Metho
                                     : std::filesystem::path(c.config.text("vocabulary"));
   auto d = std::make_unique<OtherVocabularyDraft<M>>();
   d->model = c.hooks.load_model(dir);
+  if (c.hooks.match_target) c.hooks.match_target(*d->model, c.target);
   d->draft = c.hooks.load_vocabulary(dir / "tokenizer.model");
   d->target = c.hooks.load_vocabulary(target_tokenizer);
   if (d->draft.size() != d->model->vocab_size())

@@ -76,6 +76,10 @@ struct MethodHooks {
   // slem and tli read the target's and the draft's). Without it those methods
   // refuse with a sentence.
   std::function<TextVocabulary(const std::filesystem::path&)> load_vocabulary;
+  // Makes a model a method loaded (SV's companion, slem's and tli's draft)
+  // run as the target does: the torch backend gives it the target's
+  // inference dtype. Optional.
+  std::function<void(M& loaded, const M& target)> match_target;
   // Runs first on every thread a method starts for its models (DuoDecoding's
   // target and draft threads), with the cores that thread has: where a
   // backend sets its per-thread thread count.

@@ -103,6 +103,7 @@ SvSetup<M> sv_setup(const MethodContext<M>& c) {
     throw InvalidArgumentError("method sv: this backend cannot load its companion model (MethodHooks::load_model)");
   const auto dir = dir_or(c.config.text("companion"), c.dir / "companion");
   s.companion = c.hooks.load_model(dir);
+  if (c.hooks.match_target) c.hooks.match_target(*s.companion, c.target);
   if (s.companion->vocab_size() != c.target.vocab_size())
     throw InvalidArgumentError(fmt::format("method sv: the companion in {} has vocabulary {}, the target {}",
                                            dir.string(), s.companion->vocab_size(), c.target.vocab_size()));

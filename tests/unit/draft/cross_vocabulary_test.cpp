@@ -6,10 +6,17 @@
 #include <string>
 #include <vector>
 
+#include "specdec/accept/recursive_rejection_sampling.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/draft/intersection_drafter.hpp"
+#include "specdec/draft/model_drafter.hpp"
 #include "specdec/draft/string_match_drafter.hpp"
 #include "specdec/draft/vocabulary_map.hpp"
+#include "specdec/engine/speculative_decoder.hpp"
+#include "specdec/policy/fixed_length.hpp"
+#include "specdec/testing/hashed_context_model.hpp"
+#include "specdec/tree/chain_builder.hpp"
+#include "specdec/verify/model_verifier.hpp"
 #include "support/catch.hpp"
 #include "support/toy_vocabulary.hpp"
 
@@ -270,4 +277,40 @@ TEST_CASE("TLI restricts the draft's rows to the shared tokens and drafts throug
   tli.commit(std::vector<TokenId>{4, 3});
   REQUIRE(tli.inner().commits.size() == 1);
   CHECK(tli.inner().commits[0] == std::vector<TokenId>{3, 0, 1});
+}
+
+TEST_CASE("TLI over the target's own vocabulary drafts exactly as the draft model's chain does",
+          "[unit][draft][cross-vocabulary][tli]") {
+  // Every token shared: q' is q, and a chain following the request draws
+  // from it for a sampled request (the drafter passes the request's sampling
+  // on), so the outputs and the acceptance are the chain's, seed for seed.
+  using Model = sd::testing::HashedContextModel;
+  const auto vocabulary = sd::testing::toy_target_vocabulary();
+  const sd::VocabularyMap map(vocabulary, vocabulary);
+  REQUIRE(map.shared() == 8);
+  const std::vector<TokenId> prompt = {3, 1, 4};
+  for (const auto& sampling :
+       {sd::SamplingParams{0.0f}, sd::SamplingParams{1.0f}, sd::SamplingParams{0.7f, 5, 0.95f}}) {
+    INFO("temperature " << sampling.temperature);
+    Model target_a(8, 11), draft_a(8, 11, 2, 2.0f, 1.0f), target_b(8, 11), draft_b(8, 11, 2, 2.0f, 1.0f);
+    sd::ModelVerifier<Model> verifier_a(target_a), verifier_b(target_b);
+    sd::ModelDrafter<Model> chain(draft_a, 0);
+    sd::IntersectionDrafter tli(sd::ModelDrafter<Model>(draft_b, 0), map);
+    sd::SpeculativeDecoder chain_decoder(chain, sd::ChainBuilder{}, verifier_a,
+                                         sd::RecursiveRejectionSampling{}, sd::FixedLength::chain(4));
+    sd::SpeculativeDecoder tli_decoder(tli, sd::ChainBuilder{}, verifier_b, sd::RecursiveRejectionSampling{},
+                                       sd::FixedLength::chain(4));
+    std::int64_t accepted = 0;
+    for (std::uint64_t seed = 0; seed < 50; ++seed) {
+      sd::GenerationOptions o;
+      o.max_new_tokens = 24;
+      o.sampling = sampling;
+      o.sampling.seed = seed;
+      const auto a = chain_decoder.generate(prompt, o), b = tli_decoder.generate(prompt, o);
+      CHECK(a.tokens == b.tokens);
+      CHECK(a.stats.acceptance.num_accepted == b.stats.acceptance.num_accepted);
+      accepted += a.stats.acceptance.num_accepted;
+    }
+    CHECK(accepted > 0);
+  }
 }
