@@ -303,13 +303,19 @@ TEST_CASE("Every registered method shows its rounds to a round-view observer", "
   const std::vector<sd::TokenId> prompt{7, 3, 9, 3, 7, 3, 9};
   sd::GenerationOptions o;
   o.max_new_tokens = 12;
+  // slem and tli load their draft and both tokenizers: they run on the
+  // default target and models/draft-4k.
+  const std::filesystem::path models = SPECDEC_SOURCE_DIR "/models";
+  auto default_target = tb::LlamaModel::load(models / "target");
   for (const auto& info : tb::registered_methods()) {
     INFO(info.name);
     const std::string spec = info.name == "duo"       ? "duo:gamma=3:pin=0"
                              : info.name == "sv"      ? "sv:k=3:all=1"
                              : info.name == "sequoia" ? "sequoia:p=0.5,0.2,0.1:total=8:depth=3"
                                                       : info.name;
-    auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f}, heads);
+    auto method = info.models == sd::MethodModels::kOtherVocabularyDraft
+                      ? tb::make_method(tb::parse_method(spec), default_target, nullptr, sd::SamplingParams{0.0f}, models)
+                      : tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f}, heads);
     std::int64_t rounds = 0, emitted = 0;
     method.set_round_view_observer([&](const sd::RoundView& v) {
       ++rounds;
