@@ -128,7 +128,7 @@ class TextVocabulary {
     bool exact = true;
     for (auto i = first; i < out.size() && exact; ++i) {
       const auto piece = bytes(out[i]);
-      exact = text.substr(at, piece.size()) == piece;
+      exact = at + piece.size() <= text.size() && text.compare(at, piece.size(), piece) == 0;
       at += piece.size();
     }
     if (!exact || at != text.size())

@@ -118,6 +118,11 @@ TEST_CASE("A text vocabulary encodes byte-exactly, stray bytes as byte tokens",
                                  sd::kNoToken, sd::kNoToken,
                                  [](std::string_view, std::vector<TokenId>& out) { out.push_back(1); });
   CHECK_THROWS_AS(encode(prefixing, "a"), sd::UnsupportedError);
+  // One that spells more than it was given, too.
+  const TextVocabulary overrunning("o", {"a", "aa"}, {TextVocabulary::Kind::kText, TextVocabulary::Kind::kText},
+                                   sd::kNoToken, sd::kNoToken,
+                                   [](std::string_view, std::vector<TokenId>& out) { out.assign({1, 1}); });
+  CHECK_THROWS_AS(encode(overrunning, "a"), sd::UnsupportedError);
   // Inconsistent tables are refused at construction.
   CHECK_THROWS_AS(TextVocabulary("x", {"ab"}, {TextVocabulary::Kind::kByte}, sd::kNoToken, sd::kNoToken,
                                  [](std::string_view, std::vector<TokenId>&) {}),
