@@ -63,8 +63,14 @@ void add_train_head_options(CLI::App& cmd, TrainHeadCommand& t) {
                  "target")
       ->check(CLI::ExistingDirectory);
   add_matmul_dtype_option(cmd, t.matmul_dtype);
-  cmd.add_option("--variant", t.variant,
-                 "lyanna, no-token-info, no-first-token (the paper's ablations) or eagle (the baseline head)");
+  cmd.add_option(
+      "--variant", t.variant,
+      "lyanna, no-token-info, no-first-token (the paper's ablations), eagle (the baseline head) or eagle3 "
+      "(fused low/middle/high target layers, no feature loss)");
+  cmd.add_option(
+         "--layers", o.feature_layers,
+         "eagle3: the target layers fused (0-based, comma-separated; default: the second, middle and last)")
+      ->delimiter(',');
   cmd.add_option("--rank", o.token_info_rank, "rank of the token-info embedding W_E W_1 W_2");
   cmd.add_option("--hot", o.hot_tokens, "token info for the H most frequent training tokens (0 = dense)");
   cmd.add_option("--steps", o.steps, "optimizer steps in total");
@@ -74,7 +80,7 @@ void add_train_head_options(CLI::App& cmd, TrainHeadCommand& t) {
   cmd.add_option("--lr", o.lr, "peak learning rate (then linear decay)");
   cmd.add_option("--min-lr", o.min_lr, "final learning rate");
   cmd.add_option("--warmup", o.warmup_steps, "linear warmup steps");
-  cmd.add_option("--alpha", o.alpha, "weight of the hidden-state MSE");
+  t.alpha_option = cmd.add_option("--alpha", o.alpha, "weight of the hidden-state MSE (eagle3: default 0)");
   cmd.add_option("--beta", o.beta, "weight of the cross-entropy to the target distribution");
   cmd.add_option("--clip", o.clip_norm, "gradient-norm clip");
   cmd.add_option("--checkpoint-every", o.checkpoint_every, "steps between checkpoints");
@@ -103,9 +109,15 @@ int run_train_head(TrainHeadCommand& t) {
   } else if (t.variant == "eagle") {
     o.kind = torch_backend::HeadKind::kEagle;
     o.token_info_rank = 0;
+  } else if (t.variant == "eagle3") {
+    // EAGLE-3 drops the feature-prediction loss (arXiv 2503.01840 §3.1).
+    o.kind = torch_backend::HeadKind::kEagle3;
+    o.token_info_rank = 0;
+    if (t.alpha_option == nullptr || t.alpha_option->count() == 0) o.alpha = 0.0;
   } else {
     throw InvalidArgumentError(fmt::format(
-        "train-lyanna: --variant must be lyanna, no-token-info, no-first-token or eagle, got '{}'", t.variant));
+        "train-lyanna: --variant must be lyanna, no-token-info, no-first-token, eagle or eagle3, got '{}'",
+        t.variant));
   }
   const auto report = torch_backend::train_draft_head(o, print_line);
   if (!report.finished) {
@@ -123,11 +135,16 @@ void add_cache_features_options(CLI::App& cmd, CacheFeaturesCommand& c) {
   auto& o = c.options;
   cmd.add_option("--tokens", o.tokens, "training tokens (uint16 file)")->required()->check(CLI::ExistingFile);
   cmd.add_option("--target", o.target_dir, "the frozen target model")->required()->check(CLI::ExistingDirectory);
-  cmd.add_option("--out", o.out_dir, "cache directory (meta.json, tokens.u16, hidden.f16)")->required();
+  cmd.add_option("--out", o.out_dir, "cache directory (meta.json, tokens.u16, hidden.f16, layers.f16)")
+      ->required();
   cmd.add_option("--windows", o.windows, "windows to cache (each the trainer's --seq-len + --draft-steps tokens)");
   cmd.add_option("--window", o.window, "tokens per window");
   cmd.add_option("--batch", o.batch, "windows per target forward");
   cmd.add_option("--seed", o.seed, "which of the token file's non-overlapping windows are cached");
+  cmd.add_option("--layers", o.layers,
+                 "also cache the outputs of these target layers (0-based, comma-separated), the features an "
+                 "EAGLE-3 head fuses")
+      ->delimiter(',');
   add_matmul_dtype_option(cmd, c.matmul_dtype);
   cmd.add_option("--threads", o.threads, "CPU threads (0 = all cores)");
   cmd.add_option("--time-budget", o.time_budget_seconds, "stop after this many seconds; the same command resumes");

@@ -18,8 +18,9 @@ void print_line(const std::string& line);
 
 struct TrainHeadCommand {
   torch_backend::HeadTrainOptions options;
-  std::string variant = "lyanna";  // lyanna | no-token-info | no-first-token | eagle
+  std::string variant = "lyanna";  // lyanna | no-token-info | no-first-token | eagle | eagle3
   std::string matmul_dtype = "auto";
+  CLI::Option* alpha_option = nullptr;  // eagle3's default alpha is 0 unless --alpha is given
 };
 
 void add_train_head_options(CLI::App& cmd, TrainHeadCommand& t);

@@ -27,7 +27,7 @@ def test_the_tokenizer_round_trips(setup):
     assert tok.vocab_size == target.vocab_size
 
 
-@pytest.mark.parametrize("spec", ["chain:k=4", "tree", "lyanna", "eagle", "spire", "duo"])
+@pytest.mark.parametrize("spec", ["chain:k=4", "tree", "lyanna", "eagle", "eagle3", "spire", "duo"])
 def test_registered_methods_on_the_default_models_decode_greedily_as_autoregressive(setup, spec):
     tok, target, draft = setup
     prompt = tok.encode("In the beginning God created")

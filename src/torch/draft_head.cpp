@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "checked_tensors.hpp"
@@ -25,15 +26,36 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-const char* kind_name(HeadKind k) { return k == HeadKind::kLyanna ? "lyanna" : "eagle"; }
+const char* kind_name(HeadKind k) {
+  switch (k) {
+    case HeadKind::kLyanna:
+      return "lyanna";
+    case HeadKind::kEagle:
+      return "eagle";
+    case HeadKind::kEagle3:
+      return "eagle3";
+  }
+  return "?";
+}
 
 constexpr const char* kConfigFile = "head_config.json";
 constexpr const char* kWeightsFile = "head.safetensors";
 
 }  // namespace
 
+std::vector<std::int32_t> DraftHeadConfig::default_feature_layers(std::int64_t num_layers) {
+  if (num_layers < 3)
+    throw InvalidArgumentError(
+        fmt::format("EAGLE-3 fuses a low, a middle and a high layer; the target has {}", num_layers));
+  const auto n = static_cast<std::int32_t>(num_layers);
+  return {1, n / 2, n - 1};
+}
+
 std::string DraftHeadConfig::describe() const {
   if (kind == HeadKind::kEagle) return "EAGLE-style head (token-based autoregression over target features)";
+  if (kind == HeadKind::kEagle3)
+    return fmt::format("EAGLE-3 head (target layers {} fused; its own outputs fed back)",
+                       fmt::join(feature_layers, ", "));
   const auto hot = hot_tokens.empty() ? target.vocab_size : static_cast<std::int64_t>(hot_tokens.size());
   return fmt::format("Lyanna head ({}, {})", first_token ? "first-token fusion" : "no first-token fusion",
                      token_info_rank > 0 ? fmt::format("token info of rank {} over {} of {} tokens",
@@ -51,6 +73,19 @@ DraftHead::DraftHead(DraftHeadConfig config, const LlamaModel& target) : config_
   config_.target = t;
   if (config_.token_info_rank < 0)
     throw InvalidArgumentError(fmt::format("DraftHead: token-info rank {} must be >= 0", config_.token_info_rank));
+  const auto& layers = config_.feature_layers;
+  if (config_.kind == HeadKind::kEagle3) {
+    if (layers.empty())
+      throw InvalidArgumentError("DraftHead: an EAGLE-3 head fuses at least one target layer");
+    for (std::size_t i = 0; i < layers.size(); ++i)
+      if (layers[i] < 0 || layers[i] >= t.num_hidden_layers || (i > 0 && layers[i] <= layers[i - 1]))
+        throw InvalidArgumentError(
+            fmt::format("DraftHead: EAGLE-3 feature layers {} must increase within the target's layers 0..{}",
+                        fmt::join(layers, ", "), t.num_hidden_layers - 1));
+  } else if (!layers.empty()) {
+    throw InvalidArgumentError(fmt::format("DraftHead: only an EAGLE-3 head reads target layers ({} given)",
+                                           fmt::join(layers, ", ")));
+  }
   embed_ = target.embedding();
   lm_head_ = target.lm_head();
   std::tie(rope_cos_, rope_sin_) = rope_tables(t);
@@ -80,6 +115,8 @@ DraftHead DraftHead::random(DraftHeadConfig config, const LlamaModel& target, st
   const double sd = 0.02, out_sd = 0.02 / std::sqrt(2.0);
   const auto d = c.hidden_size, q_dim = c.num_attention_heads * c.head_dim, kv_dim = c.num_key_value_heads * c.head_dim;
   if (m.config_.fuses_token(1)) m.w_.fc = normal(d, 2 * d, sd);
+  if (m.config_.kind == HeadKind::kEagle3)
+    m.w_.feature_fc = normal(d, static_cast<std::int64_t>(m.config_.feature_layers.size()) * d, sd);
   m.w_.attn_norm = at::ones({d});
   m.w_.wq = normal(q_dim, d, sd);
   m.w_.wk = normal(kv_dim, d, sd);
@@ -103,6 +140,7 @@ DraftHead DraftHead::random(DraftHeadConfig config, const LlamaModel& target, st
 std::vector<std::pair<std::string, at::Tensor>> DraftHead::named_parameters() const {
   std::vector<std::pair<std::string, at::Tensor>> out;
   if (w_.fc.defined()) out.emplace_back("fc.weight", w_.fc);
+  if (w_.feature_fc.defined()) out.emplace_back("feature_fc.weight", w_.feature_fc);
   out.emplace_back("layer.input_layernorm.weight", w_.attn_norm);
   out.emplace_back("layer.self_attn.q_proj.weight", w_.wq);
   out.emplace_back("layer.self_attn.k_proj.weight", w_.wk);
@@ -155,6 +193,7 @@ void DraftHead::save(const std::filesystem::path& dir, DType storage) const {
   j["first_token"] = config_.first_token;
   j["token_info_rank"] = config_.token_info_rank;
   j["hot_tokens"] = config_.hot_tokens;
+  j["feature_layers"] = config_.feature_layers;
   j["target_vocab_size"] = config_.target.vocab_size;
   j["target_hidden_size"] = config_.target.hidden_size;
   io::write_text_atomically(dir / kConfigFile, j.dump(1) + "\n");
@@ -168,9 +207,13 @@ DraftHead DraftHead::load(const std::filesystem::path& dir, const LlamaModel& ta
   try {
     const auto j = nlohmann::json::parse(f);
     const auto kind = j.at("kind").get<std::string>();
-    if (kind != "lyanna" && kind != "eagle")
-      throw ModelLoadError(fmt::format("{}: kind must be \"lyanna\" or \"eagle\", got \"{}\"", cfg_path.string(), kind));
-    config.kind = kind == "lyanna" ? HeadKind::kLyanna : HeadKind::kEagle;
+    if (kind != "lyanna" && kind != "eagle" && kind != "eagle3")
+      throw ModelLoadError(fmt::format("{}: kind must be \"lyanna\", \"eagle\" or \"eagle3\", got \"{}\"",
+                                       cfg_path.string(), kind));
+    config.kind = kind == "lyanna"  ? HeadKind::kLyanna
+                  : kind == "eagle" ? HeadKind::kEagle
+                                    : HeadKind::kEagle3;
+    config.feature_layers = j.value("feature_layers", std::vector<std::int32_t>{});
     config.first_token = j.at("first_token").get<bool>();
     config.token_info_rank = j.at("token_info_rank").get<std::int64_t>();
     config.hot_tokens = j.at("hot_tokens").get<std::vector<TokenId>>();
@@ -185,6 +228,9 @@ DraftHead DraftHead::load(const std::filesystem::path& dir, const LlamaModel& ta
   CheckedTensors fetch(ckpt, dir, kConfigFile);
   const auto d = c.hidden_size, q_dim = c.num_attention_heads * c.head_dim, kv_dim = c.num_key_value_heads * c.head_dim;
   if (m.config_.fuses_token(1)) m.w_.fc = fetch("fc.weight", {d, 2 * d});
+  if (m.config_.kind == HeadKind::kEagle3)
+    m.w_.feature_fc =
+        fetch("feature_fc.weight", {d, static_cast<std::int64_t>(m.config_.feature_layers.size()) * d});
   m.w_.attn_norm = fetch("layer.input_layernorm.weight", {d});
   m.w_.wq = fetch("layer.self_attn.q_proj.weight", {q_dim, d});
   m.w_.wk = fetch("layer.self_attn.k_proj.weight", {kv_dim, d});
@@ -235,7 +281,8 @@ at::Tensor DraftHead::token_info_bias_train(const at::Tensor& parents) const {
 
 HeadTrainOutput DraftHead::forward_train(const at::Tensor& tokens, const at::Tensor& target_hidden,
                                          const at::Tensor& target_logits, std::int64_t steps, double alpha,
-                                         double beta, at::ScalarType matmul_dtype) const {
+                                         double beta, at::ScalarType matmul_dtype,
+                                         const at::Tensor& target_layers) const {
   const auto& c = config_.target;
   if (tokens.dim() != 2 || steps < 1 || tokens.size(1) <= steps)
     throw ShapeError(fmt::format("DraftHead::forward_train: tokens [batch, time] with time > steps ({}) needed", steps));
@@ -249,8 +296,19 @@ HeadTrainOutput DraftHead::forward_train(const at::Tensor& tokens, const at::Ten
   const auto fuse = [&](const at::Tensor& features, std::int64_t token_from) {
     return linear(at::cat({features, at::embedding(embed_, tokens.narrow(1, token_from, t))}, -1), w_.fc, matmul_dtype);
   };
-  // Step 1 at anchor t (position t): fuse(H_{t-1}, E(x_t)).
-  at::Tensor x = config_.fuses_token(1) ? fuse(target_hidden.narrow(1, 0, t), 1) : target_hidden.narrow(1, 0, t);
+  // Step 1 at anchor t (position t): fuse(H_{t-1}, E(x_t)); EAGLE-3 reads
+  // g_{t-1} = W_g [l; m; h]_{t-1} in place of H_{t-1} (§3.2).
+  at::Tensor first_features = target_hidden.narrow(1, 0, t);
+  if (config_.kind == HeadKind::kEagle3) {
+    const auto width = static_cast<std::int64_t>(config_.feature_layers.size()) * d;
+    if (!target_layers.defined() || target_layers.sizes() != at::IntArrayRef{b, t + steps, width})
+      throw ShapeError(
+          fmt::format("DraftHead::forward_train: an EAGLE-3 head needs the target's layer outputs "
+                      "[{}, {}, {}]",
+                      b, t + steps, width));
+    first_features = linear(target_layers.narrow(1, 0, t), w_.feature_fc, matmul_dtype);
+  }
+  at::Tensor x = config_.fuses_token(1) ? fuse(first_features, 1) : first_features;
   const auto blocked = at::ones({t, t}, at::kBool).triu(1);
   std::vector<at::Tensor> ks, vs;
   HeadTrainOutput out;
@@ -306,6 +364,18 @@ HeadTrainOutput DraftHead::forward_train(const at::Tensor& tokens, const at::Ten
   return out;
 }
 
+at::Tensor DraftHead::pick_layers(const std::vector<at::Tensor>& layer_outputs) const {
+  if (config_.feature_layers.empty()) return {};
+  std::vector<at::Tensor> picked;
+  for (const auto l : config_.feature_layers) {
+    if (l >= static_cast<std::int32_t>(layer_outputs.size()))
+      throw ShapeError(
+          fmt::format("DraftHead::pick_layers: layer {} of {} layer outputs", l, layer_outputs.size()));
+    picked.push_back(layer_outputs[static_cast<std::size_t>(l)]);
+  }
+  return at::cat(picked, -1);
+}
+
 // ---- inference ----------------------------------------------------------------
 
 DraftHead DraftHead::fork() {
@@ -333,6 +403,7 @@ void DraftHead::pack() {
   at::NoGradGuard no_grad;
   const DType t = inference_dtype_;
   if (w_.fc.defined()) packed_.fc = std::make_shared<const PackedLinear>(w_.fc, t);
+  if (w_.feature_fc.defined()) packed_.feature_fc = std::make_shared<const PackedLinear>(w_.feature_fc, t);
   packed_.qkv = std::make_shared<const PackedLinear>(at::cat({w_.wq, w_.wk, w_.wv}, 0), t);
   packed_.o = std::make_shared<const PackedLinear>(w_.wo, t);
   packed_.gate_up = std::make_shared<const PackedLinear>(at::cat({w_.w_gate, w_.w_up}, 0), t);
@@ -372,6 +443,21 @@ at::Tensor DraftHead::fuse_input(const float* features, std::span<const TokenId>
     std::copy_n(e + static_cast<std::int64_t>(tok) * d, d, out + i * 2 * d + d);
   }
   return (*packed_.fc)(cat);
+}
+
+at::Tensor DraftHead::fuse_layers(const float* span_rows, std::int64_t n) const {
+  // The verifier's rows hold layers first .. first + count - 1; W_g reads
+  // feature_layers of them.
+  const std::int64_t d = config_.target.hidden_size, first = config_.feature_layer_first(),
+                     count = config_.feature_layer_count(),
+                     picked = static_cast<std::int64_t>(config_.feature_layers.size());
+  auto cat = at::empty({n, picked * d});
+  float* out = cat.data_ptr<float>();
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < picked; ++j)
+      std::copy_n(span_rows + (i * count + (config_.feature_layers[static_cast<std::size_t>(j)] - first)) * d,
+                  d, out + (i * picked + j) * d);
+  return (*packed_.feature_fc)(cat);
 }
 
 at::Tensor DraftHead::run_layer(const at::Tensor& x, std::span<const std::int64_t> positions,
@@ -434,9 +520,14 @@ at::Tensor DraftHead::advance(const float* target_hidden, std::span<const TokenI
   const auto n = static_cast<std::int64_t>(tokens.size()), d = config_.target.hidden_size;
   if (n == 0) throw InvalidArgumentError("DraftHead::advance: no entries");
   const auto start = Clock::now();
-  const auto x = config_.fuses_token(1)
-                     ? fuse_input(target_hidden, tokens)
-                     : at::from_blob(const_cast<float*>(target_hidden), {n, d}, at::kFloat).clone();
+  at::Tensor x;
+  if (config_.kind == HeadKind::kEagle3) {
+    const auto g = fuse_layers(target_hidden, n).contiguous();
+    x = fuse_input(g.data_ptr<float>(), tokens);
+  } else {
+    x = config_.fuses_token(1) ? fuse_input(target_hidden, tokens)
+                               : at::from_blob(const_cast<float*>(target_hidden), {n, d}, at::kFloat).clone();
+  }
   layer_seconds_ += since(start);
   std::vector<std::int64_t> positions(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) positions[static_cast<std::size_t>(i)] = first_position + i;
@@ -512,10 +603,11 @@ void copy_out(const at::Tensor& t, std::span<float> out, const char* who) {
 
 void DraftHead::advance(std::span<const float> target_hidden, std::span<const TokenId> tokens,
                         std::int64_t first_position, std::span<float> out) {
-  const auto d = hidden_size();
+  const auto d = feature_width();
   if (static_cast<std::int64_t>(target_hidden.size()) != d * static_cast<std::int64_t>(tokens.size()))
-    throw ShapeError(fmt::format("DraftHead::advance: {} tokens need {} hidden floats, got {}", tokens.size(),
-                                 d * static_cast<std::int64_t>(tokens.size()), target_hidden.size()));
+    throw ShapeError(fmt::format("DraftHead::advance: {} tokens need {} feature floats, got {}",
+                                 tokens.size(), d * static_cast<std::int64_t>(tokens.size()),
+                                 target_hidden.size()));
   copy_out(advance(target_hidden.data(), tokens, first_position), out, "advance");
 }
 

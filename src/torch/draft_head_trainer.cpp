@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -9,6 +10,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "kernels.hpp"
@@ -37,8 +39,11 @@ void check_options(const HeadTrainOptions& o) {
                                            o.alpha, o.beta));
   if (o.token_info_rank < 0 || o.hot_tokens < 0)
     throw InvalidArgumentError("train-lyanna: token-info rank and hot-token count must be >= 0");
-  if (o.kind == HeadKind::kEagle && (!o.first_token || o.token_info_rank != 0))
-    throw InvalidArgumentError("train-lyanna: the EAGLE-style head has no token info (--rank 0) and always fuses tokens");
+  if (o.kind != HeadKind::kLyanna && (!o.first_token || o.token_info_rank != 0))
+    throw InvalidArgumentError(
+        "train-lyanna: EAGLE heads have no token info (--rank 0) and always fuse tokens");
+  if (o.kind != HeadKind::kEagle3 && !o.feature_layers.empty())
+    throw InvalidArgumentError("train-lyanna: only an EAGLE-3 head reads target layers (--layers)");
   if (o.snapshot_every < 0) throw InvalidArgumentError("train-lyanna: the snapshot interval must be >= 0 (0 = none)");
   if (o.max_steps_this_run < 0 || o.time_budget_seconds < 0)
     throw InvalidArgumentError("train-lyanna: step and time limits must be >= 0 (0 = none)");
@@ -47,14 +52,35 @@ void check_options(const HeadTrainOptions& o) {
     throw InvalidArgumentError("train-lyanna: the matmul precision must be f32 or bf16");
 }
 
-// The frozen target's hidden states (after the final norm) and logits for a
-// batch of windows.
-std::pair<at::Tensor, at::Tensor> target_outputs(const LlamaModel& target, const at::Tensor& batch,
-                                                 at::ScalarType matmul_dtype = at::kFloat) {
+// The frozen target's hidden states (after the final norm), logits and, for
+// an EAGLE-3 head, the outputs of its feature layers, for a batch of windows.
+struct TargetOutputs {
+  at::Tensor hidden, logits, layers;
+};
+
+TargetOutputs target_outputs(const LlamaModel& target, const DraftHead& head, const at::Tensor& batch,
+                             at::ScalarType matmul_dtype = at::kFloat) {
   at::NoGradGuard no_grad;
-  at::Tensor hidden;
-  auto logits = target.forward_train(batch, &hidden, matmul_dtype);
-  return {hidden, logits};
+  TargetOutputs out;
+  std::vector<at::Tensor> layers;
+  const bool want_layers = !head.config().feature_layers.empty();
+  out.logits = target.forward_train(batch, &out.hidden, matmul_dtype, want_layers ? &layers : nullptr);
+  if (want_layers) out.layers = head.pick_layers(layers);
+  return out;
+}
+
+// The head's feature layers out of a cache's: [n, len, L * d] of the
+// cache's [n, len, Lc * d].
+at::Tensor cached_layers(const FeatureCache& cache, const DraftHead& head,
+                         const std::vector<std::int64_t>& picked, std::int64_t len) {
+  const auto all = cache.read_layers(picked, len);
+  const auto& have = cache.layers();
+  const auto d = cache.hidden_size();
+  std::vector<std::int64_t> columns;
+  for (const auto l : head.config().feature_layers)
+    columns.push_back(std::find(have.begin(), have.end(), l) - have.begin());
+  const auto per_layer = all.view({all.size(0), len, static_cast<std::int64_t>(have.size()), d});
+  return per_layer.index_select(2, at::tensor(columns, at::kLong)).reshape({all.size(0), len, -1});
 }
 
 const char* matmul_dtype_name(at::ScalarType t) { return t == at::kBFloat16 ? "bf16" : "f32"; }
@@ -79,8 +105,9 @@ void evaluate_draft_head(const DraftHead& head, const LlamaModel& target, const 
     std::vector<std::int64_t> starts;
     for (std::int64_t k = w; k < std::min(n, w + kBatch); ++k) starts.push_back(k * window);
     const auto batch = windows(tokens, starts, window);
-    const auto [hidden, logits] = target_outputs(target, batch);
-    const auto out = head.forward_train(batch, hidden, logits, draft_steps, 1.0, 1.0);
+    const auto t = target_outputs(target, head, batch);
+    const auto out =
+        head.forward_train(batch, t.hidden, t.logits, draft_steps, 1.0, 1.0, at::kFloat, t.layers);
     const double weight = static_cast<double>(starts.size()) / static_cast<double>(n);
     for (std::size_t s = 0; s < top1.size(); ++s) {
       top1[s] += out.top1[s] * weight;
@@ -105,7 +132,11 @@ HeadTrainReport train_draft_head(const HeadTrainOptions& o, const std::function<
   DraftHeadConfig config;
   config.kind = o.kind;
   config.first_token = o.first_token;
-  config.token_info_rank = o.kind == HeadKind::kEagle ? 0 : o.token_info_rank;
+  config.token_info_rank = o.kind == HeadKind::kLyanna ? o.token_info_rank : 0;
+  if (o.kind == HeadKind::kEagle3)
+    config.feature_layers = o.feature_layers.empty()
+                                ? DraftHeadConfig::default_feature_layers(target.config().num_hidden_layers)
+                                : o.feature_layers;
   if (config.has_token_info() && o.hot_tokens > 0 && o.hot_tokens < vocab)
     config.hot_tokens = most_frequent_tokens(counts, o.hot_tokens);
   DraftHead head = resuming ? DraftHead::load(ckpt_dir, target) : DraftHead::random(config, target, o.seed);
@@ -136,6 +167,12 @@ HeadTrainReport train_draft_head(const HeadTrainOptions& o, const std::function<
     if (cache->window() < o.seq_len + o.draft_steps)
       throw InvalidArgumentError(fmt::format("train-lyanna: the feature cache's windows hold {} tokens, {} + {} needed",
                                              cache->window(), o.seq_len, o.draft_steps));
+    for (const auto l : head.config().feature_layers)
+      if (std::find(cache->layers().begin(), cache->layers().end(), l) == cache->layers().end())
+        throw InvalidArgumentError(
+            fmt::format("train-lyanna: the head fuses target layer {}, which {} does not hold "
+                        "(cache-features --layers {})",
+                        l, o.features_dir.string(), fmt::join(head.config().feature_layers, ",")));
     sampler.emplace(o.seed, cache->windows());
     log(fmt::format("features: {} ({} windows, {} anchors; the target's matmuls were in {}); {:.2f} epochs in this "
                     "schedule",
@@ -155,17 +192,21 @@ HeadTrainReport train_draft_head(const HeadTrainOptions& o, const std::function<
   for (; step < o.steps; ++step) {
     const double lr = head_learning_rate(o, step);
     for (auto& g : optimizer.param_groups()) static_cast<torch::optim::AdamOptions&>(g.options()).lr(lr);
-    at::Tensor batch, hidden, logits;
+    at::Tensor batch;
+    TargetOutputs t;
     if (cache) {
-      std::tie(batch, hidden) = cache->read(sampler->step(step, o.batch_size), window);
+      const auto picked = sampler->step(step, o.batch_size);
+      std::tie(batch, t.hidden) = cache->read(picked, window);
+      if (!head.config().feature_layers.empty()) t.layers = cached_layers(*cache, head, picked, window);
       at::NoGradGuard no_grad;
-      logits = kernels::linear(hidden, target.lm_head(), o.matmul_dtype);
+      t.logits = kernels::linear(t.hidden, target.lm_head(), o.matmul_dtype);
     } else {
       batch = windows(train, batch_starts(o.seed, step, train.size(), o.batch_size, window), window);
-      std::tie(hidden, logits) = target_outputs(target, batch, o.matmul_dtype);
+      t = target_outputs(target, head, batch, o.matmul_dtype);
     }
     optimizer.zero_grad();
-    const auto out = head.forward_train(batch, hidden, logits, o.draft_steps, o.alpha, o.beta, o.matmul_dtype);
+    const auto out = head.forward_train(batch, t.hidden, t.logits, o.draft_steps, o.alpha, o.beta,
+                                        o.matmul_dtype, t.layers);
     out.loss.backward();
     torch::nn::utils::clip_grad_norm_(head.parameters(), o.clip_norm);
     optimizer.step();
@@ -244,6 +285,8 @@ HeadTrainReport train_draft_head(const HeadTrainOptions& o, const std::function<
                      {"anchors", report.anchors},
                      {"lr", o.lr},
                      {"matmul_dtype", matmul_dtype_name(o.matmul_dtype)},
+                     {"alpha", o.alpha},
+                     {"beta", o.beta},
                      {"features", o.features_dir.empty() ? "live target forward" : o.features_dir.string()},
                      {"top1", report.top1},
                      {"chain_top1", report.chain_top1},

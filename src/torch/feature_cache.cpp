@@ -7,6 +7,7 @@
 #include <random>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "specdec/core/error.hpp"
@@ -87,6 +88,12 @@ FeatureCacheReport build_feature_cache(const FeatureCacheOptions& o,
   const auto start_time = std::chrono::steady_clock::now();
   const LlamaModel target = LlamaModel::load(o.target_dir);
   const auto d = target.config().hidden_size;
+  const auto num_layers = static_cast<std::int32_t>(target.config().num_hidden_layers);
+  for (const auto l : o.layers)
+    if (l < 0 || l >= num_layers)
+      throw InvalidArgumentError(fmt::format(
+          "cache-features: layer {} asked for, the target's layers are 0..{}", l, num_layers - 1));
+  const auto num_cached_layers = static_cast<std::int64_t>(o.layers.size());
   const auto tokens = read_tokens(o.tokens, target.vocab_size(), o.window);
   const auto starts = pick_windows(static_cast<std::int64_t>(tokens.size()), o.window, o.windows, o.seed);
   const nlohmann::json meta{{"format", kFormat},
@@ -101,13 +108,16 @@ FeatureCacheReport build_feature_cache(const FeatureCacheOptions& o,
                             {"source_tokens", tokens.size()},
                             {"matmul_dtype", dtype_name(o.matmul_dtype)},
                             {"hidden_dtype", "f16"},
+                            {"layers", o.layers},
                             {"starts", starts}};
   std::filesystem::create_directories(o.out_dir);
   const auto meta_path = o.out_dir / "meta.json", tok_path = o.out_dir / "tokens.u16",
-             hid_path = o.out_dir / "hidden.f16";
+             hid_path = o.out_dir / "hidden.f16", lay_path = o.out_dir / "layers.f16";
   if (std::filesystem::exists(meta_path)) {
     auto old = read_meta(o.out_dir);
-    for (const char* key : {"target_fingerprint", "window", "windows", "seed", "source_tokens", "matmul_dtype"})
+    if (!old.contains("layers")) old["layers"] = nlohmann::json::array();  // caches made before --layers
+    for (const char* key :
+         {"target_fingerprint", "window", "windows", "seed", "source_tokens", "matmul_dtype", "layers"})
       if (old.at(key) != meta.at(key))
         throw InvalidArgumentError(fmt::format(
             "cache-features: {} holds a cache made with another {} ({} there, {} now); use another --out",
@@ -116,20 +126,32 @@ FeatureCacheReport build_feature_cache(const FeatureCacheOptions& o,
     io::write_text_atomically(meta_path, meta.dump(1) + "\n");
   }
   // Whole windows present in both files; a torn last batch is cut off.
-  const auto tok_bytes = o.window * 2, hid_bytes = o.window * d * 2;
-  const auto done = std::min(file_size_or_zero(tok_path) / tok_bytes, file_size_or_zero(hid_path) / hid_bytes);
+  const auto tok_bytes = o.window * 2, hid_bytes = o.window * d * 2,
+             lay_bytes = hid_bytes * num_cached_layers;
+  auto done = std::min(file_size_or_zero(tok_path) / tok_bytes, file_size_or_zero(hid_path) / hid_bytes);
+  if (num_cached_layers > 0) done = std::min(done, file_size_or_zero(lay_path) / lay_bytes);
   { std::ofstream touch_t(tok_path, std::ios::app), touch_h(hid_path, std::ios::app); }
   std::filesystem::resize_file(tok_path, static_cast<std::uintmax_t>(done * tok_bytes));
   std::filesystem::resize_file(hid_path, static_cast<std::uintmax_t>(done * hid_bytes));
+  if (num_cached_layers > 0) {
+    { std::ofstream touch_l(lay_path, std::ios::app); }
+    std::filesystem::resize_file(lay_path, static_cast<std::uintmax_t>(done * lay_bytes));
+  }
   FeatureCacheReport report;
   report.windows_total = o.windows;
   report.resumed_from = done;
   if (done > 0) log(fmt::format("resuming {} at window {} of {}", o.out_dir.string(), done, o.windows));
-  log(fmt::format("target {} ({} parameters, matmuls in {}); {} windows of {} tokens from {} ({} tokens); {:.2f} GB",
-                  o.target_dir.string(), target.num_parameters(), dtype_name(o.matmul_dtype), o.windows, o.window,
-                  o.tokens.string(), tokens.size(), static_cast<double>(o.windows * (tok_bytes + hid_bytes)) / 1e9));
+  log(fmt::format(
+      "target {} ({} parameters, matmuls in {}); {} windows of {} tokens from {} ({} tokens); {:.2f} GB",
+      o.target_dir.string(), target.num_parameters(), dtype_name(o.matmul_dtype), o.windows, o.window,
+      o.tokens.string(), tokens.size(),
+      static_cast<double>(o.windows * (tok_bytes + hid_bytes + lay_bytes)) / 1e9));
+  if (num_cached_layers > 0)
+    log(fmt::format("with the outputs of target layers {}", fmt::join(o.layers, ", ")));
 
   std::ofstream tok_out(tok_path, std::ios::binary | std::ios::app), hid_out(hid_path, std::ios::binary | std::ios::app);
+  std::ofstream lay_out;
+  if (num_cached_layers > 0) lay_out.open(lay_path, std::ios::binary | std::ios::app);
   at::NoGradGuard no_grad;
   auto window_start = std::chrono::steady_clock::now();
   std::int64_t since = 0;
@@ -139,8 +161,18 @@ FeatureCacheReport build_feature_cache(const FeatureCacheOptions& o,
     const std::vector<std::int64_t> batch_starts(starts.begin() + w, starts.begin() + w + n);
     const auto batch = windows(tokens, batch_starts, o.window);
     at::Tensor hidden;
-    target.forward_train(batch, &hidden, o.matmul_dtype);
+    std::vector<at::Tensor> outputs;
+    target.forward_train(batch, &hidden, o.matmul_dtype, num_cached_layers > 0 ? &outputs : nullptr);
     const auto h16 = hidden.to(at::kHalf).contiguous();
+    if (num_cached_layers > 0) {
+      std::vector<at::Tensor> picked;
+      for (const auto l : o.layers) picked.push_back(outputs[static_cast<std::size_t>(l)]);
+      const auto l16 = at::cat(picked, -1).to(at::kHalf).contiguous();  // [n, window, layers * hidden]
+      lay_out.write(static_cast<const char*>(l16.data_ptr()), n * lay_bytes);
+      lay_out.flush();
+      if (!lay_out)
+        throw IoError(fmt::format("cache-features: writing {} failed (disk full?)", lay_path.string()));
+    }
     const auto t16 = batch.to(at::kInt).contiguous();
     std::vector<std::uint16_t> ids(static_cast<std::size_t>(n * o.window));
     const auto* tp = t16.data_ptr<std::int32_t>();
@@ -179,6 +211,7 @@ FeatureCache FeatureCache::open(const std::filesystem::path& dir, const LlamaMod
   c.window_ = meta.at("window").get<std::int64_t>();
   c.hidden_ = meta.at("hidden_size").get<std::int64_t>();
   c.matmul_dtype_ = meta.at("matmul_dtype").get<std::string>();
+  c.layers_ = meta.value("layers", std::vector<std::int32_t>{});
   if (c.hidden_ != target.config().hidden_size || meta.at("vocab_size").get<std::int64_t>() != target.vocab_size())
     throw ModelLoadError(fmt::format("{}: features of a target with hidden size {} and vocabulary {}, not {} and {}",
                                      dir.string(), c.hidden_, meta.at("vocab_size").get<std::int64_t>(),
@@ -189,6 +222,13 @@ FeatureCache FeatureCache::open(const std::filesystem::path& dir, const LlamaMod
                                      "again to complete it",
                                      dir.string(), std::min(tok / (c.window_ * 2), hid / (c.window_ * c.hidden_ * 2)),
                                      c.windows_));
+  const auto lay = file_size_or_zero(dir / "layers.f16");
+  const auto lay_needed =
+      c.windows_ * c.window_ * c.hidden_ * 2 * static_cast<std::int64_t>(c.layers_.size());
+  if (lay < lay_needed)
+    throw ModelLoadError(fmt::format("{}: layers.f16 holds {} of the {} bytes its meta.json promises",
+                                     dir.string(), lay, lay_needed));
+  if (!c.layers_.empty()) c.layers_file_.open(dir / "layers.f16", std::ios::binary);
   c.tokens_.open(dir / "tokens.u16", std::ios::binary);
   c.hidden_file_.open(dir / "hidden.f16", std::ios::binary);
   if (!c.tokens_ || !c.hidden_file_) throw ModelLoadError(fmt::format("{}: cannot open the cache files", dir.string()));
@@ -215,6 +255,28 @@ std::pair<at::Tensor, at::Tensor> FeatureCache::read(const std::vector<std::int6
     for (std::int64_t j = 0; j < len; ++j) tp[j] = ids[static_cast<std::size_t>(j)];
   }
   return {tokens, hidden16.to(at::kFloat)};
+}
+
+at::Tensor FeatureCache::read_layers(const std::vector<std::int64_t>& indices, std::int64_t len) const {
+  if (layers_.empty())
+    throw InvalidArgumentError(fmt::format(
+        "{}: the cache holds no layer outputs; build it with cache-features --layers", dir_.string()));
+  if (len < 1 || len > window_)
+    throw InvalidArgumentError(
+        fmt::format("FeatureCache::read_layers: {} positions asked of {}-token windows", len, window_));
+  const auto n = static_cast<std::int64_t>(indices.size()),
+             width = static_cast<std::int64_t>(layers_.size()) * hidden_;
+  auto out16 = at::empty({n, len, width}, at::kHalf);
+  for (std::int64_t r = 0; r < n; ++r) {
+    const auto w = indices[static_cast<std::size_t>(r)];
+    if (w < 0 || w >= windows_)
+      throw InvalidArgumentError(fmt::format("FeatureCache::read_layers: window {} of {}", w, windows_));
+    layers_file_.seekg(w * window_ * width * 2);
+    layers_file_.read(static_cast<char*>(out16[r].data_ptr()), len * width * 2);
+    if (!layers_file_)
+      throw ModelLoadError(fmt::format("{}: read of window {}'s layers failed", dir_.string(), w));
+  }
+  return out16.to(at::kFloat);
 }
 
 EpochSampler::EpochSampler(std::uint64_t seed, std::int64_t windows) : seed_(seed), windows_(windows) {

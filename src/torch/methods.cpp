@@ -10,6 +10,7 @@
 
 #include "specdec/core/error.hpp"
 #include "specdec/methods/eagle.hpp"
+#include "specdec/methods/eagle3.hpp"
 #include "specdec/methods/lyanna.hpp"
 #include "specdec/methods/spire.hpp"
 #include "specdec/methods/standard_methods.hpp"
@@ -117,6 +118,8 @@ const MethodRegistry<LlamaModel>& method_registry() {
         [](const MethodContext& c) { return load_head(c, HeadKind::kLyanna); }, r.hooks()));
     r.add(methods::eagle_method<LlamaModel, DraftHead>(
         [](const MethodContext& c) { return load_head(c, HeadKind::kEagle); }, r.hooks()));
+    r.add(methods::eagle3_method<LlamaModel, DraftHead>(
+        [](const MethodContext& c) { return load_head(c, HeadKind::kEagle3); }, r.hooks()));
     r.add(methods::spire_method<LlamaModel, SpireDraft>(load_spire));
     return r;
   }();

@@ -346,6 +346,17 @@ sd::testing::ChiSquareResult method_fit(const std::string& method, const sd::Sam
     Models m;
     Verifier verifier(m.target);
     FakeFeatureHead head(m.draft, kHot, 3);
+    if (method == "eagle-3 head") {  // reads target layers 0..2 (the verifier's layer span), uses layer 2
+      FakeFeatureHead head3(m.draft, kHot, 3, /*layer=*/2);
+      const auto [first, count] = sd::feature_layers_of(head3);
+      verifier.set_feature_layers(first, count);
+      sd::EagleHeadDrafter drafter(head3);
+      sd::SpeculativeDecoder decoder(drafter, sd::DynamicTreeBuilder{2, 3, 6}, verifier, rule,
+                                     sd::FixedLength(tree_budget));
+      return fit_three_tokens(m.target, prompt, sampling, [&](std::uint64_t seed) {
+        return decoder.generate(prompt, three_tokens(seed, sampling));
+      });
+    }
     if (method == "eagle head") {
       sd::EagleHeadDrafter drafter(head);
       sd::SpeculativeDecoder decoder(drafter, sd::DynamicTreeBuilder{2, 3, 6}, verifier, rule,
@@ -387,8 +398,8 @@ TEST_CASE("Every lossless method keeps the target's joint law of three tokens", 
   const std::string method =
       GENERATE("chain, speculative sampling", "chain", "static tree, sampled without replacement",
                "static tree, i.i.d.", "static tree, top-k", "dynamic tree", "sequoia", "n-gram", "suffix",
-               "slem", "tli, speculative sampling", "tli, dynamic tree", "eagle head", "lyanna, fusion",
-               "lyanna, separate re-sampled forward", "lyanna, no re-sampling");
+               "slem", "tli, speculative sampling", "tli, dynamic tree", "eagle head", "eagle-3 head",
+               "lyanna, fusion", "lyanna, separate re-sampled forward", "lyanna, no re-sampling");
   INFO(method << ", " << st::describe(sampling));
   const auto fit = method == "chain, speculative sampling"
                        ? method_fit("chain", sampling, sd::SpeculativeSampling{})
@@ -406,7 +417,7 @@ TEST_CASE("Block and traversal verification keep the three-token law in every me
       "static tree, sampled without replacement, traversal", "static tree, i.i.d., traversal",
       "static tree, top-k, traversal", "dynamic tree, traversal", "sequoia, traversal", "suffix, traversal",
       "slem, block", "tli, block", "tli, dynamic tree, traversal", "eagle head, traversal",
-      "lyanna, fusion, traversal", "duo, traversal", "sv at batch 4, block");
+      "eagle-3 head, traversal", "lyanna, fusion, traversal", "duo, traversal", "sv at batch 4, block");
   INFO(method << ", " << st::describe(sampling));
   sd::testing::ChiSquareResult fit;
   const auto cut = method.rfind(", ");

@@ -11,6 +11,7 @@
 // and the drafter must hand over aligned rows), and the positions it is given.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -29,8 +30,11 @@ namespace specdec::testing {
 class FakeFeatureHead {
  public:
   // `draft`: the noisy copy of the target whose logits the head returns.
-  FakeFeatureHead(const HashedContextModel& draft, std::vector<TokenId> hot, std::uint64_t seed)
-      : draft_(&draft) {
+  // `layer` >= 0: the head reads target layer outputs, as an EAGLE-3 head
+  // does: layers 0 .. layer of HashedContextModel, using layer `layer`.
+  FakeFeatureHead(const HashedContextModel& draft, std::vector<TokenId> hot, std::uint64_t seed,
+                  std::int32_t layer = -1)
+      : draft_(&draft), layer_(layer) {
     const auto h = hot.size();
     std::vector<float> bias(h * h);
     RandomStream r(seed, 5);
@@ -40,6 +44,8 @@ class FakeFeatureHead {
 
   std::int64_t vocab_size() const { return draft_->vocab_size(); }
   std::int64_t hidden_size() const { return 2; }
+  std::int32_t feature_layer_first() const { return layer_ < 0 ? -1 : 0; }
+  std::int32_t feature_layer_count() const { return layer_ < 0 ? 1 : layer_ + 1; }
   const TokenInfoTable& token_info() const { return table_; }
   std::int64_t advances() const { return advances_; }
 
@@ -51,7 +57,17 @@ class FakeFeatureHead {
   void advance(std::span<const float> features, std::span<const TokenId> tokens, std::int64_t first_position,
                std::span<float> out) {
     ++advances_;
-    if (features.size() != 2 * tokens.size() || out.size() != 2) throw ShapeError("FakeFeatureHead::advance: sizes");
+    // The read layer's pair of each row, its layer offset removed.
+    const auto width = static_cast<std::size_t>(2 * feature_layer_count());
+    if (features.size() != width * tokens.size() || out.size() != 2)
+      throw ShapeError("FakeFeatureHead::advance: sizes");
+    std::vector<float> picked(2 * tokens.size());
+    const float offset = static_cast<float>(std::max(layer_, 0)) * HashedContextModel::kLayerOffset;
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      picked[2 * i] = features[i * width + width - 2];
+      picked[2 * i + 1] = features[i * width + width - 1] - offset;
+    }
+    features = picked;
     if (first_position != next_position_)
       throw ShapeError(fmt::format("FakeFeatureHead::advance: position {}, expected {}", first_position, next_position_));
     for (std::size_t i = 0; i < tokens.size(); ++i) {
@@ -103,6 +119,7 @@ class FakeFeatureHead {
   }
 
   const HashedContextModel* draft_;
+  std::int32_t layer_ = -1;
   TokenInfoTable table_;
   TokenId last_token_ = -2;
   std::int64_t next_position_ = 1;

@@ -1,10 +1,12 @@
-// Feature-level draft heads (Lyanna, its ablations, the EAGLE-style head) on
+// Feature-level draft heads (Lyanna, its ablations, the EAGLE-style head,
+// the EAGLE-3 head) on
 // tiny random models: the cached inference path computes exactly what the
 // unrolled training forward computes, the token-info table is the collapsed
 // training bias, and heads save and load.
 #include <ATen/ATen.h>
 
 #include <filesystem>
+#include <span>
 #include <vector>
 
 #include "specdec/core/error.hpp"
@@ -40,7 +42,9 @@ tb::DraftHeadConfig head_config(tb::HeadKind kind, bool first_token, std::int64_
 }
 
 // Runs the cached inference path for anchor t (1-based) of `tokens` and
-// returns the N predicted hidden states [N, d] and their logits with token info.
+// returns the N predicted hidden states [N, d] and their logits with token
+// info. `target_hidden` [1, T, feature_width()]: what the verifier hands the
+// head (EAGLE-3: its span of layer outputs side by side).
 std::pair<at::Tensor, at::Tensor> infer_anchor(tb::DraftHead& head, const at::Tensor& tokens,
                                                const at::Tensor& target_hidden, std::int64_t t, std::int64_t steps) {
   head.reset();
@@ -89,6 +93,42 @@ TEST_CASE("Draft heads: the cached inference path equals the unrolled training f
   const auto tokens = at::randint(0, 53, {1, kAnchors + kSteps}, at::kLong);
   at::Tensor target_hidden;
   const auto target_logits = target.forward_train(tokens, &target_hidden);
+  SECTION("eagle3, layers 0, 2, 3 of a 4-layer target") {
+    auto config = tiny_target();
+    config.num_hidden_layers = 4;
+    const auto deep = tb::LlamaModel::random(config, 3);
+    auto head_config3 = head_config(tb::HeadKind::kEagle3, true, 0, false);
+    head_config3.feature_layers = {0, 2, 3};  // the span is 0..3: layer 1 must be skipped
+    auto head = tb::DraftHead::random(head_config3, deep, 11);
+    for (auto& p : head.parameters()) p.add_(at::randn_like(p) * 0.05);
+    const auto dir = std::filesystem::temp_directory_path() / "specdec_head_consistency3";
+    head.save(dir, sd::DType::kF32);
+    head = tb::DraftHead::load(dir, deep);
+    CHECK(head.config().feature_layers == std::vector<std::int32_t>{0, 2, 3});
+    CHECK(head.feature_layer_first() == 0);
+    CHECK(head.feature_layer_count() == 4);
+    at::Tensor hidden;
+    std::vector<at::Tensor> layers;
+    const auto logits = deep.forward_train(tokens, &hidden, at::kFloat, &layers);
+    const auto train =
+        head.forward_train(tokens, hidden, logits, kSteps, 0.0, 1.0, at::kFloat, head.pick_layers(layers));
+    const auto span = at::cat(layers, -1);  // what the verifier hands over: layers 0..3 side by side
+    for (std::int64_t t = 1; t <= kAnchors; ++t) {
+      const auto [hs, inferred] = infer_anchor(head, tokens, span, t, kSteps);
+      for (std::int64_t s = 1; s <= kSteps; ++s) {
+        INFO("anchor " << t << ", step " << s);
+        CHECK(at::allclose(hs[s - 1], train.hidden[static_cast<std::size_t>(s - 1)][0][t - 1], 1e-4, 1e-4));
+        CHECK(at::allclose(inferred[s - 1], train.logits[static_cast<std::size_t>(s - 1)][0][t - 1], 1e-4,
+                           1e-4));
+      }
+    }
+    // The fused layers matter: other layer outputs give another first step.
+    const auto shuffled = at::cat({layers[1], layers[0], layers[3], layers[2]}, -1);
+    const auto [hs_other, unused] = infer_anchor(head, tokens, shuffled, kAnchors, 1);
+    CHECK_FALSE(at::allclose(hs_other[0], train.hidden[0][0][kAnchors - 1], 1e-3, 1e-3));
+    // Training needs the layers.
+    CHECK_THROWS_AS(head.forward_train(tokens, hidden, logits, kSteps, 0.0, 1.0), sd::ShapeError);
+  }
   for (const auto& c : cases) {
     SECTION(c.name) {
       auto head = tb::DraftHead::random(c.config, target, 11);
@@ -172,4 +212,30 @@ TEST_CASE("Draft heads: token-info table, save/load and errors", "[torch][lyanna
   const auto h0 = at::zeros({1, 32});
   CHECK_THROWS_AS(head.advance(h0.data_ptr<float>(), out_of_vocab, 1), sd::ShapeError);
   CHECK_THROWS_AS(head.extend(h0, out_of_vocab, std::vector<std::int64_t>{1}, nullptr), sd::UnsupportedError);
+
+  // EAGLE-3 feature layers: increasing, inside the target, on EAGLE-3 heads only.
+  auto eagle3 = head_config(tb::HeadKind::kEagle3, true, 0, false);
+  eagle3.feature_layers = {0, 2};  // tiny_target() has 2 layers
+  CHECK_THROWS_AS(tb::DraftHead::random(eagle3, target, 1), sd::InvalidArgumentError);
+  eagle3.feature_layers = {1, 0};
+  CHECK_THROWS_AS(tb::DraftHead::random(eagle3, target, 1), sd::InvalidArgumentError);
+  eagle3.feature_layers = {};
+  CHECK_THROWS_AS(tb::DraftHead::random(eagle3, target, 1), sd::InvalidArgumentError);
+  auto eagle = head_config(tb::HeadKind::kEagle, true, 0, false);
+  eagle.feature_layers = {0};
+  CHECK_THROWS_AS(tb::DraftHead::random(eagle, target, 1), sd::InvalidArgumentError);
+  eagle.feature_layers = {};
+  eagle3.feature_layers = {0, 1};
+  auto two = tb::DraftHead::random(eagle3, target, 1);
+  CHECK(two.feature_width() == 2 * 32);
+  // fc 32x64 + W_g 32x64 and the layer: the EAGLE head's parameters plus W_g.
+  CHECK(two.num_parameters() ==
+        tb::DraftHead::random(eagle, tb::LlamaModel::random(tiny_target(), 6), 1).num_parameters() + 32 * 64);
+  const std::vector<float> one_layer(32);
+  const std::vector<sd::TokenId> token{3};
+  std::vector<float> out(32);
+  CHECK_THROWS_AS(two.advance(std::span<const float>(one_layer), token, 1, std::span<float>(out)),
+                  sd::ShapeError);  // one layer's floats, two needed
+  CHECK(tb::DraftHeadConfig::default_feature_layers(6) == std::vector<std::int32_t>{1, 3, 5});
+  CHECK_THROWS_AS(tb::DraftHeadConfig::default_feature_layers(2), sd::InvalidArgumentError);
 }

@@ -230,3 +230,67 @@ TEST_CASE("A head trained from a feature cache learns and resumes exactly", "[to
   CHECK_THROWS_AS(tb::train_draft_head(bad, quiet), sd::InvalidArgumentError);
   fs::remove_all(dir);
 }
+
+TEST_CASE("A feature cache with layer outputs trains an EAGLE-3 head", "[torch][train][features][eagle3]") {
+  const auto dir = st::fresh_dir("specdec_feature_cache_layers");
+  auto c = cache_options(dir);
+  c.windows = 120;
+  c.layers = {0, 1};
+  tb::build_feature_cache(c, quiet);
+  const auto target = tb::LlamaModel::load(c.target_dir);
+  const auto cache = tb::FeatureCache::open(c.out_dir, target);
+  CHECK(cache.layers() == std::vector<std::int32_t>{0, 1});
+  const std::vector<std::int64_t> pick{3, 77};
+  const auto [tokens, hidden] = cache.read(pick, 20);
+  const auto layers = cache.read_layers(pick, 20);
+  REQUIRE(layers.sizes() == at::IntArrayRef{2, 20, 2 * 16});
+  std::vector<at::Tensor> outputs;
+  target.forward_train(tokens, nullptr, at::kFloat, &outputs);
+  // Raw layer outputs grow larger than the normed state: f16 relative error.
+  CHECK(at::allclose(layers, at::cat(outputs, -1), 2e-3, 2e-3));
+  CHECK_THROWS_AS(cache.read_layers({120}, 5), sd::InvalidArgumentError);
+
+  auto other = c;
+  other.layers = {1};  // another cache in the same directory
+  CHECK_THROWS_AS(tb::build_feature_cache(other, quiet), sd::InvalidArgumentError);
+  other.layers = {2};  // the target has layers 0 and 1
+  other.out_dir = dir / "no_such_layer";
+  CHECK_THROWS_AS(tb::build_feature_cache(other, quiet), sd::InvalidArgumentError);
+  auto plain = c;
+  plain.layers = {};
+  plain.out_dir = dir / "plain";
+  tb::build_feature_cache(plain, quiet);
+  CHECK_THROWS_AS(tb::FeatureCache::open(plain.out_dir, target).read_layers({0}, 5),
+                  sd::InvalidArgumentError);
+
+  auto o = st::tiny_head_train_options(dir);
+  o.kind = tb::HeadKind::kEagle3;
+  o.token_info_rank = 0;
+  o.alpha = 0.0;  // EAGLE-3: no feature loss
+  o.feature_layers = {0, 1};
+  o.features_dir = c.out_dir;
+  o.out_dir = dir / "eagle3";
+  const auto report = tb::train_draft_head(o, quiet);
+  REQUIRE(report.finished);
+  INFO("step-1 agreement " << report.top1[0] << ", step 3 " << report.top1[2]);
+  CHECK(report.top1[0] > 0.6);
+  CHECK(report.top1[2] > 0.4);  // later steps read the head's own outputs, trained with training-time test
+  const auto head = tb::DraftHead::load(o.out_dir, target);
+  CHECK(head.config().kind == tb::HeadKind::kEagle3);
+  CHECK(head.config().feature_layers == std::vector<std::int32_t>{0, 1});
+
+  auto from_plain = o;  // a cache without the head's layers is refused
+  from_plain.features_dir = plain.out_dir;
+  from_plain.out_dir = dir / "from_plain";
+  CHECK_THROWS_AS(tb::train_draft_head(from_plain, quiet), sd::InvalidArgumentError);
+  auto live = o;  // without a cache: the target's layers run live
+  live.features_dir.clear();
+  live.out_dir = dir / "live";
+  live.steps = 4;
+  CHECK(tb::train_draft_head(live, quiet).finished);
+  auto eagle = o;
+  eagle.kind = tb::HeadKind::kEagle;
+  eagle.out_dir = dir / "eagle";
+  CHECK_THROWS_AS(tb::train_draft_head(eagle, quiet), sd::InvalidArgumentError);  // --layers without eagle3
+  fs::remove_all(dir);
+}

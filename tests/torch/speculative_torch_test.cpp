@@ -55,7 +55,8 @@ std::vector<sd::TokenId> greedy(tb::LlamaModel& target, std::span<const sd::Toke
   return ar.generate(prompt, o).tokens;
 }
 
-// Random Lyanna and EAGLE-style heads for `target` in <tmp>/<name>/{lyanna,eagle}.
+// Random Lyanna, EAGLE-style and EAGLE-3 heads for `target` in
+// <tmp>/<name>/{lyanna,eagle,eagle3}.
 std::filesystem::path write_random_heads(const tb::LlamaModel& target, const char* name, sd::DType storage) {
   const auto heads = std::filesystem::temp_directory_path() / name;
   tb::DraftHeadConfig lyanna;
@@ -66,6 +67,10 @@ std::filesystem::path write_random_heads(const tb::LlamaModel& target, const cha
   eagle.kind = tb::HeadKind::kEagle;
   eagle.token_info_rank = 0;
   tb::DraftHead::random(eagle, target, 2).save(heads / "eagle", storage);
+  tb::DraftHeadConfig eagle3 = eagle;
+  eagle3.kind = tb::HeadKind::kEagle3;
+  eagle3.feature_layers = {0, target.config().num_hidden_layers - 1};  // the test targets' first and last
+  tb::DraftHead::random(eagle3, target, 4).save(heads / "eagle3", storage);
   // SPIRe: the target's last layer, a window small enough to evict.
   tb::SpireConfig spire;
   spire.layers = 1;
@@ -225,10 +230,10 @@ TEST_CASE("Every method's continuous batching equals greedy decoding, request by
     o.max_new_tokens = 10 + 4 * i;  // ragged: requests leave at different steps
     options.push_back(o);
   }
-  for (const char* spec :
-       {"autoregressive", "chain:k=3", "tree", "dynamic:top_k=3:depth=3:total=8",
-        "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram:k=3", "suffix", "lyanna", "eagle", "spire:k=3",
-        "duo:gamma=3:pin=0", "sv:k=3:lat_batch=4:lat_reps=1", "sv:k=3:all=1", "magicdec:k=3:window=4"}) {
+  for (const char* spec : {"autoregressive", "chain:k=3", "tree", "dynamic:top_k=3:depth=3:total=8",
+                           "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram:k=3", "suffix", "lyanna", "eagle",
+                           "eagle3", "spire:k=3", "duo:gamma=3:pin=0", "sv:k=3:lat_batch=4:lat_reps=1",
+                           "sv:k=3:all=1", "magicdec:k=3:window=4"}) {
     auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f}, heads);
     INFO(spec);
     const auto run = method.generate_batch(prompts, options, 3);
@@ -257,7 +262,7 @@ TEST_CASE("A sampled request draws the same tokens alone and in batches of 4 to 
   mine.sampling = sd::SamplingParams{1.0f, 0, 1.0f, 5};
   mine.request_id = 3;
   for (const char* spec : {"autoregressive", "chain:k=3", "tree", "dynamic:top_k=3:depth=3:total=8",
-                           "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram:k=3", "lyanna", "eagle",
+                           "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram:k=3", "lyanna", "eagle", "eagle3",
                            "spire:k=3", "duo:gamma=3:pin=0", "sv:k=3:all=1"}) {
     // (Not SV with a measured latency profile: its goodput allocation picks
     // each request's verified nodes from the batch around it and from
@@ -338,10 +343,11 @@ TEST_CASE("Lyanna and the EAGLE-style head decode greedily exactly like autoregr
     target.set_inference_dtype(dtype);
     INFO(sd::dtype_name(dtype));
     const auto reference = greedy(target, prompt, 40);
-    for (const char* spec : {"lyanna", "lyanna:resample=0", "lyanna:fusion=0", "lyanna:k=2:depth=4:budget=6:r=1:rbudget=3",
-                             "lyanna:k=1:depth=5:budget=5", "eagle", "eagle:top_k=2:depth=4:total=8",
-                             "lyanna:policy=cost", "eagle:policy=cost", "spire", "spire:k=6:rule=speculative",
-                             "spire:k=3:rule=block", "spire:k=2:policy=heuristic"}) {
+    for (const char* spec :
+         {"lyanna", "lyanna:resample=0", "lyanna:fusion=0", "lyanna:k=2:depth=4:budget=6:r=1:rbudget=3",
+          "lyanna:k=1:depth=5:budget=5", "eagle", "eagle:top_k=2:depth=4:total=8", "eagle3",
+          "eagle3:top_k=2:depth=4:total=8:policy=cost", "lyanna:policy=cost", "eagle:policy=cost", "spire",
+          "spire:k=6:rule=speculative", "spire:k=3:rule=block", "spire:k=2:policy=heuristic"}) {
       auto method = tb::make_method(tb::parse_method(spec), target, nullptr, sd::SamplingParams{0.0f}, heads);
       sd::GenerationOptions o;
       o.max_new_tokens = 40;
@@ -361,6 +367,12 @@ TEST_CASE("Lyanna and the EAGLE-style head decode greedily exactly like autoregr
   CHECK(sampled.generate(std::vector<sd::TokenId>{1, 2, 3}, o).tokens.size() == 20);
   CHECK_THROWS_AS(tb::make_method(tb::parse_method("lyanna:head=" + (heads / "eagle").string()), target, nullptr, {}),
                   sd::InvalidArgumentError);
+  CHECK_THROWS_AS(
+      tb::make_method(tb::parse_method("eagle:head=" + (heads / "eagle3").string()), target, nullptr, {}),
+      sd::InvalidArgumentError);
+  CHECK_THROWS_AS(
+      tb::make_method(tb::parse_method("eagle3:head=" + (heads / "eagle").string()), target, nullptr, {}),
+      sd::InvalidArgumentError);
   CHECK_THROWS_AS(tb::parse_method("lyanna:fusion=2"), sd::InvalidArgumentError);
 }
 
@@ -461,7 +473,7 @@ TEST_CASE("The registry lists every method, specs round-trip, and lossy rules sa
   // The registry's standard methods, then the feature-head methods this backend adds.
   CHECK(names == std::vector<std::string>{"autoregressive", "chain", "tree", "dynamic", "sequoia", "ngram",
                                           "suffix", "magicdec", "duo", "sv", "slem", "tli", "lyanna", "eagle",
-                                          "spire"});
+                                          "eagle3", "spire"});
   CHECK_THROWS_WITH(tb::find_method("beam"), Catch::Contains("beam") && Catch::Contains("lyanna"));
   CHECK_THROWS_WITH(tb::parse_method("chain:colour=red"), Catch::Contains("k, policy, threshold, hot, rule"));
   const sd::SamplingParams greedy{0.0f}, sampled{0.8f};
@@ -541,8 +553,8 @@ TEST_CASE("The default models in models/ load, share a tokenizer and generate", 
       for (const char* spec :
            {"chain:k=4", "chain:k=4:policy=heuristic", "tree", "dynamic:top_k=4:depth=4:total=12",
             "sequoia:p=0.6,0.15,0.05:total=12:depth=4", "ngram:k=4", "suffix", "lyanna", "lyanna:fusion=0",
-            "chain:k=4:hot=1024", "lyanna:hot=1024:policy=cost", "eagle", "eagle:policy=cost:hot=1024",
-            "spire", "slem", "slem:hold=1", "tli", "tli:rule=speculative"}) {
+            "eagle3", "chain:k=4:hot=1024", "lyanna:hot=1024:policy=cost", "eagle",
+            "eagle:policy=cost:hot=1024", "spire", "slem", "slem:hold=1", "tli", "tli:rule=speculative"}) {
         auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f}, models);
         sd::GenerationOptions go;
         go.max_new_tokens = 32;
@@ -578,9 +590,9 @@ TEST_CASE("Every method stops cleanly when the context is full, keeping every to
   write_sv_files(heads, companion);
   const std::vector<sd::TokenId> prompt{7, 3, 9, 3, 7, 3, 9};
   const auto reference = greedy(target, prompt, 48 - 7);
-  for (const char* spec : {"autoregressive", "chain:k=6", "tree", "dynamic:top_k=3:depth=5:total=10", "ngram:k=5",
-                           "lyanna:depth=4:budget=10", "lyanna:fusion=0", "eagle", "sv:k=6:lat_batch=2:lat_reps=1",
-                           "magicdec:k=6:window=8"}) {
+  for (const char* spec : {"autoregressive", "chain:k=6", "tree", "dynamic:top_k=3:depth=5:total=10",
+                           "ngram:k=5", "lyanna:depth=4:budget=10", "lyanna:fusion=0", "eagle", "eagle3",
+                           "sv:k=6:lat_batch=2:lat_reps=1", "magicdec:k=6:window=8"}) {
     auto method = tb::make_method(tb::parse_method(spec), target, &draft, sd::SamplingParams{0.0f}, heads);
     sd::GenerationOptions o;
     o.max_new_tokens = 100000;

@@ -13,12 +13,18 @@
 //                                               EAGLE: one tree level, staged
 //   logits(hidden rows, out)                    one GEMM over all rows
 //   token_info()                                the collapsed token-info table (may be empty)
+// A head may also read more of the target than its final-norm hidden state
+// (EAGLE-3: several layers' outputs): feature_layer_first() and
+// feature_layer_count() then name the span of target layers it reads
+// (ModelVerifier::set_feature_layers), and advance()'s rows are that many
+// hidden states wide. Without them a head reads the final-norm state alone.
 #pragma once
 
 #include <chrono>
 #include <concepts>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -44,6 +50,25 @@ concept FeatureHead = requires(H& h, const H& ch, std::span<const float> in, std
   h.logits(in, out);
   { ch.token_info() } -> std::same_as<const TokenInfoTable&>;
 };
+
+// The target layers a head reads, as ModelVerifier::set_feature_layers
+// takes them: (first, count); (-1, 1) is the final-norm hidden state.
+template <FeatureHead H>
+std::pair<std::int32_t, std::int32_t> feature_layers_of(const H& head) {
+  if constexpr (requires {
+                  { head.feature_layer_first() } -> std::convertible_to<std::int32_t>;
+                  { head.feature_layer_count() } -> std::convertible_to<std::int32_t>;
+                })
+    return {head.feature_layer_first(), head.feature_layer_count()};
+  else
+    return {-1, 1};
+}
+
+// Floats of target features per committed token.
+template <FeatureHead H>
+std::int64_t feature_width_of(const H& head) {
+  return static_cast<std::int64_t>(feature_layers_of(head).second) * head.hidden_size();
+}
 
 namespace detail {
 
@@ -86,12 +111,13 @@ class HeadCursor {
  private:
   void advance(std::span<const TokenId> tokens, std::int64_t first_position) {
     const auto start = std::chrono::steady_clock::now();
-    const auto d = head_->hidden_size();
-    if (features_.rows() != static_cast<std::int64_t>(tokens.size()) || features_.dim() != d)
-      throw ShapeError(fmt::format("{}: {} committed tokens but {} target hidden rows of width {} (the verifier "
-                                   "needs a feature sink)",
-                                   who_, tokens.size(), features_.rows(), features_.dim()));
-    output_.resize(static_cast<std::size_t>(d));
+    const auto width = feature_width_of(*head_);
+    if (features_.rows() != static_cast<std::int64_t>(tokens.size()) || features_.dim() != width)
+      throw ShapeError(
+          fmt::format("{}: {} committed tokens but {} target hidden rows of width {}, {} expected "
+                      "(the verifier needs a feature sink, set to the head's layers)",
+                      who_, tokens.size(), features_.rows(), features_.dim(), width));
+    output_.resize(static_cast<std::size_t>(head_->hidden_size()));
     head_->advance(features_.all(), tokens, first_position, output_);
     has_output_ = true;
     commit_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -3,6 +3,11 @@
 // to. The backend loads the head.
 #pragma once
 
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
 #include "specdec/carry/no_carry_over.hpp"
 #include "specdec/draft/eagle_head_drafter.hpp"
 #include "specdec/methods/feature_head_parts.hpp"
@@ -10,18 +15,25 @@
 
 namespace specdec::methods {
 
+// The EAGLE-family recipe: a head loaded by the backend, its drafter, an
+// EAGLE-2 dynamic tree. `eagle` and `eagle3` (eagle3.hpp) differ in the head.
 template <class M, class Head>
-MethodInfo<M> eagle_method(HeadLoader<M, Head> load_head, const MethodHooks<M>& hooks = {}) {
+MethodInfo<M> eagle_family_method(std::string name, std::string description, std::string papers,
+                                  HeadLoader<M, Head> load_head, const MethodHooks<M>& hooks) {
   auto params = with_draft_params<M>(
       {{"top_k", ParamType::kInt, "4", "children per expanded node, nodes expanded per level", true},
        {"depth", ParamType::kInt, "3", "levels", true},
        {"total", ParamType::kInt, "12", "nodes sent to the target", true},
-       {"head", ParamType::kText, "", "head directory (default: eagle/ beside the target)"},
+       {"head", ParamType::kText, "", fmt::format("head directory (default: {}/ beside the target)", name)},
        tree_policy_param()},
       hooks);
   params.push_back(rule_param());
-  return {"eagle", "EAGLE-style feature head, EAGLE-2 dynamic tree", "2401.15077, 2406.16858",
-          MethodModels::kEagleHead, false, std::move(params),
+  return {std::move(name),
+          std::move(description),
+          std::move(papers),
+          MethodModels::kEagleHead,
+          false,
+          std::move(params),
           [load_head = std::move(load_head)](const MethodContext<M>& c) {
             const auto top_k = c.config.int32("top_k"), depth = c.config.int32("depth"),
                        total = c.config.int32("total");
@@ -34,6 +46,12 @@ MethodInfo<M> eagle_method(HeadLoader<M, Head> load_head, const MethodHooks<M>& 
                   NoCarryOver{}, std::move(policy));
             });
           }};
+}
+
+template <class M, class Head>
+MethodInfo<M> eagle_method(HeadLoader<M, Head> load_head, const MethodHooks<M>& hooks = {}) {
+  return eagle_family_method<M, Head>("eagle", "EAGLE-style feature head, EAGLE-2 dynamic tree",
+                                      "2401.15077, 2406.16858", std::move(load_head), hooks);
 }
 
 }  // namespace specdec::methods

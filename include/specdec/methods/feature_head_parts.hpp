@@ -9,6 +9,7 @@
 #include <memory>
 #include <utility>
 
+#include "specdec/draft/feature_head.hpp"
 #include "specdec/methods/method_parts.hpp"
 #include "specdec/select/select_all.hpp"
 
@@ -33,6 +34,8 @@ class FeatureHeadParts {
         policy_(std::move(policy)),
         engine_(std::move(builder), verifier_, std::move(rule), SelectAll{}, std::move(carry)) {
     engine_.set_target_clock(&target_.clock());
+    const auto [first, count] = feature_layers_of(head_);  // EAGLE-3 reads several target layers
+    verifier_.set_feature_layers(first, count);
   }
 
   Engine& engine() { return engine_; }

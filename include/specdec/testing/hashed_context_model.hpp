@@ -41,6 +41,11 @@ class HashedContextModel {
   // one, -1 at the start), as floats; exact for what feature-level drafter
   // tests need (an order-2 model's state is its last two tokens).
   std::int64_t hidden_size() const { return 2; }
+  // Layer outputs (ForwardRequest::hidden_layer >= 0): kLayers layers, each
+  // layer l's row the same two tokens plus l * kLayerOffset on the second, so
+  // a reader that picks the wrong layer of a span gets a wrong token back.
+  static constexpr std::int32_t kLayers = 4;
+  static constexpr float kLayerOffset = 1000.0f;
   std::int64_t cached_length(std::int32_t seq) const { return seq_at(seq).committed.size(); }
   bool is_open(std::int32_t seq) const {
     const std::shared_lock lock(*mutex_);
@@ -94,8 +99,11 @@ class HashedContextModel {
     std::atomic_ref(forwards_).fetch_add(1, std::memory_order_relaxed);
     const bool want_logits = !request.logits.empty(), want_hidden = !request.hidden.empty();
     std::vector<float> logits, hidden;
-    if (want_hidden && (request.hidden_layer != -1 || request.hidden_layers != 1))
-      throw UnsupportedError("HashedContextModel: one hidden row per token (hidden_layer -1)");
+    const std::int32_t first_layer = request.hidden_layer, layers = request.hidden_layers;
+    if (want_hidden &&
+        (first_layer == -1 ? layers != 1 : first_layer < 0 || layers < 1 || first_layer + layers > kLayers))
+      throw UnsupportedError(fmt::format("HashedContextModel: {} layer(s) from layer {} asked of {} layers",
+                                         layers, first_layer, kLayers));
     for (const auto& in : request.sequences) {
       auto& s = seq_at(in.seq_id);
       const auto before = in.extend_staged ? static_cast<std::int64_t>(s.staged.size()) : 0;
@@ -125,10 +133,12 @@ class HashedContextModel {
                                        in.positions[static_cast<std::size_t>(i)], evicted + static_cast<std::int64_t>(ctx.size())));
         ctx.push_back(tok);
         s.staged.push_back(tok);
-        if (want_hidden) {
-          hidden.push_back(ctx.size() >= 2 ? static_cast<float>(ctx[ctx.size() - 2]) : -1.0f);
-          hidden.push_back(static_cast<float>(tok));
-        }
+        if (want_hidden)
+          for (std::int32_t l = 0; l < layers; ++l) {
+            hidden.push_back(ctx.size() >= 2 ? static_cast<float>(ctx[ctx.size() - 2]) : -1.0f);
+            hidden.push_back(static_cast<float>(tok) +
+                             static_cast<float>(std::max(first_layer, 0) + l) * kLayerOffset);
+          }
         if (want_logits) {
           const auto l = logits_after(ctx);
           logits.insert(logits.end(), l.begin(), l.end());
@@ -141,8 +151,9 @@ class HashedContextModel {
       std::copy(logits.begin(), logits.end(), host_output(request.logits, rows, vocab_, "HashedContextModel"));
     }
     if (want_hidden) {
-      const auto rows = static_cast<std::int64_t>(hidden.size()) / 2;
-      std::copy(hidden.begin(), hidden.end(), host_output(request.hidden, rows, 2, "HashedContextModel"));
+      const auto width = 2 * static_cast<std::int64_t>(layers);
+      const auto rows = static_cast<std::int64_t>(hidden.size()) / width;
+      std::copy(hidden.begin(), hidden.end(), host_output(request.hidden, rows, width, "HashedContextModel"));
     }
   }
 

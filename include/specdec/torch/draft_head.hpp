@@ -14,6 +14,12 @@
 //  - EAGLE (the baseline): f_{i+1} = Layer(fuse(f_i, E(t_{i+1}))): every step
 //    consumes the previous drafted token, so a rejected token invalidates
 //    what was drafted after it.
+//  - EAGLE-3 (arXiv 2503.01840 §3): EAGLE's token-based autoregression, but
+//    step 1 reads g = W_g [l; m; h], the outputs of a low, a middle and a
+//    high target layer fused by one linear (§3.2), instead of the final
+//    feature; steps >= 2 read the head's own previous output a_i (§3.1). No
+//    feature loss (alpha = 0): a_i is free to be whatever helps the next
+//    step, and training-time test (§3.1, below) teaches the head to read it.
 //
 // fuse(a, b) = W_fc [a; b] (EAGLE's concat + linear; the paper's ⊕ is not
 // specified further).
@@ -48,17 +54,33 @@
 
 namespace specdec::torch_backend {
 
-enum class HeadKind { kLyanna, kEagle };
+enum class HeadKind { kLyanna, kEagle, kEagle3 };
 
 struct DraftHeadConfig {
   HeadKind kind = HeadKind::kLyanna;
   bool first_token = true;              // Lyanna: fuse the bonus token into h_1
   std::int64_t token_info_rank = 64;    // Lyanna: rank d of E' (0 = no token info)
   std::vector<TokenId> hot_tokens;      // token-info rows/columns; empty = every token (dense)
+  // EAGLE-3: the target layers (0-based, increasing) whose outputs step 1
+  // fuses; empty for the other kinds.
+  std::vector<std::int32_t> feature_layers;
   io::LlamaConfig target;               // the target's architecture (layer shapes, vocabulary, RoPE)
 
-  bool fuses_token(std::int32_t step) const { return kind == HeadKind::kEagle || (first_token && step == 1); }
+  bool fuses_token(std::int32_t step) const {
+    return kind != HeadKind::kLyanna || (first_token && step == 1);
+  }
   bool has_token_info() const { return kind == HeadKind::kLyanna && token_info_rank > 0; }
+  // What the head reads of the target per token (ModelVerifier::
+  // set_feature_layers): the outputs of layers first .. first + count - 1
+  // side by side (EAGLE-3: the span covering feature_layers), or (-1, 1)
+  // the final-norm hidden state.
+  std::int32_t feature_layer_first() const { return feature_layers.empty() ? -1 : feature_layers.front(); }
+  std::int32_t feature_layer_count() const {
+    return feature_layers.empty() ? 1 : feature_layers.back() - feature_layers.front() + 1;
+  }
+  // The EAGLE-3 layers for a target of `num_layers` layers: the second, the
+  // middle and the last (a 6-layer target: 1, 3, 5).
+  static std::vector<std::int32_t> default_feature_layers(std::int64_t num_layers);
   std::string describe() const;
 };
 
@@ -93,9 +115,16 @@ class DraftHead {
   // tokens [B, T + N] int64; target_hidden [B, T + N, hidden] (after the
   // final norm) and target_logits [B, T + N, vocab] of the frozen target on
   // those tokens. Anchors t = 1..T; step s predicts target_hidden[t + s - 1].
+  // An EAGLE-3 head also needs target_layers [B, T + N, L * hidden], the
+  // outputs of config().feature_layers side by side (undefined otherwise).
   HeadTrainOutput forward_train(const at::Tensor& tokens, const at::Tensor& target_hidden,
-                                const at::Tensor& target_logits, std::int64_t steps, double alpha, double beta,
-                                at::ScalarType matmul_dtype = at::kFloat) const;
+                                const at::Tensor& target_logits, std::int64_t steps, double alpha,
+                                double beta, at::ScalarType matmul_dtype = at::kFloat,
+                                const at::Tensor& target_layers = at::Tensor()) const;
+  // The outputs of config().feature_layers picked from a LlamaModel::
+  // forward_train's layer outputs: [B, T, L * hidden] (undefined for a head
+  // that reads no layers).
+  at::Tensor pick_layers(const std::vector<at::Tensor>& layer_outputs) const;
 
   // ---- inference (one sequence) -------------------------------------------
   // Another head over the same weights with a cache of its own: one per
@@ -119,9 +148,10 @@ class DraftHead {
   std::int64_t committed() const { return length_; }
   // Commits n entries: fuse(target_hidden[i], E(tokens[i])) (or the hidden
   // state alone, Lyanna without first-token fusion) at positions
-  // first_position + i; target_hidden [n, hidden] are the target's states
-  // of the positions before. Returns the last entry's output (h_1 / f_root),
-  // [1, hidden]. Drops whatever was staged.
+  // first_position + i; target_hidden [n, feature_width()] are the target's
+  // states of the positions before (EAGLE-3: the layer span, fused by W_g
+  // first). Returns the last entry's output (h_1 / f_root), [1, hidden].
+  // Drops whatever was staged.
   at::Tensor advance(const float* target_hidden, std::span<const TokenId> tokens, std::int64_t first_position);
   // Lyanna: [h_1; h_2; ...; h_steps] from h_1 at `position` (the position of
   // the entry that produced it), the later states staged at position + 1, ...
@@ -141,6 +171,10 @@ class DraftHead {
   // draft/feature_head.hpp, which the backend-free drafters use).
   std::int64_t vocab_size() const { return config_.target.vocab_size; }
   std::int64_t hidden_size() const { return config_.target.hidden_size; }
+  // The target features advance() reads per token, and where they come from.
+  std::int32_t feature_layer_first() const { return config_.feature_layer_first(); }
+  std::int32_t feature_layer_count() const { return config_.feature_layer_count(); }
+  std::int64_t feature_width() const { return feature_layer_count() * hidden_size(); }
   std::int64_t max_context() const { return config_.target.max_position_embeddings; }
   void advance(std::span<const float> target_hidden, std::span<const TokenId> tokens, std::int64_t first_position,
                std::span<float> out);
@@ -157,17 +191,20 @@ class DraftHead {
  private:
   struct Weights {
     at::Tensor fc;  // [d, 2d]; undefined when no step fuses a token
+    at::Tensor feature_fc;  // EAGLE-3's W_g [d, L * d]; undefined for the other kinds
     at::Tensor attn_norm, wq, wk, wv, wo, mlp_norm, w_gate, w_up, w_down, norm;
     at::Tensor ti_w1, ti_w2, ti_norm;  // [d, r], [r, H], [H]; undefined without token info
   };
   struct Packed {
-    std::shared_ptr<const PackedLinear> fc, qkv, o, gate_up, down, lm_head;  // shared by forks
+    std::shared_ptr<const PackedLinear> fc, feature_fc, qkv, o, gate_up, down, lm_head;  // shared by forks
   };
 
   DraftHead(DraftHeadConfig config, const LlamaModel& target);
   void collapse_token_info();
   void pack();
   at::Tensor fuse_input(const float* features, std::span<const TokenId> tokens) const;
+  // EAGLE-3: g = W_g [l; m; h] of n rows of the verifier's layer span.
+  at::Tensor fuse_layers(const float* span_rows, std::int64_t n) const;
   // Runs n entries through the layer after the committed prefix and the
   // first `keep_staged` staged entries, visibility from `mask` (or causal).
   at::Tensor run_layer(const at::Tensor& x, std::span<const std::int64_t> positions, std::int64_t keep_staged,

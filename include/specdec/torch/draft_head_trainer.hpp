@@ -29,6 +29,10 @@ struct HeadTrainOptions {
   bool first_token = true;
   std::int64_t token_info_rank = 64;
   std::int64_t hot_tokens = 2048;        // token info for the H most frequent training tokens; 0 = dense
+  // EAGLE-3: the target layers step 1 fuses (empty = the default for the
+  // target, DraftHeadConfig::default_feature_layers). A feature cache must
+  // hold them (cache-features --layers).
+  std::vector<std::int32_t> feature_layers;
   std::int64_t steps = 1000;
   std::int64_t batch_size = 8;
   std::int64_t seq_len = 256;            // anchors per window

@@ -11,7 +11,10 @@
 //                 window start offsets in the token file, windows done so far,
 //                 the matmul precision of the target forward;
 //   tokens.u16  — [windows, window] uint16 token ids;
-//   hidden.f16  — [windows, window, hidden] IEEE half.
+//   hidden.f16  — [windows, window, hidden] IEEE half;
+//   layers.f16  — with --layers only: [windows, window, layers, hidden], the
+//                 raw outputs of those target layers (before the final
+//                 norm), which an EAGLE-3 head fuses (arXiv 2503.01840 §3.2).
 // Building appends whole batches of windows and then rewrites meta.json
 // (through a rename), so an interrupted run loses at most one batch and the
 // same command resumes it.
@@ -38,6 +41,7 @@ struct FeatureCacheOptions {
   std::int64_t window = 259;         // tokens per window: anchors + draft steps of the trainer
   std::int64_t batch = 8;            // windows per target forward
   std::uint64_t seed = 1;            // which of the file's non-overlapping windows are taken
+  std::vector<std::int32_t> layers;  // target layers (0-based) whose outputs are also cached; empty = none
   at::ScalarType matmul_dtype = at::kFloat;
   int threads = 0;
   double time_budget_seconds = 0.0;  // stop after a whole batch once exceeded; 0 = none
@@ -65,16 +69,23 @@ class FeatureCache {
   std::int64_t window() const { return window_; }
   std::int64_t hidden_size() const { return hidden_; }
   const std::string& matmul_dtype() const { return matmul_dtype_; }
+  // The target layers whose outputs the cache holds (empty: none).
+  const std::vector<std::int32_t>& layers() const { return layers_; }
 
   // tokens [n, len] int64 and hidden [n, len, hidden] float32: the first
   // `len` positions of the windows `indices`.
   std::pair<at::Tensor, at::Tensor> read(const std::vector<std::int64_t>& indices, std::int64_t len) const;
+  // [n, len, layers().size() * hidden] float32: the cached layer outputs of
+  // the same positions, side by side in the order of layers(). Throws
+  // InvalidArgumentError when the cache holds no layers.
+  at::Tensor read_layers(const std::vector<std::int64_t>& indices, std::int64_t len) const;
 
  private:
   std::filesystem::path dir_;
   std::int64_t windows_ = 0, window_ = 0, hidden_ = 0;
   std::string matmul_dtype_;
-  mutable std::ifstream tokens_, hidden_file_;
+  std::vector<std::int32_t> layers_;
+  mutable std::ifstream tokens_, hidden_file_, layers_file_;
 };
 
 // A fingerprint of a target's config.json and weights (size and FNV-1a of
