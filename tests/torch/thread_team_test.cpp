@@ -17,6 +17,10 @@ using sd::test::helpers_take_items;
 TEST_CASE("The row kernel's products are bit-identical with one thread and two", "[torch][threads][linear]") {
   at::manual_seed(3);
   for (const auto dtype : {sd::DType::kF32, sd::DType::kBF16}) {
+    if (dtype == sd::DType::kBF16 && !tb::PackedLinear::native_bf16()) {
+      WARN("no native bf16 on this CPU: the bf16 row kernel is not exercised");  // oneDNN refuses the shape
+      continue;
+    }
     const at::Tensor w = at::randn({1000, 384}) / 20.0;
     const tb::PackedLinear lin(w, dtype);
     if (lin.implementation(1).rfind("specdec:", 0) != 0) {
