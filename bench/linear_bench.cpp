@@ -5,9 +5,10 @@
 // whole stack (milliseconds); the counter GBps is weight bytes / time.
 //
 //  - BM_PackedLinear_Layers/dtype:D/m:M  PackedLinear (weights packed once;
-//                                dtype 0 = f32 on oneDNN, 1 = bf16 on the
-//                                AVX512_BF16 row kernel, 2 = bf16 on oneDNN;
-//                                GBps counts the bytes of the dtype)
+//                                dtype 0 = f32 on the row kernel (AVX-512F or
+//                                AVX2), 1 = bf16 on the AVX512_BF16 row
+//                                kernel, 2 = bf16 on oneDNN, 3 = f32 on
+//                                oneDNN; GBps counts the bytes of the dtype)
 //  - BM_TorchLinear_Layers/m:M   at::linear (libtorch 1.13's OpenBLAS path)
 //  - BM_StreamWeights            at::mv over the same stack: the bandwidth
 //                                reference, one read of every weight
@@ -59,7 +60,8 @@ std::vector<tb::PackedLinear> pack_all(specdec::DType dtype, tb::PackedLinear::K
   return v;
 }
 
-// variant 0: f32, 1: bf16 (row kernel where available), 2: bf16 on oneDNN.
+// variant 0: f32, 1: bf16 (row kernel where available), 2: bf16 on oneDNN,
+// 3: f32 on oneDNN.
 const std::vector<tb::PackedLinear>& packed(std::int64_t variant = 0) {
   using K = tb::PackedLinear::Kernel;
   static const std::vector<tb::PackedLinear> f32 = pack_all(specdec::DType::kF32, K::kAuto);
@@ -67,6 +69,10 @@ const std::vector<tb::PackedLinear>& packed(std::int64_t variant = 0) {
   if (variant == 1) {
     static const std::vector<tb::PackedLinear> bf16 = pack_all(specdec::DType::kBF16, K::kAuto);
     return bf16;
+  }
+  if (variant == 3) {
+    static const std::vector<tb::PackedLinear> f32_onednn = pack_all(specdec::DType::kF32, K::kOneDnn);
+    return f32_onednn;
   }
   static const std::vector<tb::PackedLinear> onednn = pack_all(specdec::DType::kBF16, K::kOneDnn);
   return onednn;
@@ -86,7 +92,8 @@ void set_counters(benchmark::State& state, specdec::DType dtype = specdec::DType
 // One pass: x [m, 512] through all 56 layers, ping-ponging between two
 // preallocated buffers (no allocation per layer).
 void BM_PackedLinear_Layers(benchmark::State& state) {
-  const auto dtype = state.range(0) == 0 ? specdec::DType::kF32 : specdec::DType::kBF16;
+  const auto dtype =
+      state.range(0) == 0 || state.range(0) == 3 ? specdec::DType::kF32 : specdec::DType::kBF16;
   const std::int64_t m = state.range(1);
   const auto& layers = packed(state.range(0));
   const at::Tensor x = at::randn({m, kModel});
@@ -170,7 +177,7 @@ BENCHMARK(BM_PackedLinear_Shape)
     ->UseRealTime();
 BENCHMARK(BM_PackedLinear_Layers)
     ->ArgNames({"dtype", "m"})
-    ->ArgsProduct({{0, 1, 2}, {1, 2, 4, 5, 8, 16}})
+    ->ArgsProduct({{0, 1, 2, 3}, {1, 2, 4, 5, 8, 16}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_TorchLinear_Layers)

@@ -9,7 +9,10 @@ namespace specdec::cli {
 
 inline constexpr int kInterruptedExit = 130;  // 128 + SIGINT
 
-// Installs the handler (once per process; later calls do nothing).
+// Starts taking SIGINT (once per process; later calls do nothing). Call it
+// before the command starts any thread (before the models load): SIGINT is
+// blocked in the calling thread, so in every thread started after it, and
+// one thread of its own waits for it (interrupt.cpp says why).
 void catch_interrupt();
 // Whether a SIGINT arrived since catch_interrupt().
 bool interrupted();

@@ -1,7 +1,7 @@
-// PackedLinear on specdec's row kernel (row_gemm.hpp: f32 on AVX-512F, bf16
-// on AVX512_BF16), and on oneDNN's matmul primitive elsewhere. Why the row
-// kernel comes first: row_gemm.hpp. The oneDNN notes below hold for the
-// oneDNN path.
+// PackedLinear on specdec's row kernel (row_gemm.hpp: f32 on AVX-512F or
+// AVX2 with FMA, bf16 on AVX512_BF16), and on oneDNN's matmul primitive
+// elsewhere. Why the row kernel comes first: row_gemm.hpp. The oneDNN notes
+// below hold for the oneDNN path.
 //
 // Design (measured on this repository's 2-core AVX-512 machine, oneDNN 2.6.3,
 // 56 matrices 1408x512 / 512x1408 f32, 2 OpenMP threads, ms per pass over all
@@ -361,8 +361,7 @@ at::Tensor PackedLinear::operator()(const at::Tensor& x) const {
 std::string PackedLinear::implementation(std::int64_t m) const {
   if (!impl_) throw InvalidArgumentError("PackedLinear: the object was moved from");
   if (m <= 0) throw InvalidArgumentError(fmt::format("PackedLinear::implementation: m must be >= 1, got {}", m));
-  if (impl_->row_kernel)
-    return impl_->row_kernel->format() == row_gemm::Format::kF32 ? "specdec:avx512_f32" : "specdec:avx512_bf16";
+  if (impl_->row_kernel) return std::string("specdec:") + row_gemm::isa_name(impl_->row_kernel->format());
   const std::lock_guard<std::mutex> lock(impl_->mutex);
   try {
     return impl_->entry(std::min(m, kMaxRows), /*add=*/false).implementation;

@@ -18,11 +18,31 @@ constexpr std::int64_t kCols = 64;  // output columns per block (row_gemm_tile.h
 
 }  // namespace
 
+namespace {
+
+bool has_avx512_f32() {
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
+bool has_avx2_f32() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+bool has_bf16() {
+  static const bool yes = has_avx512_f32() && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+  return yes;
+}
+
+}  // namespace
+
 bool available(Format format) {
-  static const bool f32 = __builtin_cpu_supports("avx512f");
-  static const bool bf16 = f32 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-                           __builtin_cpu_supports("avx512bf16");
-  return format == Format::kF32 ? f32 : bf16;
+  return format == Format::kF32 ? has_avx512_f32() || has_avx2_f32() : has_bf16();
+}
+
+const char* isa_name(Format format) {
+  if (format == Format::kBf16) return has_bf16() ? "avx512_bf16" : "";
+  return has_avx512_f32() ? "avx512_f32" : has_avx2_f32() ? "avx2_f32" : "";
 }
 
 void round_rows(const float* x, std::int64_t m, std::int64_t in, std::int64_t stride, std::uint16_t* out) {
@@ -66,7 +86,9 @@ void PackedWeights::multiply(const void* x, std::int64_t m, float* y, bool add) 
   const std::uint32_t* w = data_.get();
   const auto block_size = steps_ * kCols;
   const auto* xb = static_cast<const unsigned char*>(x);
-  const auto run_block = format_ == Format::kF32 ? run_block_f32 : run_block_bf16;
+  const auto run_block = format_ == Format::kBf16 ? run_block_bf16
+                         : has_avx512_f32()       ? run_block_f32
+                                                  : run_block_f32_avx2;
   parallel_for(blocks_, [&](std::int64_t b) {
     run_block(w + b * block_size, steps_, xb, steps_, m, y + b * kCols, out_,
               std::min(kCols, out_ - b * kCols), add);

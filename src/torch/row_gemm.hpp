@@ -22,6 +22,10 @@
 // VFMADD231PS; or a pair of k of bf16 weights, VDPBF16PS with f32 sums),
 // prefetching ahead so the loads keep streaming while the arithmetic runs.
 //
+// On CPUs without AVX-512F the f32 product runs on AVX2 with FMA
+// (row_gemm_f32_avx2.cpp): the same fused multiply-adds in the same order,
+// so it gives the AVX-512 kernel's bits.
+//
 // Internal to src/torch; used only where the CPU has the instructions
 // (available()).
 #pragma once
@@ -33,9 +37,12 @@ namespace specdec::torch_backend::row_gemm {
 
 enum class Format { kF32, kBf16 };
 
-// Whether this CPU runs the kernel for `format` (AVX-512F for f32; AVX512F,
-// BW, VL and AVX512_BF16 for bf16).
+// Whether this CPU runs the kernel for `format` (AVX-512F, or AVX2 and FMA,
+// for f32; AVX512F, BW, VL and AVX512_BF16 for bf16).
 bool available(Format format);
+// The instruction set that runs `format` here ("avx512_f32", "avx2_f32",
+// "avx512_bf16"), or "" where available(format) is false.
+const char* isa_name(Format format);
 
 // x [m, in] f32 -> out [m, stride] bf16 (nearest, ties to even, as
 // io::f32_to_bf16, except that denormals become zero: VDPBF16PS treats them

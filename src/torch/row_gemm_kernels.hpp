@@ -1,7 +1,8 @@
 // The per-instruction-set entry points of row_gemm.hpp: one block of 64
 // output columns for m rows (row_gemm_tile.hpp's run_block), compiled in
-// row_gemm_f32.cpp for AVX-512F and in row_gemm_bf16.cpp for AVX512_BF16.
-// Callers check row_gemm::available() first.
+// row_gemm_f32.cpp for AVX-512F, row_gemm_f32_avx2.cpp for AVX2 with FMA and
+// row_gemm_bf16.cpp for AVX512_BF16. Callers check the CPU first
+// (row_gemm.cpp).
 //
 // Internal to src/torch.
 #pragma once
@@ -15,6 +16,9 @@ namespace specdec::torch_backend::row_gemm {
 // y_stride apart, written (or added to, with `add`).
 void run_block_f32(const std::uint32_t* w, std::int64_t steps, const unsigned char* x, std::int64_t x_stride,
                    std::int64_t m, float* y, std::int64_t y_stride, std::int64_t cols, bool add);
+void run_block_f32_avx2(const std::uint32_t* w, std::int64_t steps, const unsigned char* x,
+                        std::int64_t x_stride, std::int64_t m, float* y, std::int64_t y_stride,
+                        std::int64_t cols, bool add);
 void run_block_bf16(const std::uint32_t* w, std::int64_t steps, const unsigned char* x, std::int64_t x_stride,
                     std::int64_t m, float* y, std::int64_t y_stride, std::int64_t cols, bool add);
 
