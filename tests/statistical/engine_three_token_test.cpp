@@ -207,8 +207,13 @@ struct SvFit {
   bool lossless = true;
 };
 
+// How a sampled token's A steers: not at all (the S-only table), the tokens
+// after it (lossless), or the token itself (the paper's; LOSSY).
+enum class SteerA { kNo, kAfter, kItself };
+
 template <class Rule = sd::RecursiveRejectionSampling>
-SvFit sv_batch_fit(const sd::SamplingParams& sampling, sd::ChainBuilder::Pick pick, bool biased) {
+SvFit sv_batch_fit(const sd::SamplingParams& sampling, sd::ChainBuilder::Pick pick,
+                   SteerA steer = SteerA::kNo) {
   using Selector = sd::GoodputSelector<Verifier>;
   using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, Rule, sd::FixedLength, Selector>;
   Models m;
@@ -220,7 +225,8 @@ SvFit sv_batch_fit(const sd::SamplingParams& sampling, sd::ChainBuilder::Pick pi
   for (const auto b : batches)
     for (const auto t : tokens) seconds.push_back(1.0 + 0.25 * b * t);
   sd::GoodputOptions options;
-  options.biased_sampled_acceptance = biased;
+  options.biased_sampled_acceptance = steer == SteerA::kItself;
+  options.acceptance_after = steer == SteerA::kAfter;
   Engine engine(sd::ChainBuilder{pick}, verifier, Rule{},
                 Selector(companion, sd::AcceptanceTable({}, {0.5f}, {0.05f, 0.95f}, {1, 1}),
                          sd::AcceptanceTable({0.6f}, {}, {0.2f, 0.9f}, {1, 1}),
@@ -425,7 +431,7 @@ TEST_CASE("Block and traversal verification keep the three-token law in every me
   if (name == "duo") {
     fit = duo_fit<sd::TraversalVerification>(4, 0, sampling, nullptr);
   } else if (name == "sv at batch 4") {
-    const auto r = sv_batch_fit<sd::BlockVerification>(sampling, sd::ChainBuilder::Pick::kTop1, /*biased=*/false);
+    const auto r = sv_batch_fit<sd::BlockVerification>(sampling, sd::ChainBuilder::Pick::kTop1);
     CHECK(r.truncated > 0);
     fit = r.fit;
   } else {
@@ -455,7 +461,7 @@ TEST_CASE("Speculative Verification keeps each request's three-token law at batc
   // top-1 drafts: S and A steer; sampled drafts: S alone steers.
   const auto pick = GENERATE(sd::ChainBuilder::Pick::kTop1, sd::ChainBuilder::Pick::kSample);
   INFO(st::describe(sampling) << (pick == sd::ChainBuilder::Pick::kTop1 ? ", top-1 drafts" : ", sampled drafts"));
-  const auto r = sv_batch_fit(sampling, pick, /*biased=*/false);
+  const auto r = sv_batch_fit(sampling, pick);
   INFO(r.fit.describe() << "; verified " << r.verified << " of " << r.drafted << " drafts");
   CHECK_FALSE(r.fit.rejects(st::kAlpha));
   CHECK(r.lossless);
@@ -468,10 +474,32 @@ TEST_CASE("The three-token test rejects Speculative Verification steering sample
           "[statistical][engine][sv]") {
   // The paper's setting: whether a sampled token is verified depends on its
   // own A, which biases the output (docs/acceptance.md).
-  const auto r = sv_batch_fit(sd::SamplingParams{1.0f, 0, 1.0f}, sd::ChainBuilder::Pick::kSample, /*biased=*/true);
+  const auto r =
+      sv_batch_fit(sd::SamplingParams{1.0f, 0, 1.0f}, sd::ChainBuilder::Pick::kSample, SteerA::kItself);
   INFO(r.fit.describe());
   CHECK(r.fit.rejects(st::kAlpha));
   CHECK_FALSE(r.lossless);  // and the run says so
+}
+
+TEST_CASE(
+    "Speculative Verification keeps the three-token law with a sampled token's A steering the tokens after "
+    "it",
+    "[statistical][engine][sv]") {
+  // Cut after the token (docs/acceptance.md): token i's own A decides only
+  // whether tokens i+1.. are verified, whose context holds token i. The
+  // power test above is its must-fail twin: the same A deciding on token i.
+  const sd::SamplingParams sampling =
+      GENERATE(sd::SamplingParams{1.0f, 0, 1.0f}, sd::SamplingParams{0.7f, 5, 0.95f});
+  INFO(st::describe(sampling));
+  const auto r = sv_batch_fit(sampling, sd::ChainBuilder::Pick::kSample, SteerA::kAfter);
+  INFO(r.fit.describe() << "; verified " << r.verified << " of " << r.drafted << " drafts");
+  CHECK_FALSE(r.fit.rejects(st::kAlpha));
+  CHECK(r.lossless);
+  CHECK(r.truncated > 0);
+  // A did steer: the same draws verify other drafts than S alone does.
+  const auto s_only = sv_batch_fit(sampling, sd::ChainBuilder::Pick::kSample, SteerA::kNo);
+  INFO("S alone verified " << s_only.verified << " of " << s_only.drafted);
+  CHECK(r.verified != s_only.verified);
 }
 
 TEST_CASE("DuoDecoding keeps the target's joint law of three tokens", "[statistical][engine][duo]") {

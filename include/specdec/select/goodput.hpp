@@ -47,23 +47,43 @@ struct GoodputAllocation {
 // round lasts fixed_seconds + Lat(b, n): fixed_seconds 0 is the paper's
 // (hardware that overlaps drafting with verification); GoodputSelector
 // passes what the round spends outside the target's forward.
+//
+// after (optional, shaped as p): the estimate of token i that the tokens
+// after it see. Token i's gain is prefix * p[q][i], and once it is taken the
+// prefix is multiplied by after[q][i] instead of p[q][i]. This is how a
+// sampled token's own A steers only the tokens after it (GoodputSelector,
+// GoodputOptions::acceptance_after): p[q][i] then reads token i's context
+// only, after[q][i] the token too, and whether token i is verified still
+// depends on its context alone.
 inline GoodputAllocation allocate_goodput(std::span<const std::vector<float>> p, const VerifyLatency& latency,
-                                          std::int32_t min_verify = 0, double fixed_seconds = 0.0) {
+                                          std::int32_t min_verify = 0, double fixed_seconds = 0.0,
+                                          std::span<const std::vector<float>> after = {}) {
   if (min_verify < 0) throw InvalidArgumentError(fmt::format("allocate_goodput: min_verify {} < 0", min_verify));
   if (!(fixed_seconds >= 0.0))
     throw InvalidArgumentError(fmt::format("allocate_goodput: fixed time {} s is negative", fixed_seconds));
+  if (!after.empty()) {
+    if (after.size() != p.size())
+      throw ShapeError(fmt::format("allocate_goodput: {} requests' later estimates for {} requests",
+                                   after.size(), p.size()));
+    for (std::size_t q = 0; q < p.size(); ++q)
+      if (after[q].size() != p[q].size())
+        throw ShapeError(
+            fmt::format("allocate_goodput: request {} has {} later estimates for {} drafted tokens", q,
+                        after[q].size(), p[q].size()));
+  }
+  const auto& prefix_factor = after.empty() ? p : after;
   const auto b = static_cast<std::int32_t>(p.size());
   GoodputAllocation out;
   out.lengths.assign(p.size(), 0);
   if (b == 0) return out;
   const double fixed = fixed_seconds;
-  std::vector<double> prefix(p.size(), 1.0);  // prod_{j<=g_q} p_{q,j}
+  std::vector<double> prefix(p.size(), 1.0);   // prod_{j<=g_q} p_{q,j} (or after_{q,j})
   double expected = b;                         // sum_q (E[N_q] + 1)
   std::int64_t tokens = b;                     // sum_q (g_q + 1)
   auto take = [&](std::size_t q) {
     const auto g = static_cast<std::size_t>(out.lengths[q]);
-    prefix[q] *= p[q][g];
-    expected += prefix[q];
+    expected += prefix[q] * p[q][g];
+    prefix[q] *= prefix_factor[q][g];
     ++tokens;
     ++out.lengths[q];
   };

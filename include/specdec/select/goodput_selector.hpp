@@ -16,6 +16,8 @@
 //   sampled drafts: S only (the similarity-only table). A of a sampled
 //      token would decide on that token; biased_sampled_acceptance opts
 //      into it (the paper's setting; LOSSY, reported by lossless()).
+//      acceptance_after lets a sampled token's A steer only the tokens
+//      after it, whose context it is part of (lossless).
 // Chains only: a tree's prefix is not a verification length.
 #pragma once
 
@@ -47,6 +49,11 @@ struct GoodputOptions {
   bool fixed_cost = true;
   bool verify_all = false;      // verify every draft (standard speculative decoding) and record indicators
   bool biased_sampled_acceptance = false;  // use A on sampled drafts: LOSSY
+  // Sampled drafts: whether token i is verified is decided on the S-only
+  // estimate of token i times the joint (S, A) estimates of tokens 1..i-1,
+  // all of which token i's context determines (docs/acceptance.md, "Cutting
+  // after the token"). Lossless; needs both tables.
+  bool acceptance_after = false;
 };
 
 // Companion: a Verifier over the companion model whose rows are warped as
@@ -78,6 +85,13 @@ class GoodputSelector {
           "GoodputSelector: the similarity-only table has {} A bins (it must have one)", similarity_.a_bins()));
     if (options_.min_verify < 0)
       throw InvalidArgumentError(fmt::format("GoodputSelector: min_verify {} < 0", options_.min_verify));
+    if (options_.acceptance_after && options_.biased_sampled_acceptance)
+      throw InvalidArgumentError(
+          "GoodputSelector: acceptance_after (A steers the tokens after a sampled token) and "
+          "biased_sampled_acceptance (A steers the token itself) exclude each other");
+    if (options_.acceptance_after && !options_.verify_all && (joint_.empty() || similarity_.empty()))
+      throw InvalidArgumentError(
+          "GoodputSelector: acceptance_after needs the (S, A) table and the similarity-only table");
     if (!options_.verify_all && latency_.empty())
       throw InvalidArgumentError("GoodputSelector: no latency profile (measure_verify_latency)");
   }
@@ -136,13 +150,17 @@ class GoodputSelector {
     companion_rows_.resize(items_.size());
     companion_->score(items_, companion_rows_);  // one companion forward for the batch
     estimates_.resize(batch.size());
-    for (std::size_t q = 0; q < batch.size(); ++q) estimate(batch[q], companion_rows_[q], estimates_[q]);
+    after_.resize(batch.size());
+    bool any_after = false;
+    for (std::size_t q = 0; q < batch.size(); ++q)
+      any_after |= estimate(batch[q], companion_rows_[q], estimates_[q], after_[q]);
     GoodputAllocation allocation;
     if (options_.verify_all) {
       for (const auto& s : batch) allocation.lengths.push_back(s.drafted->size());
     } else {
-      allocation = allocate_goodput(estimates_, latency_, options_.min_verify,
-                                    fixed_seconds(static_cast<std::int32_t>(batch.size())));
+      allocation = allocate_goodput(
+          estimates_, latency_, options_.min_verify, fixed_seconds(static_cast<std::int32_t>(batch.size())),
+          any_after ? std::span<const std::vector<float>>(after_) : std::span<const std::vector<float>>());
     }
     for (std::size_t q = 0; q < batch.size(); ++q) {
       Selection& s = batch[q];
@@ -155,8 +173,11 @@ class GoodputSelector {
   }
 
  private:
-  // The acceptance estimate of each of s's drafted tokens.
-  void estimate(const Selection& s, const ProbRows& companion, std::vector<float>& p) {
+  // The acceptance estimate of each of s's drafted tokens (p), and with
+  // acceptance_after on a sampled chain the estimates the later tokens see
+  // (after, the joint table's; returns true). after is left as p otherwise.
+  bool estimate(const Selection& s, const ProbRows& companion, std::vector<float>& p,
+                std::vector<float>& after) {
     const DraftTree& tree = *s.drafted;
     Round& round = rounds_[s.seq];
     round.indicators.clear();
@@ -165,7 +186,9 @@ class GoodputSelector {
     for (std::int32_t i = 0; i < tree.size(); ++i) round.sampled |= tree.children_mode(i - 1) != ChildMode::kDeterministic;
     const AcceptanceTable* table = nullptr;
     if (!options_.verify_all) table = table_for(round.sampled, s.seq);
+    const bool use_after = table != nullptr && round.sampled && options_.acceptance_after;
     p.clear();
+    after.clear();
     for (std::int32_t i = 0; i < tree.size(); ++i) {
       const auto slot = i - 1;  // the chain's parent of node i (the root for node 0)
       const auto ind = draft_indicators(s.draft_rows.row(tree.children_draft_row(slot)), companion.row(i),
@@ -174,7 +197,9 @@ class GoodputSelector {
       const float e = table ? table->lookup(ind.similarity, ind.acceptance) : 1.0f;
       round.estimates.push_back(e);
       p.push_back(e);
+      after.push_back(use_after ? joint_.lookup(ind.similarity, ind.acceptance) : e);
     }
+    return use_after;
   }
 
   const AcceptanceTable* table_for(bool sampled, std::int32_t seq) {
@@ -212,6 +237,7 @@ class GoodputSelector {
   std::vector<ScoreItem> items_;
   std::vector<ProbRows> companion_rows_;
   std::vector<std::vector<float>> estimates_;
+  std::vector<std::vector<float>> after_;  // acceptance_after: what the later tokens see
 };
 
 }  // namespace specdec

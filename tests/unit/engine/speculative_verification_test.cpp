@@ -217,6 +217,21 @@ TEST_CASE("The goodput selector refuses trees, and sampled drafts without a simi
   Selector lossy(companion, joint_table(), {}, steep_latency(), biased);
   lossy.select(std::span(&s, 1));
   CHECK_FALSE(lossy.lossless());
+  // A steering only the tokens after a sampled token: both tables, lossless;
+  // not with the biased option.
+  sd::GoodputOptions after;
+  after.acceptance_after = true;
+  CHECK_THROWS_AS(Selector(companion, joint_table(), {}, steep_latency(), after), sd::InvalidArgumentError);
+  CHECK_THROWS_AS(Selector(companion, {}, similarity_table(), steep_latency(), after),
+                  sd::InvalidArgumentError);
+  sd::GoodputOptions both = after;
+  both.biased_sampled_acceptance = true;
+  CHECK_THROWS_AS(Selector(companion, joint_table(), similarity_table(), steep_latency(), both),
+                  sd::InvalidArgumentError);
+  Selector steered(companion, joint_table(), similarity_table(), steep_latency(), after);
+  steered.select(std::span(&s, 1));
+  CHECK(steered.lossless());
+  CHECK(steered.last_round(0).indicators.size() == 2);
   // verify_all keeps every draft and records the indicators.
   sd::GoodputOptions all;
   all.verify_all = true;

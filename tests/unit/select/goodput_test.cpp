@@ -197,3 +197,24 @@ TEST_CASE("A batch: tokens go to the request whose next one adds the most expect
   const sd::VerifyLatency bump({1}, {1, 2, 4}, {1.0, 3.0, 3.1}, {0.0});
   CHECK(sd::allocate_goodput(p3, bump).lengths[0] == 0);
 }
+
+TEST_CASE("Later estimates: a taken token's after-estimate, not its own, scales the next tokens' gains",
+          "[select]") {
+  // Lat(1, n) = 1 + 0.1 n. Alone, p verifies all three (gains 0.5, 0.45,
+  // 0.405). With after, token 1 still gains 0.5, but tokens 2 and 3 gain
+  // 0.05 * 0.9 and 0.05 * 0.81: (1.5 + 0.045) / 1.3 < 1.5 / 1.2 stops at 1.
+  const std::vector<std::vector<float>> p{{0.5f, 0.9f, 0.9f}};
+  const std::vector<std::vector<float>> after{{0.05f, 0.9f, 0.9f}};
+  CHECK(sd::allocate_goodput(p, linear_latency(1.0, 0.1)).lengths[0] == 3);
+  const auto a = sd::allocate_goodput(p, linear_latency(1.0, 0.1), 0, 0.0, after);
+  CHECK(a.lengths[0] == 1);
+  CHECK(a.expected_tokens == Approx(1.5));
+  // A high after-estimate lets the later tokens in where p alone would not.
+  const std::vector<std::vector<float>> low{{0.5f, 0.3f, 0.3f}}, high{{0.99f, 0.99f, 0.99f}};
+  CHECK(sd::allocate_goodput(low, linear_latency(1.0, 0.3)).lengths[0] == 1);
+  CHECK(sd::allocate_goodput(low, linear_latency(1.0, 0.3), 0, 0.0, high).lengths[0] == 3);
+  // after shaped as p, or refused.
+  const std::vector<std::vector<float>> short_after{{0.5f, 0.9f}}, two{{0.5f}, {0.5f}};
+  CHECK_THROWS_AS(sd::allocate_goodput(p, linear_latency(1.0, 0.1), 0, 0.0, short_after), sd::ShapeError);
+  CHECK_THROWS_AS(sd::allocate_goodput(p, linear_latency(1.0, 0.1), 0, 0.0, two), sd::ShapeError);
+}
