@@ -24,6 +24,7 @@
 #include "bench.hpp"
 #include "convert.hpp"
 #include "generate.hpp"
+#include "interrupt.hpp"
 #include "profile_sv.hpp"
 #include "sequoia.hpp"
 #include "train.hpp"
@@ -34,6 +35,10 @@
 #include "specdec/core/version.hpp"
 
 int main(int argc, char** argv) {
+#if SPECDEC_CLI_WITH_TORCH
+  // Before any thread starts: SIGINT is taken on a thread of its own.
+  specdec::cli::take_interrupts_on_a_thread();
+#endif
   CLI::App app{"specdec: speculative decoding algorithms for LLM inference"};
   app.set_version_flag("--version", specdec::kVersion);
   app.require_subcommand(1);
