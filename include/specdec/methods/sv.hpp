@@ -102,8 +102,7 @@ SvSetup<M> sv_setup(const MethodContext<M>& c) {
   s.options.acceptance_after = cut == "after";
   if (s.options.acceptance_after && !s.sampled_drafts)
     throw InvalidArgumentError(
-        "method sv: cut=after steers sampled drafts (drafts=sample); top-1 drafts are steered by S and A "
-        "already");
+        "method sv: cut=after steers sampled drafts (drafts=sample); top-1 drafts are steered by S and A already");
   if (s.options.acceptance_after && s.options.biased_sampled_acceptance)
     throw InvalidArgumentError(
         "method sv: cut=after (A steers the drafts after a token) and biased=1 (A steers the token itself) "
@@ -152,40 +151,31 @@ SvSetup<M> sv_setup(const MethodContext<M>& c) {
 
 template <class M>
 MethodInfo<M> sv_method() {
-  return {
-      "sv",
-      "Speculative Verification: a companion model steers how much of each draft the target verifies",
-      "2509.24328",
-      MethodModels::kDraftModel,
-      true,
-      {{"k", ParamType::kInt, "5", "drafted tokens per request and round (the most verified)", true},
-       {"drafts", ParamType::kText, "top1",
-        "top1 (deterministic chains: S and A steer) | sample (sampled chains: S alone steers, lossless)",
-        true},
-       {"adapt", ParamType::kFlag, "0",
-        "draft what was verified last round + 1 (at most k) instead of k: 0 or 1"},
-       {"min", ParamType::kInt, "0", "drafts every request verifies at least"},
-       {"fixed", ParamType::kFlag, "1",
-        "round time = the step's time outside the target forward (measured, then learned) + the forward (0: "
-        "the "
-        "forward alone, the paper's GPU setting)"},
-       {"all", ParamType::kFlag, "0",
-        "verify every draft (standard speculative decoding plus the companion)"},
-       {"biased", ParamType::kFlag, "0", "steer sampled drafts with A too, as the paper does: LOSSY"},
-       {"cut", ParamType::kText, "none",
-        "none | after: a sampled draft's A steers whether the drafts after it are verified (lossless)"},
-       {"companion", ParamType::kText, "",
-        "companion model directory (default: companion/ beside the target)"},
-       {"table", ParamType::kText, "", "acceptance profile (default: sv/<sampling>.json beside the target)"},
-       {"lat_batch", ParamType::kInt, "64", "largest batch size of the latency profile measured at start-up"},
-       {"lat_reps", ParamType::kInt, "3", "repeats per latency point (the median is kept)"},
-       rule_param()},
-      [](const MethodContext<M>& c) {
-        auto setup = sv_setup(c);
-        return with_rule<true, true>(c.config, c.sampling, [&]<class Rule>(Rule rule) {
-          return AnyDecoder::make<SvParts<M, Rule>>(c.config.spec(), c, std::move(setup), std::move(rule));
-        });
-      }};
+  return {"sv", "Speculative Verification: a companion model steers how much of each draft the target verifies",
+          "2509.24328", MethodModels::kDraftModel, true,
+          {{"k", ParamType::kInt, "5", "drafted tokens per request and round (the most verified)", true},
+           {"drafts", ParamType::kText, "top1",
+            "top1 (deterministic chains: S and A steer) | sample (sampled chains: S alone steers, lossless)", true},
+           {"adapt", ParamType::kFlag, "0", "draft what was verified last round + 1 (at most k) instead of k: 0 or 1"},
+           {"min", ParamType::kInt, "0", "drafts every request verifies at least"},
+           {"fixed", ParamType::kFlag, "1",
+            "round time = the step's time outside the target forward (measured, then learned) + the forward (0: the "
+            "forward alone, the paper's GPU setting)"},
+           {"all", ParamType::kFlag, "0", "verify every draft (standard speculative decoding plus the companion)"},
+           {"biased", ParamType::kFlag, "0", "steer sampled drafts with A too, as the paper does: LOSSY"},
+           {"cut", ParamType::kText, "none",
+            "none | after: a sampled draft's A steers whether the drafts after it are verified (lossless)"},
+           {"companion", ParamType::kText, "", "companion model directory (default: companion/ beside the target)"},
+           {"table", ParamType::kText, "", "acceptance profile (default: sv/<sampling>.json beside the target)"},
+           {"lat_batch", ParamType::kInt, "64", "largest batch size of the latency profile measured at start-up"},
+           {"lat_reps", ParamType::kInt, "3", "repeats per latency point (the median is kept)"},
+           rule_param()},
+          [](const MethodContext<M>& c) {
+            auto setup = sv_setup(c);
+            return with_rule<true, true>(c.config, c.sampling, [&]<class Rule>(Rule rule) {
+              return AnyDecoder::make<SvParts<M, Rule>>(c.config.spec(), c, std::move(setup), std::move(rule));
+            });
+          }};
 }
 
 }  // namespace specdec::methods
