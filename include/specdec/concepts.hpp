@@ -32,17 +32,45 @@ struct Stats;
 // token's draft probability q (so the drafter must provide probabilities:
 // RuleFitsDrafter). A rule that is right for greedy decoding only
 // (GreedyAcceptance) declares kGreedyOnly: the engine refuses sampled
-// requests for it (kRuleGreedyOnly).
+// requests for it (kRuleGreedyOnly). A rule chosen at run time
+// (accept/runtime_rule.hpp) says lossless() and greedy_only() instead, of
+// the rule it holds; the engine asks rule_lossless and rule_greedy_only.
 template <class R>
-concept AcceptanceRule = requires(R& rule, const DraftTree& tree, const ProbRows& target,
-                                  const ProbRows& draft, RandomStream& rng) {
+concept SaysLossless = requires { R::kLossless; } || requires(const R& rule) { rule.lossless(); };
+template <class R>
+concept AcceptanceRule = SaysLossless<R> && requires(R& rule, const DraftTree& tree, const ProbRows& target,
+                                                     const ProbRows& draft, RandomStream& rng) {
   { rule.verify(tree, target, draft, rng) } -> std::same_as<VerifyResult>;
-  { R::kLossless } -> std::convertible_to<bool>;
   { R::kNeedsDraftProbs } -> std::convertible_to<bool>;
 };
 
 template <class R>
 inline constexpr bool kRuleGreedyOnly = requires { requires R::kGreedyOnly; };
+
+template <AcceptanceRule R>
+bool rule_lossless(const R& rule) {
+  if constexpr (requires { rule.lossless(); })
+    return rule.lossless();
+  else
+    return R::kLossless;
+}
+template <AcceptanceRule R>
+bool rule_greedy_only(const R& rule) {
+  if constexpr (requires { rule.greedy_only(); })
+    return rule.greedy_only();
+  else
+    return kRuleGreedyOnly<R>;
+}
+// The rule's name for messages: kName, or name() of a rule chosen at run time.
+template <AcceptanceRule R>
+const char* rule_name(const R& rule) {
+  if constexpr (requires { rule.name(); })
+    return rule.name();
+  else if constexpr (requires { R::kName; })
+    return R::kName;
+  else
+    return "R";
+}
 
 // Proposes next-token distributions for frontier nodes of a tree, and keeps
 // (or rolls back) its own state as tokens are committed. One drafter follows

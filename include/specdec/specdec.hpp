@@ -9,6 +9,7 @@
 #include "specdec/accept/input_checks.hpp"
 #include "specdec/accept/recursive_rejection_sampling.hpp"
 #include "specdec/accept/row_math.hpp"
+#include "specdec/accept/runtime_rule.hpp"
 #include "specdec/accept/same_drafts_comparison.hpp"
 #include "specdec/accept/sequence_row_math.hpp"
 #include "specdec/accept/speculative_sampling.hpp"

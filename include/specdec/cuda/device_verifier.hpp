@@ -8,7 +8,8 @@
 // for chains SpeculativeSampling and BlockVerification) the engine hands it
 // the accept step (RuleVerifier): each request's rule draws
 // from the request's own stream on the device, exactly the uniforms the host
-// rule would, so greedy and sampled requests emit the host path's tokens.
+// rule would, so greedy and sampled requests emit the host path's tokens; a
+// rule chosen at run time (RuntimeRule) runs the kernel of the rule it holds.
 // With any other rule the engine calls score(), which brings the rows back
 // and warps them on the host (ModelVerifier's path).
 //
@@ -29,6 +30,7 @@
 #include "specdec/accept/block_verification.hpp"
 #include "specdec/accept/greedy.hpp"
 #include "specdec/accept/recursive_rejection_sampling.hpp"
+#include "specdec/accept/runtime_rule.hpp"
 #include "specdec/accept/speculative_sampling.hpp"
 #include "specdec/accept/traversal_verification.hpp"
 #include "specdec/accept/typical_acceptance.hpp"
@@ -97,6 +99,15 @@ class DeviceVerifier {
     host_logits_.resize(static_cast<std::size_t>(rows * vocab));
     round_.download_logits(host_logits_.data(), rows, vocab);
     inner_.warp_into(items, ProbRows(host_logits_.data(), rows, vocab), out);
+  }
+
+  // A rule chosen at run time: the round of the rule it holds (each of its
+  // choices has a kernel).
+  template <bool kChains, bool kProbs>
+  void verify_round(const RuntimeRule<kChains, kProbs>& rule, std::span<const ScoreItem> items,
+                    std::span<const ProbRows> draft_rows, std::span<RandomStream* const> rngs,
+                    std::span<VerifyResult> out) {
+    rule.visit([&](const auto& held) { verify_round(held, items, draft_rows, rngs, out); });
   }
 
   // The round on the device: the forward, then the warp and rule R's kernel

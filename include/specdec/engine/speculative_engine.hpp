@@ -199,17 +199,18 @@ class SpeculativeEngine {
   // the prompt in both (a drafter that can prefill caches all of it but the
   // root, so steps are decode only); the request takes part in the next step. A request with
   // nothing to generate (max_new_tokens 0, or a full context) is done at once.
-  // A rule that verifies greedy decoding only (R::kGreedyOnly) refuses a
+  // A rule that verifies greedy decoding only (R::kGreedyOnly, or a
+  // RuntimeRule holding one: rule_greedy_only) refuses a
   // sampled request here: it would emit the target's argmax while the
   // request asked for samples.
   void begin(Request& r, std::span<const TokenId> prompt) {
     if (r.begun_) throw InvalidArgumentError(fmt::format("SpeculativeEngine: request {} was already begun", r.seq_));
     if (prompt.empty()) throw InvalidArgumentError("generate: the prompt is empty (it needs at least one token)");
-    if (kRuleGreedyOnly<R> && !r.sampling().is_greedy())
+    if (rule_greedy_only(rule_) && !r.sampling().is_greedy())
       throw InvalidArgumentError(fmt::format(
           "SpeculativeEngine: request {} samples at temperature {}, but the acceptance rule ({}) verifies greedy "
           "decoding only; verify it with RecursiveRejectionSampling or another lossless rule, or set temperature 0",
-          r.seq_, r.sampling().temperature, rule_name()));
+          r.seq_, r.sampling().temperature, rule_name(rule_)));
     auto& stats = r.out_.stats;
     stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
     r.sink_.limit_context(context_limit(*verifier_, *r.drafter_), stats.prompt_tokens, "SpeculativeEngine");
@@ -495,7 +496,7 @@ class SpeculativeEngine {
     stats.target_forwards += round.target_model.forwards;
     stats.draft_model_seconds += round.draft_model.seconds;
     stats.draft_forwards += round.draft_model.forwards;
-    stats.acceptance.record(r.result_, R::kLossless && selector_lossless());
+    stats.acceptance.record(r.result_, rule_lossless(rule_) && selector_lossless());
     stats.verified.record(r.num_drafted_, r.verified_->size());
     if (r.lagged_) {
       stats.lag.score_seconds += t.score_seconds;
@@ -591,13 +592,6 @@ class SpeculativeEngine {
       worker_->wait();
     } catch (...) {  // NOLINT(bugprone-empty-catch): the score's exception is the one reported
     }
-  }
-
-  static const char* rule_name() {
-    if constexpr (requires { R::kName; })
-      return R::kName;
-    else
-      return "R";
   }
 
   bool selector_lossless() const {

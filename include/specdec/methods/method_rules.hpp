@@ -15,12 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "specdec/accept/block_verification.hpp"
-#include "specdec/accept/greedy.hpp"
-#include "specdec/accept/recursive_rejection_sampling.hpp"
-#include "specdec/accept/speculative_sampling.hpp"
-#include "specdec/accept/traversal_verification.hpp"
-#include "specdec/accept/typical_acceptance.hpp"
+#include "specdec/accept/runtime_rule.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/sampling_params.hpp"
 #include "specdec/engine/any_decoder.hpp"
@@ -94,21 +89,23 @@ inline const char* describe(RuleKind kind) {
   return "?";
 }
 
-// Calls f(rule) with the chosen rule object. The chain-only rules are only
-// instantiated where they fit (kChains; for SpeculativeSampling kProbs too),
-// so nothing else compiles against them.
+// Calls f(rule) with the chosen rule, one type for every choice
+// (accept/runtime_rule.hpp): a method composes its engine once. The
+// chain-only rules are among the choices only where they fit (kChains; for
+// SpeculativeSampling kProbs too).
 template <bool kChains, bool kProbs, class F>
 AnyDecoder with_rule(const MethodConfig& c, const SamplingParams& sampling, F&& f) {
+  using Rule = RuntimeRule<kChains, kProbs>;
   switch (rule_kind(c, sampling, RuleFit{kChains, kProbs})) {
-    case RuleKind::kGreedy: return f(GreedyAcceptance{});
-    case RuleKind::kRecursiveRejection: return f(RecursiveRejectionSampling{});
-    case RuleKind::kTraversal: return f(TraversalVerification{});
-    case RuleKind::kTypical: return f(TypicalAcceptance{});
+    case RuleKind::kGreedy: return f(Rule(GreedyAcceptance{}));
+    case RuleKind::kRecursiveRejection: return f(Rule(RecursiveRejectionSampling{}));
+    case RuleKind::kTraversal: return f(Rule(TraversalVerification{}));
+    case RuleKind::kTypical: return f(Rule(TypicalAcceptance{}));
     case RuleKind::kBlock:
-      if constexpr (kChains) return f(BlockVerification{});
+      if constexpr (kChains) return f(Rule(BlockVerification{}));
       break;
     case RuleKind::kSpeculative:
-      if constexpr (kChains && kProbs) return f(SpeculativeSampling{});
+      if constexpr (kChains && kProbs) return f(Rule(SpeculativeSampling{}));
       break;
   }
   throw InvalidArgumentError(fmt::format("method {}: rule={} does not fit it", c.name, c.text("rule")));
