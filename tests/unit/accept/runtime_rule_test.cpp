@@ -3,9 +3,11 @@
 // rule's type says.
 #include <concepts>
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <random>
 #include <string>
+#include <typeinfo>
 
 #include "specdec/accept/runtime_rule.hpp"
 #include "support/catch.hpp"
