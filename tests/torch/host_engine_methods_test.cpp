@@ -27,7 +27,6 @@ TEST_CASE("The host engine decodes concurrent requests exactly like greedy decod
   const std::filesystem::path models = SPECDEC_SOURCE_DIR "/models";
   const auto tok = sd::tokenizer::Tokenizer::load(models / "tokenizer.model");
   host_engine::HostLlama target(models / "target"), draft(models / "draft");
-  const host_engine::HostLyannaHead head(models / "lyanna", target);
   auto reference_model = tb::LlamaModel::load(models / "target");
   std::vector<std::vector<sd::TokenId>> prompts;
   for (const char* set : {"prose", "code", "definitions"}) {

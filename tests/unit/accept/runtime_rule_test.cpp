@@ -20,14 +20,14 @@ namespace {
 // Two calls on the same tree and rows from equal streams: the same result,
 // the same exception type or none, and the streams at the same offset.
 template <class Rule, bool kChains, bool kProbs>
-void check_same(Rule rule, bool chains, int trees) {
+void check_same(Rule rule, int trees) {
   constexpr std::int64_t kVocab = 5;
   sd::RuntimeRule<kChains, kProbs> chosen(rule);
   std::mt19937 gen(23);
   int differs = 0, threw = 0;
   std::int64_t accepted = 0;
   for (int i = 0; i < trees; ++i) {
-    const auto t = sd::testing::random_tree(gen, kVocab, 8, chains);
+    const auto t = sd::testing::random_tree(gen, kVocab, 8, kChains);
     const sd::ProbRows target(t.target_rows.data(), t.tree.size() + 1, kVocab);
     sd::RandomStream a(7, static_cast<std::uint64_t>(i)), b(7, static_cast<std::uint64_t>(i));
     std::optional<sd::VerifyResult> expected, got;
@@ -62,12 +62,12 @@ void check_same(Rule rule, bool chains, int trees) {
 }  // namespace
 
 TEST_CASE("A rule chosen at run time emits what the rule it holds emits, from the same draws", "[unit][accept]") {
-  check_same<sd::GreedyAcceptance, false, false>(sd::GreedyAcceptance{}, false, 1500);
-  check_same<sd::RecursiveRejectionSampling, false, true>(sd::RecursiveRejectionSampling{}, false, 1500);
-  check_same<sd::TraversalVerification, false, false>(sd::TraversalVerification{}, false, 1500);
-  check_same<sd::TypicalAcceptance, false, false>(sd::TypicalAcceptance{}, false, 1500);
-  check_same<sd::BlockVerification, true, false>(sd::BlockVerification{}, true, 1500);
-  check_same<sd::SpeculativeSampling, true, true>(sd::SpeculativeSampling{}, true, 1500);
+  check_same<sd::GreedyAcceptance, false, false>(sd::GreedyAcceptance{}, 1500);
+  check_same<sd::RecursiveRejectionSampling, false, true>(sd::RecursiveRejectionSampling{}, 1500);
+  check_same<sd::TraversalVerification, false, false>(sd::TraversalVerification{}, 1500);
+  check_same<sd::TypicalAcceptance, false, false>(sd::TypicalAcceptance{}, 1500);
+  check_same<sd::BlockVerification, true, false>(sd::BlockVerification{}, 1500);
+  check_same<sd::SpeculativeSampling, true, true>(sd::SpeculativeSampling{}, 1500);
 }
 
 TEST_CASE("A rule chosen at run time says what the held rule's type says", "[unit][accept]") {
