@@ -313,12 +313,12 @@ __global__ void __launch_bounds__(kRopeThreads)
   float* vc = v_slots[p.slot];
   for (std::int64_t e = threadIdx.x; e < static_cast<std::int64_t>(s.kv_heads) * half; e += kRopeThreads) {
     const auto h = static_cast<std::int32_t>(e / half), i = static_cast<std::int32_t>(e % half);
-    float* dst = kc + ((static_cast<std::int64_t>(layer) * s.kv_heads + h) * s.capacity + p.write_row) * hd;
+    float* dst = kc + ((static_cast<std::int64_t>(layer) * s.kv_heads + h) * p.capacity + p.write_row) * hd;
     rope_pair(k + h * hd, dst, c, sn, half, i);
   }
   for (std::int64_t e = threadIdx.x; e < kv_dim; e += kRopeThreads) {
     const auto h = static_cast<std::int32_t>(e / hd), i = static_cast<std::int32_t>(e % hd);
-    vc[((static_cast<std::int64_t>(layer) * s.kv_heads + h) * s.capacity + p.write_row) * hd + i] = v[e];
+    vc[((static_cast<std::int64_t>(layer) * s.kv_heads + h) * p.capacity + p.write_row) * hd + i] = v[e];
   }
 }
 
@@ -361,7 +361,7 @@ __global__ void __launch_bounds__(kAttnThreads, 2)
   const std::int64_t kv_dim = static_cast<std::int64_t>(s.kv_heads) * hd;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   for (int d = tid; d < hd; d += kAttnThreads) q[d] = qkv[t * (q_dim + 2 * kv_dim) + h * hd + d];
-  const std::int64_t head_base = (static_cast<std::int64_t>(layer) * s.kv_heads + kvh) * s.capacity;
+  const std::int64_t head_base = (static_cast<std::int64_t>(layer) * s.kv_heads + kvh) * p.capacity;
   const float* kc = k_slots[p.slot] + head_base * hd;
   const float* vc = v_slots[p.slot] + head_base * hd;
   const float scale = rsqrtf(static_cast<float>(hd));
@@ -464,18 +464,39 @@ __global__ void __launch_bounds__(kAttnThreads, 2)
   }
 }
 
-// One block per (layer, kv head) and per keys / values; the path's entries
-// in order, so an entry's source (length + path[i] >= length + i) is read
-// before a later entry overwrites it.
-__global__ void compact_kernel(float* __restrict__ k, float* __restrict__ v, std::int64_t length,
-                               const std::int32_t* __restrict__ path, std::int32_t n, std::int64_t capacity,
-                               std::int32_t head_dim) {
-  float* base = (blockIdx.y == 0 ? k : v) + static_cast<std::int64_t>(blockIdx.x) * capacity * head_dim;
+// One block per (layer, kv head) and per keys / values; the moves in order
+// (plan_accept orders them so that no source is overwritten before it is
+// read).
+__global__ void compact_kernel(float* __restrict__ k, float* __restrict__ v, std::int64_t capacity,
+                               const CacheMove* __restrict__ moves, std::int32_t n, float* __restrict__ sink_keys,
+                               std::int32_t sink, std::int32_t head_dim) {
+  const bool keys = blockIdx.y == 0;
+  float* base = (keys ? k : v) + static_cast<std::int64_t>(blockIdx.x) * capacity * head_dim;
   for (std::int32_t i = 0; i < n; ++i) {
-    const std::int64_t from = length + path[i], to = length + i;
+    const CacheMove m = moves[i];
+    const std::int64_t from = m.from, to = m.to;
+    if (keys && m.sink_row >= 0)
+      for (int d = threadIdx.x; d < head_dim; d += blockDim.x)
+        sink_keys[(static_cast<std::int64_t>(blockIdx.x) * sink + m.sink_row) * head_dim + d] =
+            base[from * head_dim + d];
     if (from != to)
       for (int d = threadIdx.x; d < head_dim; d += blockDim.x) base[to * head_dim + d] = base[from * head_dim + d];
     __syncthreads();
+  }
+}
+
+// One block per (layer, kv head): row s < count of its keys = the sink key s
+// rotated by `shift` (cos/sin at position shift).
+__global__ void shift_sink_kernel(float* __restrict__ k, std::int64_t capacity, const float* __restrict__ sink_keys,
+                                  std::int32_t sink, std::int32_t count, const float* __restrict__ cos,
+                                  const float* __restrict__ sin, std::int32_t head_dim) {
+  const std::int32_t half = head_dim / 2;
+  float* base = k + static_cast<std::int64_t>(blockIdx.x) * capacity * head_dim;
+  const float* src = sink_keys + static_cast<std::int64_t>(blockIdx.x) * sink * head_dim;
+  for (std::int32_t e = threadIdx.x; e < count * half; e += blockDim.x) {
+    const std::int32_t s = e / half, i = e % half;
+    rope_pair(src + static_cast<std::int64_t>(s) * head_dim, base + static_cast<std::int64_t>(s) * head_dim, cos, sin,
+              half, i);
   }
 }
 
@@ -571,11 +592,20 @@ bool attention_rows(const float* qkv, const TokenPlan* plan, const std::uint64_t
   return launched();
 }
 
-bool compact_cache(float* k, float* v, std::int64_t length, const std::int32_t* path, std::int32_t n,
-                   const AttentionShape& shape, void* stream) {
+bool compact_cache(float* k, float* v, std::int64_t capacity, const CacheMove* moves, std::int32_t n,
+                   float* sink_keys, std::int32_t sink, const AttentionShape& shape, void* stream) {
   if (n <= 0) return true;
   const dim3 grid(static_cast<unsigned>(shape.layers * shape.kv_heads), 2);
-  compact_kernel<<<grid, 128, 0, as_stream(stream)>>>(k, v, length, path, n, shape.capacity, shape.head_dim);
+  compact_kernel<<<grid, 128, 0, as_stream(stream)>>>(k, v, capacity, moves, n, sink_keys, sink, shape.head_dim);
+  return launched();
+}
+
+bool shift_sink(float* k, std::int64_t capacity, const float* sink_keys, std::int32_t sink, std::int32_t count,
+                std::int64_t shift, const float* cos, const float* sin, const AttentionShape& shape, void* stream) {
+  if (count <= 0) return true;
+  const auto at = shift * shape.head_dim;
+  shift_sink_kernel<<<static_cast<unsigned>(shape.layers * shape.kv_heads), 128, 0, as_stream(stream)>>>(
+      k, capacity, sink_keys, sink, count, cos + at, sin + at, shape.head_dim);
   return launched();
 }
 

@@ -11,9 +11,9 @@
 namespace specdec::cuda::detail {
 
 // The shape the attention kernels need; head_dim even and <= kMaxHeadDim.
+// (Each cache's rows per layer and kv head come with its tokens' plans.)
 struct AttentionShape {
   std::int32_t heads = 0, kv_heads = 0, head_dim = 0;
-  std::int64_t capacity = 0;  // cache rows per sequence (the context)
   std::int32_t layers = 0;
 };
 inline constexpr std::int32_t kMaxHeadDim = 256;
@@ -60,7 +60,7 @@ bool norm_swiglu_rows(const float* x, const float* norm, float eps, const void* 
 // values stored at plan[t].write_row of layer `layer` of the row's cache
 // slot. qkv rows: [q heads | k heads | v heads] x head_dim. cos/sin:
 // [max_position, head_dim]. k_slots/v_slots: device arrays of each slot's
-// cache base, [layers, kv_heads, capacity, head_dim] f32.
+// cache base, [layers, kv_heads, plan[t].capacity, head_dim] f32.
 bool rope_and_store(float* qkv, const TokenPlan* plan, std::int64_t rows, const float* cos, const float* sin,
                     float* const* k_slots, float* const* v_slots, std::int32_t layer,
                     const AttentionShape& shape, void* stream);
@@ -71,10 +71,17 @@ bool attention_rows(const float* qkv, const TokenPlan* plan, const std::uint64_t
                     std::int64_t rows, const float* const* k_slots, const float* const* v_slots,
                     std::int32_t layer, const AttentionShape& shape, float* out, void* stream);
 
-// One sequence's accept: entry i of `path` (device, n entries, increasing)
-// moves from row length + path[i] to length + i in every layer and head of
-// the cache at k / v.
-bool compact_cache(float* k, float* v, std::int64_t length, const std::int32_t* path, std::int32_t n,
-                   const AttentionShape& shape, void* stream);
+// One sequence's accept: the n moves (device; CacheMove, made in order) in
+// every layer and kv head of the cache at k / v, `capacity` rows each; a
+// move's sink row goes to `sink_keys` ([layers, kv_heads, sink, head_dim]).
+bool compact_cache(float* k, float* v, std::int64_t capacity, const CacheMove* moves, std::int32_t n,
+                   float* sink_keys, std::int32_t sink, const AttentionShape& shape, void* stream);
+
+// A sink + window cache with positions within the cache (MagicDec): rows
+// [0, count) of every layer and kv head become the sink's keys rotated from
+// their own positions by `shift` more (the tokens evicted): RoPE composes, so
+// row s scores as a key at position s + shift would.
+bool shift_sink(float* k, std::int64_t capacity, const float* sink_keys, std::int32_t sink, std::int32_t count,
+                std::int64_t shift, const float* cos, const float* sin, const AttentionShape& shape, void* stream);
 
 }  // namespace specdec::cuda::detail

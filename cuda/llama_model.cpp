@@ -90,9 +90,14 @@ struct LlamaModel::Impl {
   float* rope_cos = nullptr;  // [max_position, head_dim]
   float* rope_sin = nullptr;
 
-  // One dense cache per open sequence: keys and values [layers, kv_heads,
-  // capacity, head_dim] f32. Closed sequences' slots are reused.
-  std::vector<float*> slot_k, slot_v;
+  // One cache per open sequence: keys and values [layers, kv_heads, rows,
+  // head_dim] f32, of max_position_embeddings rows (dense) or sink + window +
+  // staging room (sink + window, grown for a forward that stages more and
+  // shrunk back at its accept). A sink + window cache with positions within
+  // the cache also keeps its sink's keys as rotated at their own positions,
+  // [layers, kv_heads, sink, head_dim]. Closed sequences' slots are reused.
+  std::vector<float*> slot_k, slot_v, slot_sink;
+  std::vector<std::int64_t> slot_rows, slot_sink_rows;
   std::vector<std::int32_t> free_slots;
   std::unordered_map<std::int32_t, CacheState> sequences;
   float** slot_k_dev = nullptr;  // the slots' bases, as the kernels read them
@@ -127,8 +132,8 @@ struct LlamaModel::Impl {
   ~Impl() {
     if (stream != nullptr) (void)cudaStreamSynchronize(stream);
     for (const auto& g : graphs) (void)cudaGraphExecDestroy(g.second);
-    for (float* p : slot_k) (void)cudaFree(p);
-    for (float* p : slot_v) (void)cudaFree(p);
+    for (const auto* slots : {&slot_k, &slot_v, &slot_sink})
+      for (float* p : *slots) (void)cudaFree(p);
     for (Scratch* s : {&x, &qkv, &attn, &act, &logits, &hidden, &plan, &path}) (void)cudaFree(s->ptr);
     (void)cudaFree(slot_k_dev);
     (void)cudaFree(slot_v_dev);
@@ -145,7 +150,7 @@ struct LlamaModel::Impl {
   detail::AttentionShape attention_shape() const {
     return {static_cast<std::int32_t>(config.num_attention_heads),
             static_cast<std::int32_t>(config.num_key_value_heads), static_cast<std::int32_t>(config.head_dim),
-            config.max_position_embeddings, static_cast<std::int32_t>(config.num_hidden_layers)};
+            static_cast<std::int32_t>(config.num_hidden_layers)};
   }
   const void* at(std::size_t offset) const { return static_cast<const char*>(weights) + offset; }
   const float* at_f32(std::size_t offset) const { return static_cast<const float*>(at(offset)); }
@@ -272,25 +277,44 @@ struct LlamaModel::Impl {
     check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
   }
 
-  std::int32_t new_slot() {
-    if (!free_slots.empty()) {
-      const auto s = free_slots.back();
-      free_slots.pop_back();
-      return s;
-    }
-    const auto& c = config;
-    const auto floats = static_cast<std::size_t>(c.num_hidden_layers * c.num_key_value_heads *
-                                                 c.max_position_embeddings * c.head_dim);
+  // Floats of a cache of `rows` rows per layer and kv head.
+  std::size_t cache_floats(std::int64_t rows) const {
+    return static_cast<std::size_t>(config.num_hidden_layers * config.num_key_value_heads * rows *
+                                    config.head_dim);
+  }
+
+  // A slot of `rows` rows: a free one of that size, or a new one.
+  std::int32_t new_slot(std::int64_t rows) {
+    for (auto it = free_slots.begin(); it != free_slots.end(); ++it)
+      if (slot_rows[static_cast<std::size_t>(*it)] == rows) {
+        const auto s = *it;
+        free_slots.erase(it);
+        return s;
+      }
     float* k = nullptr;
     float* v = nullptr;
-    check(cudaMalloc(reinterpret_cast<void**>(&k), floats * sizeof(float)), "cudaMalloc (cache)");
-    if (cudaMalloc(reinterpret_cast<void**>(&v), floats * sizeof(float)) != cudaSuccess) {
+    allocate_cache(rows, k, v);
+    slot_k.push_back(k);
+    slot_v.push_back(v);
+    slot_sink.push_back(nullptr);
+    slot_rows.push_back(rows);
+    slot_sink_rows.push_back(0);
+    upload_slot_table();
+    return static_cast<std::int32_t>(slot_k.size() - 1);
+  }
+
+  void allocate_cache(std::int64_t rows, float*& k, float*& v) {
+    const std::size_t bytes = cache_floats(rows) * sizeof(float);
+    check(cudaMalloc(reinterpret_cast<void**>(&k), bytes), "cudaMalloc (cache)");
+    if (cudaMalloc(reinterpret_cast<void**>(&v), bytes) != cudaSuccess) {
       (void)cudaFree(k);
       check(cudaGetLastError(), "cudaMalloc (cache)");
     }
-    slot_k.push_back(k);
-    slot_v.push_back(v);
-    // The kernels' table of slot bases, grown to hold the new one.
+  }
+
+  // The kernels' table of slot bases (grown to hold every slot), after the
+  // stream's work that reads the old one.
+  void upload_slot_table() {
     check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (cache table)");
     if (slot_k.size() > slot_table_size) {
       (void)cudaFree(slot_k_dev);
@@ -306,7 +330,46 @@ struct LlamaModel::Impl {
           "cudaMemcpy (cache table)");
     check(cudaMemcpy(slot_v_dev, slot_v.data(), slot_v.size() * sizeof(float*), cudaMemcpyHostToDevice),
           "cudaMemcpy (cache table)");
-    return static_cast<std::int32_t>(slot_k.size() - 1);
+  }
+
+  // Gives `slot` `rows` rows per layer and kv head, keeping its first
+  // min(old, new) rows of each (a sink + window cache growing for a long
+  // forward, or shrinking back after it).
+  void resize_slot(std::int32_t slot, std::int64_t rows) {
+    const auto i = static_cast<std::size_t>(slot);
+    const std::int64_t old = slot_rows[i];
+    if (old == rows) return;
+    float* k = nullptr;
+    float* v = nullptr;
+    allocate_cache(rows, k, v);
+    const auto hd = static_cast<std::size_t>(config.head_dim) * sizeof(float);
+    const auto heads = static_cast<std::size_t>(config.num_hidden_layers * config.num_key_value_heads);
+    const auto keep = static_cast<std::size_t>(std::min(old, rows));
+    for (const auto& [to, from] : {std::pair{k, slot_k[i]}, std::pair{v, slot_v[i]}})
+      check(cudaMemcpy2DAsync(to, static_cast<std::size_t>(rows) * hd, from, static_cast<std::size_t>(old) * hd,
+                              keep * hd, heads, cudaMemcpyDeviceToDevice, stream),
+            "cudaMemcpy2DAsync (cache resize)");
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (cache resize)");
+    (void)cudaFree(slot_k[i]);
+    (void)cudaFree(slot_v[i]);
+    slot_k[i] = k;
+    slot_v[i] = v;
+    slot_rows[i] = rows;
+    upload_slot_table();
+  }
+
+  // The sink's unshifted keys of `slot`, for `sink` rows (none for 0).
+  void reserve_sink_keys(std::int32_t slot, std::int64_t sink) {
+    const auto i = static_cast<std::size_t>(slot);
+    if (slot_sink_rows[i] == sink) return;
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (sink keys)");
+    (void)cudaFree(slot_sink[i]);
+    slot_sink[i] = nullptr;
+    slot_sink_rows[i] = 0;
+    if (sink == 0) return;
+    check(cudaMalloc(reinterpret_cast<void**>(&slot_sink[i]), cache_floats(sink) * sizeof(float)),
+          "cudaMalloc (sink keys)");
+    slot_sink_rows[i] = sink;
   }
 };
 
@@ -461,21 +524,45 @@ std::int64_t LlamaModel::num_parameters() const {
   return c.vocab_size * d * (c.tie_word_embeddings ? 1 : 2) + c.num_hidden_layers * per_layer + d;
 }
 
+namespace {
+
+// Staging room of a sink + window cache between forwards: a chain or a small
+// tree (a forward staging more grows the cache until its accept).
+constexpr std::int64_t kSparseStaging = 64;
+
+std::int64_t round_up(std::int64_t n, std::int64_t to) {
+  return (n + to - 1) / to * to;
+}
+
+}  // namespace
+
 void LlamaModel::open(std::int32_t seq, const CachePolicy& policy) {
-  if (policy.kind != CachePolicy::Kind::kDense)
-    throw UnsupportedError(
-        fmt::format("cuda::LlamaModel::open: sequence {}: only dense caches are implemented (a sink + window "
-                    "cache was asked for)",
-                    seq));
+  const bool sparse = policy.kind == CachePolicy::Kind::kSinkWindow;
+  if (policy.kind != CachePolicy::Kind::kDense && !sparse)
+    throw UnsupportedError(fmt::format("cuda::LlamaModel::open: sequence {}: unknown cache policy", seq));
+  if (sparse && (policy.sink < 0 || policy.window < 1))
+    throw InvalidArgumentError(fmt::format(
+        "cuda::LlamaModel::open: sequence {}: a sink + window cache needs sink >= 0 and window >= 1 (got {} and "
+        "{})",
+        seq, policy.sink, policy.window));
   Impl& m = *impl_;
   const std::lock_guard lock(m.mutex);
+  const std::int64_t context = m.config.max_position_embeddings;
+  const std::int64_t rows = sparse ? std::min(policy.sink + policy.window + kSparseStaging, context) : context;
   const auto it = m.sequences.find(seq);
-  if (it != m.sequences.end()) {  // reopened: the same slot, emptied
-    it->second.length = it->second.staged = 0;
-    return;
+  CacheState state;
+  if (it != m.sequences.end() && m.slot_rows[static_cast<std::size_t>(it->second.slot)] == rows) {
+    state.slot = it->second.slot;  // reopened: the same slot, emptied
+  } else {
+    if (it != m.sequences.end()) m.free_slots.push_back(it->second.slot);  // reopened with another size
+    // A slot needs no zeroing: attention reads only rows a forward wrote.
+    state.slot = m.new_slot(rows);
   }
-  // A slot needs no zeroing: attention reads only rows a forward wrote.
-  m.sequences[seq] = CacheState{m.new_slot(), 0, 0};
+  state.capacity = rows;
+  state.policy = policy;
+  const bool sink_keys = sparse && policy.positions == CachePolicy::Positions::kCache;
+  m.reserve_sink_keys(state.slot, sink_keys ? policy.sink : 0);
+  m.sequences[seq] = state;
 }
 
 void LlamaModel::close(std::int32_t seq) {
@@ -494,13 +581,30 @@ std::int64_t LlamaModel::cached_length(std::int32_t seq) const {
   return m.state(seq, "cached_length").length;
 }
 
+std::int64_t LlamaModel::cache_rows(std::int32_t seq) const {
+  Impl& m = *impl_;
+  const std::lock_guard lock(m.mutex);
+  return m.state(seq, "cache_rows").capacity;
+}
+
 void LlamaModel::forward(const ForwardRequest& request) {
   Impl& m = *impl_;
   const std::lock_guard lock(m.mutex);
   const auto& c = m.config;
   std::vector<CacheState> states;
   for (const auto& s : request.sequences) states.push_back(m.state(s.seq_id, "forward"));
-  const ForwardPlan plan = plan_forward(request, states, c.vocab_size, c.max_position_embeddings);
+  ForwardPlan plan = plan_forward(request, states, c.vocab_size, c.max_position_embeddings);
+  // A sink + window cache staging more than its room grows first (its
+  // prompt, say); the plan then reads the new sizes.
+  bool grown = false;
+  for (std::size_t si = 0; si < states.size(); ++si)
+    if (plan.rows_needed[si] > states[si].capacity) {
+      const auto rows = std::min(round_up(plan.rows_needed[si], kSparseStaging), c.max_position_embeddings);
+      m.resize_slot(states[si].slot, rows);
+      states[si].capacity = m.sequences[request.sequences[si].seq_id].capacity = rows;
+      grown = true;
+    }
+  if (grown) plan = plan_forward(request, states, c.vocab_size, c.max_position_embeddings);
   const std::int64_t total = plan.total();
   const Device dev = {DeviceKind::kCUDA, m.device};
   const bool want_logits = !request.logits.empty(), want_hidden = !request.hidden.empty();
@@ -616,27 +720,45 @@ void LlamaModel::accept(std::int32_t seq, std::span<const std::int32_t> path) {
   const std::lock_guard lock(m.mutex);
   CacheState& c = m.state(seq, "accept");
   check_accept_path(path, c);
-  const auto n = static_cast<std::int32_t>(path.size());
-  if (n > 0) {
-    check(cudaSetDevice(m.device), "cudaSetDevice");
-    auto* path_dev = m.path.get<std::int32_t>(path.size(), m.stream);
-    m.upload(path_dev, {{path.data(), path.size() * sizeof(std::int32_t)}});
-    check_launch(detail::compact_cache(m.slot_k[static_cast<std::size_t>(c.slot)],
-                                       m.slot_v[static_cast<std::size_t>(c.slot)], c.length, path_dev, n,
-                                       m.attention_shape(), m.stream),
+  const std::vector<CacheMove> moves = plan_accept(path, c);
+  const auto slot = static_cast<std::size_t>(c.slot);
+  const auto shape = m.attention_shape();
+  check(cudaSetDevice(m.device), "cudaSetDevice");
+  if (!moves.empty()) {
+    auto* moves_dev = m.path.get<CacheMove>(moves.size(), m.stream);
+    m.upload(moves_dev, {{moves.data(), moves.size() * sizeof(CacheMove)}});
+    check_launch(detail::compact_cache(m.slot_k[slot], m.slot_v[slot], c.capacity, moves_dev,
+                                       static_cast<std::int32_t>(moves.size()), m.slot_sink[slot],
+                                       static_cast<std::int32_t>(m.slot_sink_rows[slot]), shape, m.stream),
                  "compact_cache");
   }
-  c.length += n;
+  c.length += static_cast<std::int64_t>(path.size());
   c.staged = 0;
+  // Positions within the cache: the sink's keys rotated by the tokens now
+  // evicted (the queries and the window's keys are at text positions; RoPE
+  // scores depend on differences only, so this scores as cache positions do).
+  if (m.slot_sink[slot] != nullptr && c.evicted() != c.sink_shift) {
+    check_launch(detail::shift_sink(m.slot_k[slot], c.capacity, m.slot_sink[slot],
+                                    static_cast<std::int32_t>(c.policy.sink),
+                                    static_cast<std::int32_t>(std::min(c.policy.sink, c.length)), c.evicted(),
+                                    m.rope_cos, m.rope_sin, shape, m.stream),
+                 "shift_sink");
+    c.sink_shift = c.evicted();
+  }
+  if (c.sparse()) {  // back to its room after a long forward
+    const auto room = std::min(c.policy.sink + c.policy.window + kSparseStaging, m.config.max_position_embeddings);
+    if (c.capacity > room) {
+      m.resize_slot(c.slot, room);
+      c.capacity = room;
+    }
+  }
 }
 
 void LlamaModel::rollback(std::int32_t seq, std::int64_t length) {
   Impl& m = *impl_;
   const std::lock_guard lock(m.mutex);
   CacheState& c = m.state(seq, "rollback");
-  if (length < 0 || length > c.length)
-    throw InvalidArgumentError(
-        fmt::format("cuda::LlamaModel::rollback: length {} is outside [0, {}]", length, c.length));
+  check_rollback(seq, length, c);
   c.length = length;
   c.staged = 0;
 }

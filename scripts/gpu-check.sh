@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The device check: on a CUDA machine, with the binaries scripts/gpu-pack.sh
 # packed, runs the CUDA tests, the CUDA tests under compute-sanitizer's
-# memcheck, a device-to-device bandwidth probe, the kernel benchmarks and the
-# CUDA model's step benchmarks;
+# memcheck, a device-to-device bandwidth probe, the kernel benchmarks, the
+# CUDA model's step benchmarks and the registry's methods decoding on it;
 # writes logs and JSON into OUT_DIR and prints a summary against the goals
 # last. Sized to finish in a few minutes on an H100 / H200.
 #   bash scripts/gpu-check.sh [PACK=.gpu] [OUT_DIR=gpu-out]
@@ -10,10 +10,13 @@
 # and 128k, batch 1 and 64, k = 4) picks the kernel benchmarks, BENCH_REPS
 # their repetitions (default 1),
 # MEMCHECK_FILTER (a Catch2 test spec, default "[cuda]") the memcheck run,
-# MODEL_BENCH_FILTER the model benchmarks, MODEL_GRAPHS_FILTER (unset: none)
+# MODEL_BENCH_FILTER the model benchmarks, METHODS_ARGS cuda_methods_bench's
+# options (default: chain and magicdec against autoregressive decoding at
+# batch 1, 8, 32 and contexts 512, 1024), MODEL_GRAPHS_FILTER (unset: none)
 # those run again with CUDA graphs, PROFILE (unset: none; e.g. "target
 # llama_1b") the models whose decode step gpu-profile.sh times kernel by
-# kernel; T_TEST, T_MEMCHECK, T_KERNELS (0: no kernel benchmarks), T_MODEL and
+# kernel; T_TEST, T_MEMCHECK, T_KERNELS (0: no kernel benchmarks), T_MODEL,
+# T_METHODS (0: no methods benchmark) and
 # T_PROFILE, T_PYTHON (0: no Python package step) each stage's time limit in
 # seconds.
 set -uo pipefail
@@ -50,6 +53,15 @@ step "model benchmarks (the CUDA Llama: default models when models/ holds them, 
 if ! timeout "${T_MODEL:-150}" "$pack/bin/cuda_model_bench" --benchmark_filter="${MODEL_BENCH_FILTER:-.}" --benchmark_min_time=0.2 \
     --benchmark_out="$out/cuda_model_bench.json" --benchmark_out_format=json > "$out/cuda_model_bench.log" 2>&1; then status=1; fi
 tail -20 "$out/cuda_model_bench.log"
+
+if [ "${T_METHODS:-150}" != 0 ]; then
+  step "methods on the CUDA model (default models, batched, long contexts; greedy outputs checked)"
+  # shellcheck disable=SC2086  # METHODS_ARGS is a list of options
+  if ! timeout "${T_METHODS:-150}" "$pack/bin/cuda_methods_bench" ${METHODS_ARGS:---batch 1 --batch 8 --batch 32 \
+      --context 512 --context 1024 --waves 2 --method chain:k=4 --method magicdec:k=4} \
+      --json "$out/cuda_methods_bench.json" > "$out/cuda_methods_bench.log" 2>&1; then status=1; fi
+  tail -20 "$out/cuda_methods_bench.log"
+fi
 
 if [ -n "${MODEL_GRAPHS_FILTER:-}" ]; then
   step "model benchmarks with CUDA graphs"

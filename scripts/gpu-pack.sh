@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds here what the device check needs and packs it into .gpu/ (ignored by
 # git), for a CUDA machine that has a driver but none of our build's libraries:
-#   .gpu/bin/cuda_test, .gpu/bin/cuda_kernels_bench, .gpu/bin/cuda_model_bench
-#   (built from build/)
+#   .gpu/bin/cuda_test, .gpu/bin/cuda_kernels_bench, .gpu/bin/cuda_model_bench,
+#   .gpu/bin/cuda_methods_bench (built from build/)
 #   .gpu/lib/  the shared libraries they load that such a machine may lack,
 #              and the static libraries scripts/gpu-python.sh links the
 #              Python package from (libspecdec_{cuda,io,tokenizer}.a)
@@ -13,9 +13,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-ninja -C "$build" cuda_test cuda_kernels_bench cuda_model_bench specdec_cuda specdec_io specdec_tokenizer
+ninja -C "$build" cuda_test cuda_kernels_bench cuda_model_bench cuda_methods_bench specdec_cuda specdec_io \
+  specdec_tokenizer
 rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib .gpu/include
-cp "$build/tests/cuda/cuda_test" "$build/bench/cuda_kernels_bench" "$build/bench/cuda_model_bench" .gpu/bin/
+cp "$build/tests/cuda/cuda_test" "$build/bench/cuda_kernels_bench" "$build/bench/cuda_model_bench" \
+  "$build/bench/cuda_methods_bench" .gpu/bin/
 # fmt, Google Benchmark and the CUDA runtime come along; the C and C++
 # runtimes and the driver are the machine's own.
 for bin in .gpu/bin/*; do

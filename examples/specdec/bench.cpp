@@ -360,10 +360,8 @@ std::optional<std::pair<DraftCost, std::int32_t>> modelled_draft(const MethodCon
 }
 
 // --context: a function (prompt, context L, request i) -> the prompt filled
-// from the front with held-out text to L - max_new_tokens tokens: BOS, a
-// stretch of the text that starts at a different place for each request,
-// then the prompt (its last tokens, if it alone is longer). L = 0 leaves
-// prompts as they are.
+// from the front with held-out text to L - max_new_tokens tokens
+// (io::fill_to_context). L = 0 leaves prompts as they are.
 std::function<std::vector<TokenId>(const std::vector<TokenId>&, std::int64_t, std::size_t)> context_filler(
     const BenchCommand& b, const tokenizer::Tokenizer& tokenizer) {
   std::vector<TokenId> text;
@@ -377,21 +375,7 @@ std::function<std::vector<TokenId>(const std::vector<TokenId>&, std::int64_t, st
   return [&b, text = std::move(text), bos = tokenizer.bos_id()](const std::vector<TokenId>& prompt,
                                                                 std::int64_t context, std::size_t i) {
     if (context == 0) return prompt;
-    auto body = std::span(prompt).subspan(!prompt.empty() && prompt.front() == bos ? 1 : 0);
-    const auto room = context - b.max_new_tokens - 1;  // after BOS
-    if (static_cast<std::int64_t>(body.size()) > room)  // a prompt longer than the room keeps its end
-      body = body.last(static_cast<std::size_t>(room));
-    const auto need = room - static_cast<std::int64_t>(body.size());
-    if (need > static_cast<std::int64_t>(text.size()))
-      throw InvalidArgumentError(fmt::format("bench: {} holds {} tokens; --context {} needs {}",
-                                             b.context_text.string(), text.size(), context, need));
-    // Request i starts 997 i tokens in (997 is prime: the starts spread over the text).
-    const auto span = static_cast<std::size_t>(static_cast<std::int64_t>(text.size()) - need + 1);
-    const auto start = static_cast<std::ptrdiff_t>((i * 997) % span);
-    std::vector<TokenId> out{bos};
-    out.insert(out.end(), text.begin() + start, text.begin() + start + need);
-    out.insert(out.end(), body.begin(), body.end());
-    return out;
+    return io::fill_to_context(prompt, text, bos, context, b.max_new_tokens, i, "bench: " + b.context_text.string());
   };
 }
 

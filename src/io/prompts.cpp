@@ -27,4 +27,25 @@ std::vector<std::string> read_prompts(const std::filesystem::path& path, std::in
   return out;
 }
 
+std::vector<TokenId> fill_to_context(std::span<const TokenId> prompt, std::span<const TokenId> text, TokenId bos,
+                                     std::int64_t context, std::int64_t max_new_tokens, std::size_t request,
+                                     const std::string& text_name) {
+  if (context <= max_new_tokens)
+    throw InvalidArgumentError(
+        fmt::format("context {} leaves no prompt before {} new tokens", context, max_new_tokens));
+  auto body = prompt.subspan(!prompt.empty() && prompt.front() == bos ? 1 : 0);
+  const auto room = context - max_new_tokens - 1;  // after BOS
+  if (static_cast<std::int64_t>(body.size()) > room) body = body.last(static_cast<std::size_t>(room));
+  const auto need = room - static_cast<std::int64_t>(body.size());
+  if (need > static_cast<std::int64_t>(text.size()))
+    throw InvalidArgumentError(
+        fmt::format("{} holds {} tokens; context {} needs {}", text_name, text.size(), context, need));
+  const auto span = static_cast<std::size_t>(static_cast<std::int64_t>(text.size()) - need + 1);
+  const auto start = static_cast<std::ptrdiff_t>((request * 997) % span);  // 997 is prime: starts spread
+  std::vector<TokenId> out{bos};
+  out.insert(out.end(), text.begin() + start, text.begin() + start + need);
+  out.insert(out.end(), body.begin(), body.end());
+  return out;
+}
+
 }  // namespace specdec::io

@@ -1,7 +1,10 @@
 // cuda::plan_forward and its checks (host code; no device): which cache rows
 // a forward's tokens are written to, which keys each may see, and the errors
 // the host model throws for the same inputs.
+#include <algorithm>
 #include <cstdint>
+#include <random>
+#include <span>
 #include <vector>
 
 #include "specdec/core/bit_matrix.hpp"
@@ -12,6 +15,7 @@
 namespace sd = specdec;
 using sd::cuda::CacheState;
 using sd::cuda::plan_forward;
+using Positions = sd::CachePolicy::Positions;
 
 namespace {
 
@@ -115,4 +119,131 @@ TEST_CASE("plan_forward and check_accept_path refuse what the host model refuses
                                                             sd::Device{sd::DeviceKind::kCUDA, 1}),
                                              2, 3, gpu, "logits"),
                   sd::UnsupportedError);
+}
+
+namespace {
+
+// A sink + window cache simulated on labels (host; no device): each row
+// holds the label of the token whose key and value it holds, forwards write
+// their tokens' labels where the plan says, accepts make plan_accept's moves
+// one after the other, as the kernel does. After every accept the rows must
+// hold exactly the kept tokens (the sink's first `sink`, the last `window`),
+// each where row_of says, and the sink's copies the sink's labels.
+struct SimulatedCache {
+  CacheState state;
+  std::vector<std::int64_t> rows, sink_rows;
+  std::vector<std::int64_t> committed;  // the label of every committed token
+  std::vector<std::int64_t> staged;     // the labels of the staged tokens
+  std::int64_t next_label = 1000;
+
+  SimulatedCache(std::int64_t sink, std::int64_t window, Positions positions, std::int64_t capacity) {
+    state.capacity = capacity;
+    state.policy = sd::CachePolicy::sink_window(sink, window, positions);
+    rows.assign(static_cast<std::size_t>(capacity), -1);
+    sink_rows.assign(static_cast<std::size_t>(sink), -1);
+  }
+
+  // Stages `n` new tokens (a causal chain) after `before` kept staged ones;
+  // returns the plan's rows.
+  std::vector<sd::cuda::TokenPlan> forward(std::int64_t n, bool extend) {
+    std::vector<sd::TokenId> tokens(static_cast<std::size_t>(n), 1);
+    std::vector<std::int64_t> positions(static_cast<std::size_t>(n));
+    const std::int64_t before = extend ? state.staged : 0;
+    for (std::int64_t i = 0; i < n; ++i)
+      positions[static_cast<std::size_t>(i)] = state.length + before + i;
+    const sd::SequenceInput in{0, tokens, positions, {}, extend};
+    auto plan = plan_forward(sd::ForwardRequest{std::span(&in, 1), {}, {}, -1}, std::span(&state, 1), 10, 4096);
+    if (plan.rows_needed[0] > state.capacity) {  // the model grows the buffer, keeping its rows
+      state.capacity = plan.rows_needed[0];
+      rows.resize(static_cast<std::size_t>(state.capacity), -1);
+      plan = plan_forward(sd::ForwardRequest{std::span(&in, 1), {}, {}, -1}, std::span(&state, 1), 10, 4096);
+    }
+    if (!extend) staged.clear();
+    for (const auto& r : plan.rows) {
+      REQUIRE(r.write_row < state.capacity);
+      REQUIRE(r.capacity == state.capacity);
+      rows[static_cast<std::size_t>(r.write_row)] = next_label;
+      staged.push_back(next_label++);
+    }
+    state.staged = plan.staged_after[0];
+    return plan.rows;
+  }
+
+  void accept(const std::vector<std::int32_t>& path) {
+    for (const auto& m : sd::cuda::plan_accept(path, state)) {
+      if (m.sink_row >= 0) sink_rows[static_cast<std::size_t>(m.sink_row)] = rows[static_cast<std::size_t>(m.from)];
+      rows[static_cast<std::size_t>(m.to)] = rows[static_cast<std::size_t>(m.from)];
+    }
+    for (const auto p : path) committed.push_back(staged[static_cast<std::size_t>(p)]);
+    state.length += static_cast<std::int64_t>(path.size());
+    state.staged = 0;
+    staged.clear();
+  }
+
+  // The labels the committed prefix should hold, sorted.
+  std::vector<std::int64_t> kept() const {
+    std::vector<std::int64_t> want;
+    const auto& p = state.policy;
+    for (std::int64_t t = 0; t < state.length; ++t)
+      if (t < p.sink || t >= state.length - p.window) want.push_back(committed[static_cast<std::size_t>(t)]);
+    std::sort(want.begin(), want.end());
+    return want;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("plan_accept keeps a sink + window cache's sink and last window in their rows", "[unit]") {
+  const auto positions = GENERATE(Positions::kText, Positions::kCache);
+  std::mt19937 gen(41);
+  const auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(gen); };
+  for (int trial = 0; trial < 200; ++trial) {
+    const auto sink = static_cast<std::int64_t>(draw(0, 4));
+    const auto window = static_cast<std::int64_t>(draw(1, 12));
+    SimulatedCache cache(sink, window, positions, sink + window + 4);
+    CAPTURE(trial, sink, window);
+    for (int round = 0; round < 30; ++round) {
+      // A prompt, a chain, or a chain extended by a second forward; then a
+      // random increasing path through the staged tokens.
+      const auto n = static_cast<std::int64_t>(round == 0 ? draw(1, 40) : draw(1, 6));
+      const auto rows = cache.forward(n, false);
+      // Every new token sees exactly the committed prefix's rows: the kept tokens.
+      std::vector<std::int64_t> prefix(cache.rows.begin(), cache.rows.begin() + rows[0].prefix);
+      std::sort(prefix.begin(), prefix.end());
+      REQUIRE(prefix == cache.kept());
+      if (draw(0, 3) == 0) cache.forward(static_cast<std::int64_t>(draw(1, 3)), true);
+      std::vector<std::int32_t> path;
+      for (std::int32_t p = 0; p < static_cast<std::int32_t>(cache.staged.size()); ++p)
+        if (p == 0 || draw(0, 2) != 0) path.push_back(p);
+      cache.accept(path);
+      const auto& st = cache.state;
+      REQUIRE(st.visible() == std::min(st.length, sink + window));
+      for (std::int64_t t = 0; t < st.length; ++t)
+        if (t < sink || t >= st.length - window)
+          REQUIRE(cache.rows[static_cast<std::size_t>(st.row_of(t))] == cache.committed[static_cast<std::size_t>(t)]);
+      if (positions == Positions::kCache)
+        for (std::int64_t s = 0; s < std::min(sink, st.length); ++s)
+          REQUIRE(cache.sink_rows[static_cast<std::size_t>(s)] == cache.committed[static_cast<std::size_t>(s)]);
+    }
+  }
+}
+
+TEST_CASE("plan_accept on a dense cache moves the path down, and rollback refuses evicted tokens", "[unit]") {
+  CacheState dense{0, 5, 4, 64};
+  const std::vector<std::int32_t> path = {1, 2};
+  const auto moves = sd::cuda::plan_accept(path, dense);
+  REQUIRE(moves.size() == 2);
+  CHECK((moves[0].from == 6 && moves[0].to == 5 && moves[0].sink_row == -1));
+  CHECK((moves[1].from == 7 && moves[1].to == 6));
+  const std::vector<std::int32_t> in_place = {0, 1};
+  CHECK(sd::cuda::plan_accept(in_place, dense).empty());
+
+  CacheState sparse{0, 9, 0, 72, sd::CachePolicy::sink_window(2, 6)};
+  CHECK_NOTHROW(sd::cuda::check_rollback(0, 9, sparse));  // dropping what is staged
+  CHECK_THROWS_WITH(sd::cuda::check_rollback(0, 8, sparse),
+                    Catch::Contains("evicted 1") && Catch::Contains("roll back to 8"));
+  sparse.length = 8;  // full, nothing evicted: the rows are the text's
+  CHECK_NOTHROW(sd::cuda::check_rollback(0, 3, sparse));
+  CHECK_THROWS_AS(sd::cuda::check_rollback(0, 9, sparse), sd::InvalidArgumentError);
+  CHECK_THROWS_AS(sd::cuda::check_rollback(0, -1, dense), sd::InvalidArgumentError);
 }

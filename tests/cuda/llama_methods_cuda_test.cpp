@@ -54,7 +54,8 @@ TEST_CASE("Every method on the CUDA model decodes greedily as autoregressive dec
   sd::GenerationOptions options;
   options.max_new_tokens = 48;
   options.sampling = greedy;
-  // A prompt that repeats itself, so that n-gram lookup finds drafts. (duo
+  // A prompt that repeats itself, so that n-gram lookup finds drafts;
+  // magicdec's window is short, so its draft evicts within the 48 tokens. (duo
   // gets its draft length: measuring its cost coefficient needs a context
   // of 129 tokens, these models have 128. sv gets the draft's checkpoint as
   // its companion, and verifies every draft: there is no acceptance profile
@@ -65,7 +66,8 @@ TEST_CASE("Every method on the CUDA model decodes greedily as autoregressive dec
   const std::string sv = "sv:all=1:lat_batch=1:lat_reps=1:companion=" + draft_dir.string();
   for (const std::string spec :
        {"chain", "chain:rule=rrs", "chain:rule=block", "tree", "tree:rule=traversal", "dynamic",
-        "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram", "suffix", "duo:gamma=4", sv.c_str()}) {
+        "sequoia:p=0.5,0.2,0.1:total=8:depth=3", "ngram", "suffix", "magicdec:sink=1:window=8",
+        "magicdec:k=3:sink=2:window=6:positions=text", "duo:gamma=4", sv.c_str()}) {
     INFO(spec);
     const auto info = registry.find(spec.substr(0, spec.find(':')));
     auto decoder =

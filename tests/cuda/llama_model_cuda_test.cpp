@@ -226,7 +226,6 @@ TEST_CASE("cuda::LlamaModel refuses what the host model refuses, and loads only 
   SPECDEC_SKIP_WITHOUT_DEVICE();
   auto [ref, m] = make_pair(false, sd::DType::kF32, "specdec_cuda_llama_d");
   CHECK_THROWS_AS(run(m, 3, {1}, {0}), sd::InvalidArgumentError);  // not open
-  CHECK_THROWS_AS(m.open(3, sd::CachePolicy::sink_window(4, 16)), sd::UnsupportedError);
   m.open(3);
   CHECK_THROWS_AS(run(m, 3, {97}, {0}), sd::ShapeError);
   CHECK_THROWS_AS(run(m, 3, {1}, {128}), sd::ShapeError);

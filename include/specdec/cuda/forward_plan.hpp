@@ -12,6 +12,15 @@
 // among the before + n staged and new tokens it sees what row before + i of
 // the mask allows, or, with no mask, those up to itself (a causal chain).
 //
+// A sink + window cache (CachePolicy::kSinkWindow; StreamingLLM, arXiv
+// 2309.17453 §3.2) keeps of its committed tokens the first `sink` and the
+// last `window`: committed token t lives in row t below the sink and in row
+// sink + (t - sink) % window above it (a ring), so its committed prefix is
+// min(length, sink + window) rows and the staged tokens follow them.
+// accept() moves the kept tokens into their rows (plan_accept), and with
+// positions within the cache (MagicDec) the sink's keys are rotated again as
+// tokens are evicted (docs/cuda.md, "Sink + window caches").
+//
 // Host code only (no CUDA headers): plain vectors, copied to the device in
 // one transfer by the model.
 #pragma once
@@ -34,9 +43,22 @@ namespace specdec::cuda {
 
 // One sequence's cache as the model tracks it.
 struct CacheState {
-  std::int32_t slot = 0;    // its buffer among the model's caches
-  std::int64_t length = 0;  // committed tokens
-  std::int64_t staged = 0;  // tokens of the last forward, after `length`
+  std::int32_t slot = 0;      // its buffer among the model's caches
+  std::int64_t length = 0;    // committed tokens
+  std::int64_t staged = 0;    // tokens of the last forward, after the committed rows
+  std::int64_t capacity = 0;  // rows per layer and kv head of its buffer
+  CachePolicy policy{};
+  std::int64_t sink_shift = 0;  // positions within the cache: the evictions its sink's keys are rotated by
+
+  bool sparse() const { return policy.kind == CachePolicy::Kind::kSinkWindow; }
+  // Committed tokens in rows: the prefix every new token sees.
+  std::int64_t visible() const { return sparse() ? std::min(length, policy.sink + policy.window) : length; }
+  // The row of committed token t (one still kept).
+  std::int64_t row_of(std::int64_t t) const {
+    return !sparse() || t < policy.sink ? t : policy.sink + (t - policy.sink) % policy.window;
+  }
+  // Committed tokens no longer in rows.
+  std::int64_t evicted() const { return length - visible(); }
 };
 
 struct ForwardPlan {
@@ -44,6 +66,9 @@ struct ForwardPlan {
   std::vector<TokenPlan> rows;
   std::vector<std::uint64_t> mask_words;   // each masked token's row: bits 0 .. window - 1
   std::vector<std::int64_t> staged_after;  // each sequence's staged count once the forward ran
+  // Each sequence's rows once the forward ran (committed + staged): a
+  // buffer with fewer must grow first (a sink + window cache's prompt).
+  std::vector<std::int64_t> rows_needed;
 
   std::int64_t total() const { return static_cast<std::int64_t>(rows.size()); }
   // The longest key range a query reads (prefix + window): the attention's
@@ -97,13 +122,14 @@ inline ForwardPlan plan_forward(const ForwardRequest& request, std::span<const C
       if (p < 0 || p >= max_context)
         throw ShapeError(
             fmt::format("cuda::LlamaModel::forward: position {} is outside [0, {})", p, max_context));
-    const std::int64_t words = (before + n + 63) / 64;
+    const std::int64_t words = (before + n + 63) / 64, prefix = c.visible();
     for (std::int64_t i = 0; i < n; ++i) {
       TokenPlan r;
       r.slot = c.slot;
+      r.capacity = static_cast<std::int32_t>(c.capacity);
       r.position = static_cast<std::int32_t>(s.positions[static_cast<std::size_t>(i)]);
-      r.write_row = static_cast<std::int32_t>(c.length + before + i);
-      r.prefix = static_cast<std::int32_t>(c.length);
+      r.write_row = static_cast<std::int32_t>(prefix + before + i);
+      r.prefix = static_cast<std::int32_t>(prefix);
       if (s.mask.empty()) {
         r.window = static_cast<std::int32_t>(before + i + 1);  // causal
       } else {
@@ -121,6 +147,7 @@ inline ForwardPlan plan_forward(const ForwardRequest& request, std::span<const C
     }
     plan.tokens.insert(plan.tokens.end(), s.tokens.begin(), s.tokens.end());
     plan.staged_after.push_back(before + n);
+    plan.rows_needed.push_back(prefix + before + n);
   }
   return plan;
 }
@@ -135,6 +162,43 @@ inline void check_accept_path(std::span<const std::int32_t> path, const CacheSta
           "cuda::LlamaModel::accept: path entry {} = {} must be increasing and within the {} staged tokens",
           i, p, c.staged));
   }
+}
+
+// The moves of accept(path) on `c` (checked with check_accept_path first),
+// in the order they are made (CacheMove). Done one after the other, no
+// move's source is overwritten before it is read: a dense cache moves tokens
+// down (to <= from, in increasing i); a sink + window cache also writes rows
+// below the staged ones, over the tokens it evicts, and skips the accepted
+// tokens that later ones evict at once.
+inline std::vector<CacheMove> plan_accept(std::span<const std::int32_t> path, const CacheState& c) {
+  const auto n = static_cast<std::int64_t>(path.size());
+  const std::int64_t visible = c.visible(), end = c.length + n;
+  const auto& pol = c.policy;
+  const bool keep_sink_keys = c.sparse() && pol.positions == CachePolicy::Positions::kCache;
+  std::vector<CacheMove> moves;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t t = c.length + i;
+    if (c.sparse() && t >= pol.sink && t < end - pol.window) continue;  // evicted by a later entry
+    CacheMove m;
+    m.from = static_cast<std::int32_t>(visible + path[static_cast<std::size_t>(i)]);
+    m.to = static_cast<std::int32_t>(c.row_of(t));
+    m.sink_row = keep_sink_keys && t < pol.sink ? static_cast<std::int32_t>(t) : -1;
+    if (m.from != m.to || m.sink_row >= 0) moves.push_back(m);
+  }
+  return moves;
+}
+
+// Refuses a rollback that would need evicted tokens back (the host model's
+// InvalidArgumentError, with its sentence).
+inline void check_rollback(std::int32_t seq, std::int64_t length, const CacheState& c) {
+  if (length < 0 || length > c.length)
+    throw InvalidArgumentError(
+        fmt::format("cuda::LlamaModel::rollback: length {} is outside [0, {}]", length, c.length));
+  if (c.sparse() && length < c.length && c.evicted() > 0)
+    throw InvalidArgumentError(fmt::format(
+        "cuda::LlamaModel::rollback: sequence {} keeps a sink of {} and a window of {} tokens and has evicted "
+        "{} of its {}; it cannot roll back to {}",
+        seq, c.policy.sink, c.policy.window, c.evicted(), c.length, length));
 }
 
 // Where a forward writes an output of `rows` x `cols` f32: on the device

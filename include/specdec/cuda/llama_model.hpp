@@ -2,8 +2,8 @@
 // model"): the Model concept of the host models, with its weights, caches
 // and activations in device memory. The same config.json and safetensors as
 // torch_backend::LlamaModel (Hugging Face names), the same semantics:
-// per-sequence KV caches, new tokens with caller-chosen positions and an
-// ancestor mask among them, staged keys and values that accept(path) compacts
+// per-sequence KV caches (dense, or sink + window), new tokens with
+// caller-chosen positions and an ancestor mask among them, staged keys and values that accept(path) compacts
 // and rollback drops, ragged batches of sequences in one forward.
 //
 // The forward: token embeddings; per layer RMSNorm, the fused q/k/v
@@ -81,11 +81,17 @@ class LlamaModel {
 
   // ---- Model concept -------------------------------------------------------
   // Opens (or reopens, emptied) sequence `seq` with a dense cache of
-  // max_context() tokens; a sink + window policy is refused
-  // (UnsupportedError) until this model implements it.
+  // max_context() tokens, or a sink + window cache (CachePolicy::sink_window:
+  // StreamingLLM's attention sink and sliding window, with positions in the
+  // text or within the cache) of sink + window + 64 rows, grown for a
+  // forward that stages more and shrunk back at its accept. Throws
+  // InvalidArgumentError for sink < 0 or window < 1.
   void open(std::int32_t seq, const CachePolicy& policy = {});
   void close(std::int32_t seq);
   std::int64_t cached_length(std::int32_t seq) const;
+  // Rows per layer and kv head that sequence `seq`'s cache holds now (its
+  // device memory: rows x layers x kv heads x head_dim x 8 bytes).
+  std::int64_t cache_rows(std::int32_t seq) const;
   void forward(const ForwardRequest& request);
   void accept(std::int32_t seq, std::span<const std::int32_t> path);
   void rollback(std::int32_t seq, std::int64_t length);
