@@ -243,13 +243,15 @@ MeasuredForwardCost measure_forward(torch_backend::LlamaModel& m) {
     std::nth_element(v.begin(), v.begin() + 2, v.end());
     return v[2];
   };
-  const auto timed_step = [&](std::int32_t n, std::int64_t position) {
-    const std::vector<TokenId> token{5};
-    const std::vector<std::int64_t> at{position};
+  // n sequences of `tokens` new tokens each (a causal chain) at `position`.
+  const auto timed_step = [&](std::int32_t n, std::int64_t position, std::int64_t tokens = 1) {
+    const std::vector<TokenId> token(static_cast<std::size_t>(tokens), 5);
+    std::vector<std::int64_t> at(token.size());
+    for (std::size_t i = 0; i < at.size(); ++i) at[i] = position + static_cast<std::int64_t>(i);
     std::vector<SequenceInput> inputs;
     for (std::int32_t s = 0; s < n; ++s) inputs.push_back({kFirstSeq + s, token, at});
     ForwardRequest request{inputs};
-    request.logits = rows_out.view(n, m.vocab_size());
+    request.logits = rows_out.view(n * tokens, m.vocab_size());
     const auto start = std::chrono::steady_clock::now();
     m.forward(request);
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
@@ -268,9 +270,10 @@ MeasuredForwardCost measure_forward(torch_backend::LlamaModel& m) {
     }
     seconds.push_back(median_of_5(reps));
   }
-  // Attention per key: the same 8-sequence step at two contexts.
+  // Attention per key: the same 16-sequence step at two contexts, of one
+  // token and of a 5-token chain (a k = 4 verification).
   constexpr std::int32_t kSeqs = 16;
-  const auto at_context = [&](std::int64_t context) {
+  const auto at_context = [&](std::int64_t context, std::int64_t tokens) {
     std::vector<TokenId> prefix(static_cast<std::size_t>(context));
     std::vector<std::int64_t> positions(prefix.size());
     std::vector<std::int32_t> all(prefix.size());
@@ -287,17 +290,26 @@ MeasuredForwardCost measure_forward(torch_backend::LlamaModel& m) {
     }
     std::vector<double> reps;
     for (int rep = 0; rep < 6; ++rep) {
-      const double t = timed_step(kSeqs, context);
+      const double t = timed_step(kSeqs, context, tokens);
       if (rep > 0) reps.push_back(t);
       for (std::int32_t s = 0; s < kSeqs; ++s) m.rollback(kFirstSeq + s, context);
     }
     for (std::int32_t s = 0; s < kSeqs; ++s) m.close(kFirstSeq + s);
     return median_of_5(reps);
   };
-  const double short_step = at_context(16), long_step = at_context(784);
+  const auto per_key = [&](std::int64_t tokens) {
+    return std::max(0.0, (at_context(784, tokens) - at_context(16, tokens)) / (kSeqs * 768.0));
+  };
   const auto& c = m.config();
-  return MeasuredForwardCost(counts, seconds, std::max(0.0, (long_step - short_step) / (kSeqs * 768.0)),
-                             c.num_attention_heads / c.num_key_value_heads, 4);
+  const auto heads_per_kv = c.num_attention_heads / c.num_key_value_heads;
+  const double one = per_key(1);
+  // A 5-token chain reads each kv head's keys ceil(5 heads_per_kv / 4)
+  // times; what the reads after the first cost, against the first.
+  const MeasuredForwardCost uncached(counts, seconds, one, heads_per_kv, 4);
+  const double later = uncached.read_cost(5) > 1.0 && one > 0.0
+                           ? std::max(0.0, (per_key(5) / one - 1.0) / (uncached.read_cost(5) - 1.0))
+                           : 1.0;
+  return MeasuredForwardCost(counts, seconds, one, heads_per_kv, 4, later);
 }
 
 // A SPIRe draft's step as MeasuredForwardCost takes it: r one-token steps
@@ -415,9 +427,10 @@ int run_batched_bench(const BenchCommand& b) {
                 1e3 * spire_measured->weights_seconds(64));
   }
   std::printf("measured: target step %.2f ms (1 row), %.2f ms (64 rows), %.2f ms (320 rows); attention %.3f us per "
-              "sequence and key\n",
+              "sequence and key, a later read of the keys %.2f of the first\n",
               1e3 * target_measured.weights_seconds(1), 1e3 * target_measured.weights_seconds(64),
-              1e3 * target_measured.weights_seconds(320), 1e6 * target_measured.attention_seconds_per_key());
+              1e3 * target_measured.weights_seconds(320), 1e6 * target_measured.attention_seconds_per_key(),
+              target_measured.later_read());
   std::vector<AnyDecoder> methods;
   methods.push_back(torch_backend::make_method(torch_backend::parse_method("autoregressive"), s.target, nullptr,
                                                b.sampling));
@@ -524,7 +537,7 @@ int run_batched_bench(const BenchCommand& b) {
       // draining batch holds fewer than B while autoregressive decoding's
       // holds B): tau / Delta t(o) x (o / t_target(o)) / (B / t_target(B)).
       std::optional<ThroughputPrediction> predicted;
-      double predicted_at_occupancy = 0.0, measured_model = 0.0;
+      double predicted_at_occupancy = 0.0, measured_model = 0.0, measured_model_uncached = 0.0;
       const auto modelled = m == 0 ? std::nullopt
                                    : modelled_draft(torch_backend::parse_method(b.methods[m - 1]), target_cost, draft,
                                                     spire ? &*spire : nullptr);
@@ -548,6 +561,13 @@ int run_batched_bench(const BenchCommand& b) {
                                             modelled->second, tau);
           measured_model = p.multiplier * (static_cast<double>(held) / p.t_target) /
                            (static_cast<double>(batch) / target_measured.seconds(batch, 1, mean_context));
+          // ... and as if every read of the keys came from memory (the model
+          // before the later-read term), for the comparison.
+          const auto uncached = target_measured.with_later_read(1.0);
+          const auto q = predict_throughput(uncached, self ? uncached : d, modelled->first.kv_limit, held,
+                                            mean_context, modelled->second, tau);
+          measured_model_uncached = q.multiplier * (static_cast<double>(held) / q.t_target) /
+                                    (static_cast<double>(batch) / uncached.seconds(batch, 1, mean_context));
         }
       }
       std::printf("\r%-44s %7lld %5d %9.1f %9.1f %7.2fx %7.2fx %6.2f %7.1f %8.2f %8.2f %9.2f%s%s\n",
@@ -593,7 +613,9 @@ int run_batched_bench(const BenchCommand& b) {
         record["performance_model"] = {{"multiplier", predicted->multiplier},
                                        {"multiplier_at_occupancy", predicted_at_occupancy},
                                        {"measured_cost_multiplier", measured_model},
+                                       {"measured_cost_multiplier_every_read_from_memory", measured_model_uncached},
                                        {"attention_seconds_per_key", target_measured.attention_seconds_per_key()},
+                                       {"later_read", target_measured.later_read()},
                                        {"delta_t", predicted->delta_t},
                                        {"t_target_ms", 1e3 * predicted->t_target},
                                        {"t_draft_ms", 1e3 * predicted->t_draft},

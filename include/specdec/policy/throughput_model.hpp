@@ -142,30 +142,34 @@ inline ThroughputPrediction predict_throughput(const ForwardCost& target, const 
 // layer's matmuls, not overlapped with them, reading each sequence's keys
 // once per group of queries. So a forward of B sequences x n new tokens
 // whose queries see `keys` cached keys costs
-//   weights(B n) + B x keys x attention_seconds_per_key x reads(n) / reads(1),
+//   weights(B n) + B x keys x attention_seconds_per_key x (1 + later x (reads(n) - 1)),
 // with weights(r) the measured seconds of r one-token sequences at no
 // context (interpolated linearly between the measured row counts,
 // extrapolated from the last two), attention_seconds_per_key measured on
-// one-token steps, and reads(n) = ceil(n x heads_per_kv / queries_per_read)
-// the reads of a kv head's keys for n tokens (specdec's kernel attends up to
-// 4 queries of a kv head per read; 1 and 1: linear in n).
+// one-token steps, reads(n) = ceil(n x heads_per_kv / queries_per_read) the
+// reads of a kv head's keys for n tokens (specdec's kernel attends up to 4
+// queries of a kv head per read; 1 and 1: linear in n), and `later` what a
+// read after the first costs against the first: 1 when every read comes
+// from memory, less when the first leaves the keys in the cache for the
+// next (measured on 5-token forwards: "MagicDec on this CPU").
 class MeasuredForwardCost {
  public:
   MeasuredForwardCost(std::vector<std::int64_t> rows, std::vector<double> seconds, double attention_seconds_per_key,
-                      std::int64_t heads_per_kv = 1, std::int64_t queries_per_read = 1)
+                      std::int64_t heads_per_kv = 1, std::int64_t queries_per_read = 1, double later_read = 1.0)
       : rows_(std::move(rows)),
         seconds_(std::move(seconds)),
         per_key_(attention_seconds_per_key),
         heads_per_kv_(heads_per_kv),
-        queries_per_read_(queries_per_read) {
+        queries_per_read_(queries_per_read),
+        later_read_(later_read) {
     bool ok = rows_.size() >= 2 && rows_.size() == seconds_.size() && per_key_ >= 0.0 && heads_per_kv_ >= 1 &&
-              queries_per_read_ >= 1;
+              queries_per_read_ >= 1 && later_read_ >= 0.0;
     for (std::size_t i = 0; ok && i < rows_.size(); ++i)
       ok = rows_[i] >= 1 && seconds_[i] > 0.0 && (i == 0 || rows_[i] > rows_[i - 1]);
     if (!ok)
       throw InvalidArgumentError(
           "MeasuredForwardCost: at least two increasing row counts >= 1 with positive seconds, attention seconds >= 0, "
-          "and heads per kv head and queries per read >= 1");
+          "heads per kv head and queries per read >= 1, and a later read's cost >= 0");
   }
   double weights_seconds(std::int64_t rows) const {
     std::size_t i = 1;
@@ -174,18 +178,29 @@ class MeasuredForwardCost {
     const double t = seconds_[i - 1] + (seconds_[i] - seconds_[i - 1]) * (static_cast<double>(rows) - r0) / (r1 - r0);
     return std::max(t, seconds_.front() * 0.5);  // below the first count: no cheaper than half a one-row forward
   }
-  double seconds(std::int64_t batch, std::int64_t tokens, std::int64_t keys) const {
+  // Reads of a kv head's keys for `tokens` new tokens of a sequence, as
+  // many of the first read's cost as they take (1 for one token).
+  double read_cost(std::int64_t tokens) const {
     const auto reads = [&](std::int64_t n) { return (n * heads_per_kv_ + queries_per_read_ - 1) / queries_per_read_; };
-    return weights_seconds(batch * tokens) + static_cast<double>(batch) * static_cast<double>(keys) * per_key_ *
-                                                 static_cast<double>(reads(tokens)) / static_cast<double>(reads(1));
+    return 1.0 + later_read_ * (static_cast<double>(reads(tokens)) / static_cast<double>(reads(1)) - 1.0);
+  }
+  double seconds(std::int64_t batch, std::int64_t tokens, std::int64_t keys) const {
+    return weights_seconds(batch * tokens) +
+           static_cast<double>(batch) * static_cast<double>(keys) * per_key_ * read_cost(tokens);
   }
   double attention_seconds_per_key() const { return per_key_; }
+  double later_read() const { return later_read_; }
+  // The same costs with another later read's cost (1: every read from memory).
+  MeasuredForwardCost with_later_read(double later) const {
+    return MeasuredForwardCost(rows_, seconds_, per_key_, heads_per_kv_, queries_per_read_, later);
+  }
 
  private:
   std::vector<std::int64_t> rows_;
   std::vector<double> seconds_;
   double per_key_;
   std::int64_t heads_per_kv_, queries_per_read_;
+  double later_read_;
 };
 
 // The same prediction from measured costs: a draft step reads at most

@@ -99,6 +99,15 @@ TEST_CASE("Measured forward costs interpolate by rows and add attention per key"
   const sd::MeasuredForwardCost grouped({1, 4, 16}, {1.0, 2.0, 2.5}, 0.01, 2, 4);
   CHECK(grouped.seconds(2, 1, 10) == Approx(grouped.weights_seconds(2) + 2 * 10 * 0.01));
   CHECK(grouped.seconds(2, 5, 10) == Approx(grouped.weights_seconds(10) + 3 * 2 * 10 * 0.01));
+  // When a later read costs 0.4 of the first (the keys still cached), five
+  // tokens' three reads cost 1 + 2 x 0.4 of one; one token's is unchanged.
+  const sd::MeasuredForwardCost cached({1, 4, 16}, {1.0, 2.0, 2.5}, 0.01, 2, 4, 0.4);
+  CHECK(cached.read_cost(1) == Approx(1.0));
+  CHECK(cached.read_cost(5) == Approx(1.8));
+  CHECK(cached.seconds(2, 1, 10) == Approx(grouped.seconds(2, 1, 10)));
+  CHECK(cached.seconds(2, 5, 10) == Approx(cached.weights_seconds(10) + 1.8 * 2 * 10 * 0.01));
+  CHECK(cached.with_later_read(1.0).seconds(2, 5, 10) == Approx(grouped.seconds(2, 5, 10)));
+  CHECK_THROWS_AS(sd::MeasuredForwardCost({1, 4}, {1.0, 2.0}, 0.01, 2, 4, -0.1), sd::InvalidArgumentError);
   // The round from measured costs: a draft of a tenth of a step, verification at 1.5 steps.
   const sd::MeasuredForwardCost draft({1, 2}, {0.1, 0.15}, 0.0);
   const auto p = sd::predict_throughput(f, draft, 0, 1, 0, 4, 3.0);
