@@ -151,7 +151,9 @@ inline ThroughputPrediction predict_throughput(const ForwardCost& target, const 
 // queries of a kv head per read; 1 and 1: linear in n), and `later` what a
 // read after the first costs against the first: 1 when every read comes
 // from memory, less when the first leaves the keys in the cache for the
-// next (measured on 5-token forwards: "MagicDec on this CPU").
+// next, more when attention is bound by its arithmetic per query (measured
+// on 5-token forwards; docs/RESULTS.md, "The performance model's missing
+// term, measured").
 class MeasuredForwardCost {
  public:
   MeasuredForwardCost(std::vector<std::int64_t> rows, std::vector<double> seconds, double attention_seconds_per_key,
