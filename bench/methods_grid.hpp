@@ -1,5 +1,6 @@
 // The batched grid of `specdec bench --batch --context`, for the method
-// registry of any Model (cuda_methods_bench runs it on cuda::LlamaModel):
+// registry of any Model (cuda_methods_bench runs it on cuda::LlamaModel;
+// the CLI, which adds the performance model, takes its workloads from here):
 // every method at every (context, batch) cell, continuous batching over one
 // workload, against autoregressive decoding in the same cell. The workload
 // of a cell: the prompts cycled to at least waves x batch requests, each
@@ -8,10 +9,12 @@
 // by request.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -66,6 +69,25 @@ inline nlohmann::json to_json(const GridCell& c) {
 // (prompt, context, request index) -> the request's prompt.
 using ContextFill = std::function<std::vector<TokenId>(const std::vector<TokenId>&, std::int64_t, std::size_t)>;
 
+// A cell's requests: the prompts cycled to at least waves x batch, each
+// filled to the context, request i sampling with seed + i.
+inline std::pair<std::vector<std::vector<TokenId>>, std::vector<GenerationOptions>> cell_workload(
+    const std::vector<std::vector<TokenId>>& prompts, const ContextFill& fill, std::int32_t waves,
+    std::int32_t batch, std::int64_t context, std::int64_t max_new_tokens, const SamplingParams& sampling) {
+  const auto n =
+      std::max(prompts.size(), static_cast<std::size_t>(std::max(0, waves)) * static_cast<std::size_t>(batch));
+  std::pair<std::vector<std::vector<TokenId>>, std::vector<GenerationOptions>> w;
+  for (std::size_t i = 0; i < n; ++i) {
+    w.first.push_back(fill(prompts[i % prompts.size()], context, i));
+    GenerationOptions g;
+    g.max_new_tokens = max_new_tokens;
+    g.sampling = sampling;
+    g.sampling.seed = sampling.seed + i;
+    w.second.push_back(g);
+  }
+  return w;
+}
+
 // Runs the grid; `on_cell` sees each cell as it finishes (to print it).
 template <class M>
 std::vector<GridCell> run_methods_grid(const MethodRegistry<M>& registry, M& target, M* draft,
@@ -80,18 +102,7 @@ std::vector<GridCell> run_methods_grid(const MethodRegistry<M>& registry, M& tar
                                     o.sampling));
   }
   const auto workload = [&](std::int32_t batch, std::int64_t context) {
-    const auto n = std::max(prompts.size(), static_cast<std::size_t>(std::max(0, o.waves)) *
-                                                static_cast<std::size_t>(batch));
-    std::pair<std::vector<std::vector<TokenId>>, std::vector<GenerationOptions>> w;
-    for (std::size_t i = 0; i < n; ++i) {
-      w.first.push_back(fill(prompts[i % prompts.size()], context, i));
-      GenerationOptions g;
-      g.max_new_tokens = o.max_new_tokens;
-      g.sampling = o.sampling;
-      g.sampling.seed = o.sampling.seed + i;
-      w.second.push_back(g);
-    }
-    return w;
+    return cell_workload(prompts, fill, o.waves, batch, context, o.max_new_tokens, o.sampling);
   };
   if (o.warmup) {  // first launches, allocations, graph captures
     auto [p, g] = workload(1, 0);

@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "../../bench/methods_grid.hpp"  // the batched grid's workloads
 #include "interrupt.hpp"
 #include "session.hpp"
 #include "soak.hpp"
@@ -444,22 +445,11 @@ int run_batched_bench(const BenchCommand& b) {
     set_names.push_back(path.stem().string());
   }
   const auto fill = context_filler(b, s.tokenizer);
-  // The workload of a batch size at a context: the pooled prompts, cycled to
-  // at least waves x batch requests (filled to the context); request i has
-  // seed + i.
+  // The workload of a batch size at a context (bench::cell_workload): the
+  // pooled prompts, cycled to at least waves x batch requests (filled to the
+  // context); request i has seed + i.
   auto workload_of = [&](std::int32_t batch, std::int64_t context) {
-    const auto n = std::max(prompts.size(), static_cast<std::size_t>(std::max(0, b.waves)) *
-                                                static_cast<std::size_t>(batch));
-    std::pair<std::vector<std::vector<TokenId>>, std::vector<GenerationOptions>> w;
-    for (std::size_t i = 0; i < n; ++i) {
-      w.first.push_back(fill(prompts[i % prompts.size()], context, i));
-      GenerationOptions o;
-      o.max_new_tokens = b.max_new_tokens;
-      o.sampling = b.sampling;
-      o.sampling.seed = b.sampling.seed + i;
-      w.second.push_back(o);
-    }
-    return w;
+    return bench::cell_workload(prompts, fill, b.waves, batch, context, b.max_new_tokens, b.sampling);
   };
   const auto [first_prompts, options] = workload_of(1, 0);
   const auto largest = static_cast<std::size_t>(*std::max_element(b.batches.begin(), b.batches.end()));

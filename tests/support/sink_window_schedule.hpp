@@ -82,4 +82,24 @@ inline double worst_row_error(const SinkWindowRun& run, const std::vector<std::v
   return worst;
 }
 
+// A run's logits against a reference (ReferenceLlama::all_logits): the worst
+// row error under the StreamingLLM mask it ran with (small when the cache is
+// right), and its last row's error against a dense reference and, with
+// cache positions, against text positions (both large: the mask and the
+// positions matter, so the first check has power).
+struct SinkWindowErrors {
+  double streaming = 0.0, dense_last = 0.0, text_last = 0.0;
+};
+template <class Reference>
+SinkWindowErrors sink_window_errors(const SinkWindowRun& run, const Reference& ref, std::int64_t sink,
+                                    std::int64_t window, bool cache_positions) {
+  SinkWindowErrors e;
+  e.streaming = worst_row_error(run, ref.all_logits(run.context, run.committed, sink, window, cache_positions));
+  const std::vector<std::int64_t> dense(run.context.size(), 0);
+  e.dense_last = row_error(run.logits.back(), ref.all_logits(run.context, dense, 0, 1 << 20, false).back());
+  if (cache_positions)
+    e.text_last = row_error(run.logits.back(), ref.all_logits(run.context, run.committed, sink, window, false).back());
+  return e;
+}
+
 }  // namespace specdec::testing
