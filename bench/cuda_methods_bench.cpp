@@ -45,7 +45,8 @@ namespace sd = specdec;
 namespace {
 
 struct Args {
-  std::filesystem::path target = "models/target", draft = "models/draft", tokenizer = "models/tokenizer.model";
+  std::filesystem::path target = "models/target", draft = "models/draft",
+                        tokenizer = "models/tokenizer.model";
   std::filesystem::path context_text = "data/context/heldout.txt", json;
   std::vector<std::filesystem::path> prompt_sets;
   std::int64_t num_prompts = 4;
@@ -62,7 +63,8 @@ Args parse(int argc, char** argv) {
   const auto number = [](std::string_view flag, const char* v) {
     char* end = nullptr;
     const long long n = std::strtoll(v, &end, 10);
-    if (end == v || *end != '\0') throw sd::InvalidArgumentError(fmt::format("{} needs a whole number, got '{}'", flag, v));
+    if (end == v || *end != '\0')
+      throw sd::InvalidArgumentError(fmt::format("{} needs a whole number, got '{}'", flag, v));
     return static_cast<std::int64_t>(n);
   };
   for (int i = 1; i < argc; ++i) {
@@ -73,24 +75,41 @@ Args parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) throw sd::InvalidArgumentError(fmt::format("{} needs a value", flag));
     const char* v = argv[++i];
-    if (flag == "--target") a.target = v;
-    else if (flag == "--draft") a.draft = v;
-    else if (flag == "--tokenizer") a.tokenizer = v;
-    else if (flag == "--context-text") a.context_text = v;
-    else if (flag == "--json") a.json = v;
-    else if (flag == "--prompts") a.prompt_sets.emplace_back(v);
-    else if (flag == "--num-prompts") a.num_prompts = number(flag, v);
-    else if (flag == "--max-new-tokens") a.grid.max_new_tokens = number(flag, v);
-    else if (flag == "--batch") a.grid.batches.push_back(static_cast<std::int32_t>(number(flag, v)));
-    else if (flag == "--context") a.grid.contexts.push_back(number(flag, v));
-    else if (flag == "--waves") a.grid.waves = static_cast<std::int32_t>(number(flag, v));
-    else if (flag == "--method") a.grid.methods.emplace_back(v);
-    else if (flag == "--temperature") a.grid.sampling.temperature = std::stof(v);
-    else if (flag == "--seed") a.grid.sampling.seed = static_cast<std::uint64_t>(number(flag, v));
+    if (flag == "--target")
+      a.target = v;
+    else if (flag == "--draft")
+      a.draft = v;
+    else if (flag == "--tokenizer")
+      a.tokenizer = v;
+    else if (flag == "--context-text")
+      a.context_text = v;
+    else if (flag == "--json")
+      a.json = v;
+    else if (flag == "--prompts")
+      a.prompt_sets.emplace_back(v);
+    else if (flag == "--num-prompts")
+      a.num_prompts = number(flag, v);
+    else if (flag == "--max-new-tokens")
+      a.grid.max_new_tokens = number(flag, v);
+    else if (flag == "--batch")
+      a.grid.batches.push_back(static_cast<std::int32_t>(number(flag, v)));
+    else if (flag == "--context")
+      a.grid.contexts.push_back(number(flag, v));
+    else if (flag == "--waves")
+      a.grid.waves = static_cast<std::int32_t>(number(flag, v));
+    else if (flag == "--method")
+      a.grid.methods.emplace_back(v);
+    else if (flag == "--temperature")
+      a.grid.sampling.temperature = std::stof(v);
+    else if (flag == "--seed")
+      a.grid.sampling.seed = static_cast<std::uint64_t>(number(flag, v));
     else if (flag == "--dtype") {
-      if (std::string_view(v) == "bf16") a.dtype = sd::DType::kBF16;
-      else if (std::string_view(v) == "f32") a.dtype = sd::DType::kF32;
-      else throw sd::InvalidArgumentError(fmt::format("--dtype is bf16 or f32, not '{}'", v));
+      if (std::string_view(v) == "bf16")
+        a.dtype = sd::DType::kBF16;
+      else if (std::string_view(v) == "f32")
+        a.dtype = sd::DType::kF32;
+      else
+        throw sd::InvalidArgumentError(fmt::format("--dtype is bf16 or f32, not '{}'", v));
     } else {
       throw sd::InvalidArgumentError(fmt::format("unknown option {}", flag));
     }
@@ -115,13 +134,17 @@ int run(const Args& a) {
   const auto tokenizer = sd::Tokenizer::load(a.tokenizer);
   std::vector<std::vector<sd::TokenId>> prompts;
   for (const auto& path : a.prompt_sets)
-    for (const auto& text : sd::io::read_prompts(path, a.num_prompts)) prompts.push_back(tokenizer.encode(text, true));
+    for (const auto& text : sd::io::read_prompts(path, a.num_prompts))
+      prompts.push_back(tokenizer.encode(text, true));
   std::vector<sd::TokenId> text;
   for (const auto l : a.grid.contexts)
     if (l > 0 && text.empty()) text = tokenizer.encode(sd::io::read_text_file(a.context_text));
   const auto name = a.context_text.string();
-  const sd::bench::ContextFill fill = [&](const std::vector<sd::TokenId>& p, std::int64_t context, std::size_t i) {
-    return context == 0 ? p : sd::io::fill_to_context(p, text, tokenizer.bos_id(), context, a.grid.max_new_tokens, i, name);
+  const sd::bench::ContextFill fill = [&](const std::vector<sd::TokenId>& p, std::int64_t context,
+                                          std::size_t i) {
+    return context == 0 ? p
+                        : sd::io::fill_to_context(p, text, tokenizer.bos_id(), context, a.grid.max_new_tokens,
+                                                  i, name);
   };
   auto target = sd::cuda::LlamaModel::load(a.target, a.dtype);
   auto draft = sd::cuda::LlamaModel::load(a.draft, a.dtype);
@@ -134,15 +157,16 @@ int run(const Args& a) {
               "decode x", "tau", "occup.", "differ");
   nlohmann::json records = nlohmann::json::array();
   std::int64_t differing = 0;
-  sd::bench::run_methods_grid(
-      sd::cuda::method_registry(), target, &draft, prompts, fill, a.grid, [&](const sd::bench::GridCell& c) {
-        std::printf("%-36s %7lld %5d %10.1f %10.1f %8.2f %6.2f %7.1f %6lld\n", c.method.c_str(),
-                    static_cast<long long>(c.context), c.batch, c.tokens_per_second, c.decode_tokens_per_second,
-                    c.decode_speedup, c.tau, c.occupancy, static_cast<long long>(c.differing));
-        std::fflush(stdout);
-        records.push_back(sd::bench::to_json(c));
-        differing += c.differing;
-      });
+  sd::bench::run_methods_grid(sd::cuda::method_registry(), target, &draft, prompts, fill, a.grid,
+                              [&](const sd::bench::GridCell& c) {
+                                std::printf("%-36s %7lld %5d %10.1f %10.1f %8.2f %6.2f %7.1f %6lld\n",
+                                            c.method.c_str(), static_cast<long long>(c.context), c.batch,
+                                            c.tokens_per_second, c.decode_tokens_per_second, c.decode_speedup,
+                                            c.tau, c.occupancy, static_cast<long long>(c.differing));
+                                std::fflush(stdout);
+                                records.push_back(sd::bench::to_json(c));
+                                differing += c.differing;
+                              });
   if (!a.json.empty()) {
     std::ofstream out(a.json);
     out << nlohmann::json{{"device", prop.name},
@@ -154,7 +178,9 @@ int run(const Args& a) {
                .dump(1)
         << "\n";
   }
-  if (differing > 0) std::printf("%lld greedy outputs differ from autoregressive decoding\n", static_cast<long long>(differing));
+  if (differing > 0)
+    std::printf("%lld greedy outputs differ from autoregressive decoding\n",
+                static_cast<long long>(differing));
   return differing > 0 ? 1 : 0;
 }
 

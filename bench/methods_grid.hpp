@@ -67,15 +67,16 @@ inline nlohmann::json to_json(const GridCell& c) {
 }
 
 // (prompt, context, request index) -> the request's prompt.
-using ContextFill = std::function<std::vector<TokenId>(const std::vector<TokenId>&, std::int64_t, std::size_t)>;
+using ContextFill =
+    std::function<std::vector<TokenId>(const std::vector<TokenId>&, std::int64_t, std::size_t)>;
 
 // A cell's requests: the prompts cycled to at least waves x batch, each
 // filled to the context, request i sampling with seed + i.
 inline std::pair<std::vector<std::vector<TokenId>>, std::vector<GenerationOptions>> cell_workload(
     const std::vector<std::vector<TokenId>>& prompts, const ContextFill& fill, std::int32_t waves,
     std::int32_t batch, std::int64_t context, std::int64_t max_new_tokens, const SamplingParams& sampling) {
-  const auto n =
-      std::max(prompts.size(), static_cast<std::size_t>(std::max(0, waves)) * static_cast<std::size_t>(batch));
+  const auto n = std::max(prompts.size(),
+                          static_cast<std::size_t>(std::max(0, waves)) * static_cast<std::size_t>(batch));
   std::pair<std::vector<std::vector<TokenId>>, std::vector<GenerationOptions>> w;
   for (std::size_t i = 0; i < n; ++i) {
     w.first.push_back(fill(prompts[i % prompts.size()], context, i));
@@ -91,15 +92,16 @@ inline std::pair<std::vector<std::vector<TokenId>>, std::vector<GenerationOption
 // Runs the grid; `on_cell` sees each cell as it finishes (to print it).
 template <class M>
 std::vector<GridCell> run_methods_grid(const MethodRegistry<M>& registry, M& target, M* draft,
-                                       const std::vector<std::vector<TokenId>>& prompts, const ContextFill& fill,
-                                       const GridOptions& o, const std::function<void(const GridCell&)>& on_cell = {}) {
+                                       const std::vector<std::vector<TokenId>>& prompts,
+                                       const ContextFill& fill, const GridOptions& o,
+                                       const std::function<void(const GridCell&)>& on_cell = {}) {
   std::vector<std::string> specs{"autoregressive"};
   specs.insert(specs.end(), o.methods.begin(), o.methods.end());
   std::vector<AnyDecoder> methods;
   for (const auto& spec : specs) {
     const auto& info = registry.find(registry.parse(spec).name);
-    methods.push_back(registry.make(spec, target, info.models == MethodModels::kDraftModel ? draft : nullptr,
-                                    o.sampling));
+    methods.push_back(
+        registry.make(spec, target, info.models == MethodModels::kDraftModel ? draft : nullptr, o.sampling));
   }
   const auto workload = [&](std::int32_t batch, std::int64_t context) {
     return cell_workload(prompts, fill, o.waves, batch, context, o.max_new_tokens, o.sampling);

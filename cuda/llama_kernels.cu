@@ -468,8 +468,8 @@ __global__ void __launch_bounds__(kAttnThreads, 2)
 // (plan_accept orders them so that no source is overwritten before it is
 // read).
 __global__ void compact_kernel(float* __restrict__ k, float* __restrict__ v, std::int64_t capacity,
-                               const CacheMove* __restrict__ moves, std::int32_t n, float* __restrict__ sink_keys,
-                               std::int32_t sink, std::int32_t head_dim) {
+                               const CacheMove* __restrict__ moves, std::int32_t n,
+                               float* __restrict__ sink_keys, std::int32_t sink, std::int32_t head_dim) {
   const bool keys = blockIdx.y == 0;
   float* base = (keys ? k : v) + static_cast<std::int64_t>(blockIdx.x) * capacity * head_dim;
   for (std::int32_t i = 0; i < n; ++i) {
@@ -487,16 +487,17 @@ __global__ void compact_kernel(float* __restrict__ k, float* __restrict__ v, std
 
 // One block per (layer, kv head): row s < count of its keys = the sink key s
 // rotated by `shift` (cos/sin at position shift).
-__global__ void shift_sink_kernel(float* __restrict__ k, std::int64_t capacity, const float* __restrict__ sink_keys,
-                                  std::int32_t sink, std::int32_t count, const float* __restrict__ cos,
-                                  const float* __restrict__ sin, std::int32_t head_dim) {
+__global__ void shift_sink_kernel(float* __restrict__ k, std::int64_t capacity,
+                                  const float* __restrict__ sink_keys, std::int32_t sink, std::int32_t count,
+                                  const float* __restrict__ cos, const float* __restrict__ sin,
+                                  std::int32_t head_dim) {
   const std::int32_t half = head_dim / 2;
   float* base = k + static_cast<std::int64_t>(blockIdx.x) * capacity * head_dim;
   const float* src = sink_keys + static_cast<std::int64_t>(blockIdx.x) * sink * head_dim;
   for (std::int32_t e = threadIdx.x; e < count * half; e += blockDim.x) {
     const std::int32_t s = e / half, i = e % half;
-    rope_pair(src + static_cast<std::int64_t>(s) * head_dim, base + static_cast<std::int64_t>(s) * head_dim, cos, sin,
-              half, i);
+    rope_pair(src + static_cast<std::int64_t>(s) * head_dim, base + static_cast<std::int64_t>(s) * head_dim,
+              cos, sin, half, i);
   }
 }
 
@@ -596,12 +597,14 @@ bool compact_cache(float* k, float* v, std::int64_t capacity, const CacheMove* m
                    float* sink_keys, std::int32_t sink, const AttentionShape& shape, void* stream) {
   if (n <= 0) return true;
   const dim3 grid(static_cast<unsigned>(shape.layers * shape.kv_heads), 2);
-  compact_kernel<<<grid, 128, 0, as_stream(stream)>>>(k, v, capacity, moves, n, sink_keys, sink, shape.head_dim);
+  compact_kernel<<<grid, 128, 0, as_stream(stream)>>>(k, v, capacity, moves, n, sink_keys, sink,
+                                                      shape.head_dim);
   return launched();
 }
 
-bool shift_sink(float* k, std::int64_t capacity, const float* sink_keys, std::int32_t sink, std::int32_t count,
-                std::int64_t shift, const float* cos, const float* sin, const AttentionShape& shape, void* stream) {
+bool shift_sink(float* k, std::int64_t capacity, const float* sink_keys, std::int32_t sink,
+                std::int32_t count, std::int64_t shift, const float* cos, const float* sin,
+                const AttentionShape& shape, void* stream) {
   if (count <= 0) return true;
   const auto at = shift * shape.head_dim;
   shift_sink_kernel<<<static_cast<unsigned>(shape.layers * shape.kv_heads), 128, 0, as_stream(stream)>>>(

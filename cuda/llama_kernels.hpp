@@ -81,7 +81,8 @@ bool compact_cache(float* k, float* v, std::int64_t capacity, const CacheMove* m
 // [0, count) of every layer and kv head become the sink's keys rotated from
 // their own positions by `shift` more (the tokens evicted): RoPE composes, so
 // row s scores as a key at position s + shift would.
-bool shift_sink(float* k, std::int64_t capacity, const float* sink_keys, std::int32_t sink, std::int32_t count,
-                std::int64_t shift, const float* cos, const float* sin, const AttentionShape& shape, void* stream);
+bool shift_sink(float* k, std::int64_t capacity, const float* sink_keys, std::int32_t sink,
+                std::int32_t count, std::int64_t shift, const float* cos, const float* sin,
+                const AttentionShape& shape, void* stream);
 
 }  // namespace specdec::cuda::detail

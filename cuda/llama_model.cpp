@@ -346,9 +346,10 @@ struct LlamaModel::Impl {
     const auto heads = static_cast<std::size_t>(config.num_hidden_layers * config.num_key_value_heads);
     const auto keep = static_cast<std::size_t>(std::min(old, rows));
     for (const auto& [to, from] : {std::pair{k, slot_k[i]}, std::pair{v, slot_v[i]}})
-      check(cudaMemcpy2DAsync(to, static_cast<std::size_t>(rows) * hd, from, static_cast<std::size_t>(old) * hd,
-                              keep * hd, heads, cudaMemcpyDeviceToDevice, stream),
-            "cudaMemcpy2DAsync (cache resize)");
+      check(
+          cudaMemcpy2DAsync(to, static_cast<std::size_t>(rows) * hd, from, static_cast<std::size_t>(old) * hd,
+                            keep * hd, heads, cudaMemcpyDeviceToDevice, stream),
+          "cudaMemcpy2DAsync (cache resize)");
     check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (cache resize)");
     (void)cudaFree(slot_k[i]);
     (void)cudaFree(slot_v[i]);
@@ -541,14 +542,15 @@ void LlamaModel::open(std::int32_t seq, const CachePolicy& policy) {
   if (policy.kind != CachePolicy::Kind::kDense && !sparse)
     throw UnsupportedError(fmt::format("cuda::LlamaModel::open: sequence {}: unknown cache policy", seq));
   if (sparse && (policy.sink < 0 || policy.window < 1))
-    throw InvalidArgumentError(fmt::format(
-        "cuda::LlamaModel::open: sequence {}: a sink + window cache needs sink >= 0 and window >= 1 (got {} and "
-        "{})",
-        seq, policy.sink, policy.window));
+    throw InvalidArgumentError(
+        fmt::format("cuda::LlamaModel::open: sequence {}: a sink + window cache needs sink >= 0 and "
+                    "window >= 1 (got {} and {})",
+                    seq, policy.sink, policy.window));
   Impl& m = *impl_;
   const std::lock_guard lock(m.mutex);
   const std::int64_t context = m.config.max_position_embeddings;
-  const std::int64_t rows = sparse ? std::min(policy.sink + policy.window + kSparseStaging, context) : context;
+  const std::int64_t rows =
+      sparse ? std::min(policy.sink + policy.window + kSparseStaging, context) : context;
   const auto it = m.sequences.find(seq);
   CacheState state;
   if (it != m.sequences.end() && m.slot_rows[static_cast<std::size_t>(it->second.slot)] == rows) {
@@ -746,7 +748,8 @@ void LlamaModel::accept(std::int32_t seq, std::span<const std::int32_t> path) {
     c.sink_shift = c.evicted();
   }
   if (c.sparse()) {  // back to its room after a long forward
-    const auto room = std::min(c.policy.sink + c.policy.window + kSparseStaging, m.config.max_position_embeddings);
+    const auto room =
+        std::min(c.policy.sink + c.policy.window + kSparseStaging, m.config.max_position_embeddings);
     if (c.capacity > room) {
       m.resize_slot(c.slot, room);
       c.capacity = room;

@@ -388,7 +388,8 @@ std::function<std::vector<TokenId>(const std::vector<TokenId>&, std::int64_t, st
   return [&b, text = std::move(text), bos = tokenizer.bos_id()](const std::vector<TokenId>& prompt,
                                                                 std::int64_t context, std::size_t i) {
     if (context == 0) return prompt;
-    return io::fill_to_context(prompt, text, bos, context, b.max_new_tokens, i, "bench: " + b.context_text.string());
+    return io::fill_to_context(prompt, text, bos, context, b.max_new_tokens, i,
+                               "bench: " + b.context_text.string());
   };
 }
 
@@ -427,11 +428,12 @@ int run_batched_bench(const BenchCommand& b) {
     std::printf("measured: SPIRe draft step %.2f ms (1 row), %.2f ms (64 rows)\n", 1e3 * spire_measured->weights_seconds(1),
                 1e3 * spire_measured->weights_seconds(64));
   }
-  std::printf("measured: target step %.2f ms (1 row), %.2f ms (64 rows), %.2f ms (320 rows); attention %.3f us per "
-              "sequence and key, a later read of the keys %.2f of the first\n",
-              1e3 * target_measured.weights_seconds(1), 1e3 * target_measured.weights_seconds(64),
-              1e3 * target_measured.weights_seconds(320), 1e6 * target_measured.attention_seconds_per_key(),
-              target_measured.later_read());
+  std::printf(
+      "measured: target step %.2f ms (1 row), %.2f ms (64 rows), %.2f ms (320 rows); attention %.3f us per "
+      "sequence and key, a later read of the keys %.2f of the first\n",
+      1e3 * target_measured.weights_seconds(1), 1e3 * target_measured.weights_seconds(64),
+      1e3 * target_measured.weights_seconds(320), 1e6 * target_measured.attention_seconds_per_key(),
+      target_measured.later_read());
   std::vector<AnyDecoder> methods;
   methods.push_back(torch_backend::make_method(torch_backend::parse_method("autoregressive"), s.target, nullptr,
                                                b.sampling));
@@ -600,18 +602,19 @@ int run_batched_bench(const BenchCommand& b) {
                          {"stop_reasons", t.stop_reasons},
                          {"outputs_differing_from_autoregressive", differ}});
       if (predicted)
-        record["performance_model"] = {{"multiplier", predicted->multiplier},
-                                       {"multiplier_at_occupancy", predicted_at_occupancy},
-                                       {"measured_cost_multiplier", measured_model},
-                                       {"measured_cost_multiplier_every_read_from_memory", measured_model_uncached},
-                                       {"attention_seconds_per_key", target_measured.attention_seconds_per_key()},
-                                       {"later_read", target_measured.later_read()},
-                                       {"delta_t", predicted->delta_t},
-                                       {"t_target_ms", 1e3 * predicted->t_target},
-                                       {"t_draft_ms", 1e3 * predicted->t_draft},
-                                       {"t_verify_ms", 1e3 * predicted->t_verify},
-                                       {"bytes_per_second", rates.bytes_per_second},
-                                       {"flops_per_second", rates.flops_per_second}};
+        record["performance_model"] = {
+            {"multiplier", predicted->multiplier},
+            {"multiplier_at_occupancy", predicted_at_occupancy},
+            {"measured_cost_multiplier", measured_model},
+            {"measured_cost_multiplier_every_read_from_memory", measured_model_uncached},
+            {"attention_seconds_per_key", target_measured.attention_seconds_per_key()},
+            {"later_read", target_measured.later_read()},
+            {"delta_t", predicted->delta_t},
+            {"t_target_ms", 1e3 * predicted->t_target},
+            {"t_draft_ms", 1e3 * predicted->t_draft},
+            {"t_verify_ms", 1e3 * predicted->t_verify},
+            {"bytes_per_second", rates.bytes_per_second},
+            {"flops_per_second", rates.flops_per_second}};
       records.push_back(std::move(record));
     }
   }

@@ -27,9 +27,9 @@ std::vector<std::string> read_prompts(const std::filesystem::path& path, std::in
   return out;
 }
 
-std::vector<TokenId> fill_to_context(std::span<const TokenId> prompt, std::span<const TokenId> text, TokenId bos,
-                                     std::int64_t context, std::int64_t max_new_tokens, std::size_t request,
-                                     const std::string& text_name) {
+std::vector<TokenId> fill_to_context(std::span<const TokenId> prompt, std::span<const TokenId> text,
+                                     TokenId bos, std::int64_t context, std::int64_t max_new_tokens,
+                                     std::size_t request, const std::string& text_name) {
   if (context <= max_new_tokens)
     throw InvalidArgumentError(
         fmt::format("context {} leaves no prompt before {} new tokens", context, max_new_tokens));

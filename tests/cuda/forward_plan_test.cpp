@@ -149,10 +149,10 @@ struct SimulatedCache {
     std::vector<sd::TokenId> tokens(static_cast<std::size_t>(n), 1);
     std::vector<std::int64_t> positions(static_cast<std::size_t>(n));
     const std::int64_t before = extend ? state.staged : 0;
-    for (std::int64_t i = 0; i < n; ++i)
-      positions[static_cast<std::size_t>(i)] = state.length + before + i;
+    for (std::int64_t i = 0; i < n; ++i) positions[static_cast<std::size_t>(i)] = state.length + before + i;
     const sd::SequenceInput in{0, tokens, positions, {}, extend};
-    auto plan = plan_forward(sd::ForwardRequest{std::span(&in, 1), {}, {}, -1}, std::span(&state, 1), 10, 4096);
+    auto plan =
+        plan_forward(sd::ForwardRequest{std::span(&in, 1), {}, {}, -1}, std::span(&state, 1), 10, 4096);
     if (plan.rows_needed[0] > state.capacity) {  // the model grows the buffer, keeping its rows
       state.capacity = plan.rows_needed[0];
       rows.resize(static_cast<std::size_t>(state.capacity), -1);
@@ -171,7 +171,8 @@ struct SimulatedCache {
 
   void accept(const std::vector<std::int32_t>& path) {
     for (const auto& m : sd::cuda::plan_accept(path, state)) {
-      if (m.sink_row >= 0) sink_rows[static_cast<std::size_t>(m.sink_row)] = rows[static_cast<std::size_t>(m.from)];
+      if (m.sink_row >= 0)
+        sink_rows[static_cast<std::size_t>(m.sink_row)] = rows[static_cast<std::size_t>(m.from)];
       rows[static_cast<std::size_t>(m.to)] = rows[static_cast<std::size_t>(m.from)];
     }
     for (const auto p : path) committed.push_back(staged[static_cast<std::size_t>(p)]);
@@ -220,10 +221,12 @@ TEST_CASE("plan_accept keeps a sink + window cache's sink and last window in the
       REQUIRE(st.visible() == std::min(st.length, sink + window));
       for (std::int64_t t = 0; t < st.length; ++t)
         if (t < sink || t >= st.length - window)
-          REQUIRE(cache.rows[static_cast<std::size_t>(st.row_of(t))] == cache.committed[static_cast<std::size_t>(t)]);
+          REQUIRE(cache.rows[static_cast<std::size_t>(st.row_of(t))] ==
+                  cache.committed[static_cast<std::size_t>(t)]);
       if (positions == Positions::kCache)
         for (std::int64_t s = 0; s < std::min(sink, st.length); ++s)
-          REQUIRE(cache.sink_rows[static_cast<std::size_t>(s)] == cache.committed[static_cast<std::size_t>(s)]);
+          REQUIRE(cache.sink_rows[static_cast<std::size_t>(s)] ==
+                  cache.committed[static_cast<std::size_t>(s)]);
     }
   }
 }

@@ -41,7 +41,8 @@ Pair make_pair(const char* dir_name) {
 // Stages `tokens` after what sequence 0 holds (a prefill: no outputs).
 void feed(sd::cuda::LlamaModel& m, const std::vector<TokenId>& tokens, std::int64_t first_position) {
   std::vector<std::int64_t> positions(tokens.size());
-  for (std::size_t i = 0; i < tokens.size(); ++i) positions[i] = first_position + static_cast<std::int64_t>(i);
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    positions[i] = first_position + static_cast<std::int64_t>(i);
   const sd::SequenceInput in{0, tokens, positions};
   m.forward(sd::ForwardRequest{std::span(&in, 1)});
 }
@@ -53,7 +54,8 @@ TEST_CASE("cuda::LlamaModel: a sink + window cache equals a dense forward under 
   SPECDEC_SKIP_WITHOUT_DEVICE();
   const auto positions = GENERATE(Positions::kText, Positions::kCache);
   CAPTURE(positions == Positions::kCache);
-  auto [ref, m] = make_pair(positions == Positions::kText ? "specdec_cuda_sink_text" : "specdec_cuda_sink_cache");
+  auto [ref, m] =
+      make_pair(positions == Positions::kText ? "specdec_cuda_sink_text" : "specdec_cuda_sink_cache");
   // A sink of 3 and a window of 10: 77 rows of room, so the 79-token prompt
   // grows the cache for its forward (the schedule then fills the context of
   // 128).
@@ -63,7 +65,8 @@ TEST_CASE("cuda::LlamaModel: a sink + window cache equals a dense forward under 
   CHECK(room == sink + window + 64);
 
   std::int64_t rows_after_prompt = 0;
-  const auto run = sd::testing::run_sink_window_schedule(m, prompt, [&] { rows_after_prompt = m.cache_rows(0); });
+  const auto run =
+      sd::testing::run_sink_window_schedule(m, prompt, [&] { rows_after_prompt = m.cache_rows(0); });
   CHECK(rows_after_prompt == room);  // shrunk back once the prompt was accepted
   REQUIRE(m.cached_length(0) == static_cast<std::int64_t>(run.context.size()));
   CHECK(m.cache_rows(0) == room);  // constant as the sequence grows

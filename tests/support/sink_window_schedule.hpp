@@ -94,11 +94,13 @@ template <class Reference>
 SinkWindowErrors sink_window_errors(const SinkWindowRun& run, const Reference& ref, std::int64_t sink,
                                     std::int64_t window, bool cache_positions) {
   SinkWindowErrors e;
-  e.streaming = worst_row_error(run, ref.all_logits(run.context, run.committed, sink, window, cache_positions));
+  e.streaming =
+      worst_row_error(run, ref.all_logits(run.context, run.committed, sink, window, cache_positions));
   const std::vector<std::int64_t> dense(run.context.size(), 0);
   e.dense_last = row_error(run.logits.back(), ref.all_logits(run.context, dense, 0, 1 << 20, false).back());
   if (cache_positions)
-    e.text_last = row_error(run.logits.back(), ref.all_logits(run.context, run.committed, sink, window, false).back());
+    e.text_last =
+        row_error(run.logits.back(), ref.all_logits(run.context, run.committed, sink, window, false).back());
   return e;
 }
 

@@ -195,10 +195,10 @@ inline void check_rollback(std::int32_t seq, std::int64_t length, const CacheSta
     throw InvalidArgumentError(
         fmt::format("cuda::LlamaModel::rollback: length {} is outside [0, {}]", length, c.length));
   if (c.sparse() && length < c.length && c.evicted() > 0)
-    throw InvalidArgumentError(fmt::format(
-        "cuda::LlamaModel::rollback: sequence {} keeps a sink of {} and a window of {} tokens and has evicted "
-        "{} of its {}; it cannot roll back to {}",
-        seq, c.policy.sink, c.policy.window, c.evicted(), c.length, length));
+    throw InvalidArgumentError(
+        fmt::format("cuda::LlamaModel::rollback: sequence {} keeps a sink of {} and a window of {} tokens "
+                    "and has evicted {} of its {}; it cannot roll back to {}",
+                    seq, c.policy.sink, c.policy.window, c.evicted(), c.length, length));
 }
 
 // Where a forward writes an output of `rows` x `cols` f32: on the device

@@ -25,8 +25,8 @@ std::vector<std::string> read_prompts(const std::filesystem::path& path, std::in
 // stretches differ), then the prompt without its BOS (its last tokens, if it
 // alone is longer). InvalidArgumentError, naming `text_name`, when `context`
 // leaves no room for a prompt or `text` is too short.
-std::vector<TokenId> fill_to_context(std::span<const TokenId> prompt, std::span<const TokenId> text, TokenId bos,
-                                     std::int64_t context, std::int64_t max_new_tokens, std::size_t request,
-                                     const std::string& text_name);
+std::vector<TokenId> fill_to_context(std::span<const TokenId> prompt, std::span<const TokenId> text,
+                                     TokenId bos, std::int64_t context, std::int64_t max_new_tokens,
+                                     std::size_t request, const std::string& text_name);
 
 }  // namespace specdec::io

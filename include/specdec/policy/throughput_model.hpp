@@ -156,8 +156,9 @@ inline ThroughputPrediction predict_throughput(const ForwardCost& target, const 
 // term, measured").
 class MeasuredForwardCost {
  public:
-  MeasuredForwardCost(std::vector<std::int64_t> rows, std::vector<double> seconds, double attention_seconds_per_key,
-                      std::int64_t heads_per_kv = 1, std::int64_t queries_per_read = 1, double later_read = 1.0)
+  MeasuredForwardCost(std::vector<std::int64_t> rows, std::vector<double> seconds,
+                      double attention_seconds_per_key, std::int64_t heads_per_kv = 1,
+                      std::int64_t queries_per_read = 1, double later_read = 1.0)
       : rows_(std::move(rows)),
         seconds_(std::move(seconds)),
         per_key_(attention_seconds_per_key),
@@ -170,8 +171,8 @@ class MeasuredForwardCost {
       ok = rows_[i] >= 1 && seconds_[i] > 0.0 && (i == 0 || rows_[i] > rows_[i - 1]);
     if (!ok)
       throw InvalidArgumentError(
-          "MeasuredForwardCost: at least two increasing row counts >= 1 with positive seconds, attention seconds >= 0, "
-          "heads per kv head and queries per read >= 1, and a later read's cost >= 0");
+          "MeasuredForwardCost: at least two increasing row counts >= 1 with positive seconds, attention "
+          "seconds >= 0, heads per kv head and queries per read >= 1, and a later read's cost >= 0");
   }
   double weights_seconds(std::int64_t rows) const {
     std::size_t i = 1;

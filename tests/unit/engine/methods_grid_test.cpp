@@ -43,13 +43,18 @@ TEST_CASE("fill_to_context: BOS, a stretch of held-out text per request, the pro
   REQUIRE(b.size() == 24);
   CHECK(a.front() == 1);
   CHECK(std::vector<TokenId>(a.end() - 3, a.end()) == std::vector<TokenId>{9, 8, 7});
-  CHECK(std::vector<TokenId>(a.begin() + 1, a.end() - 3) == std::vector<TokenId>(text.begin(), text.begin() + 20));
+  CHECK(std::vector<TokenId>(a.begin() + 1, a.end() - 3) ==
+        std::vector<TokenId>(text.begin(), text.begin() + 20));
   CHECK(std::vector<TokenId>(b.begin() + 1, b.end() - 3) != std::vector<TokenId>(a.begin() + 1, a.end() - 3));
   // A prompt longer than the room keeps its last tokens.
   const std::vector<TokenId> long_prompt(30, 5);
   const auto c = sd::io::fill_to_context(long_prompt, text, 1, 20, 4, 0, "text");
   CHECK(c.size() == 16);
-  CHECK(c == [] { std::vector<TokenId> v(16, 5); v[0] = 1; return v; }());
+  CHECK(c == [] {
+    std::vector<TokenId> v(16, 5);
+    v[0] = 1;
+    return v;
+  }());
   CHECK_THROWS_AS(sd::io::fill_to_context(prompt, text, 1, 16, 16, 0, "text"), sd::InvalidArgumentError);
   CHECK_THROWS_WITH(sd::io::fill_to_context(prompt, text, 1, 1000, 16, 0, "held.txt"),
                     Catch::Contains("held.txt holds 300 tokens"));
@@ -72,7 +77,8 @@ TEST_CASE("The methods grid runs every method against autoregressive decoding in
     prompts.push_back(p);
   }
   std::vector<std::size_t> lengths;  // of the prompts filled to context 48
-  const sd::bench::ContextFill fill = [&](const std::vector<TokenId>& p, std::int64_t context, std::size_t i) {
+  const sd::bench::ContextFill fill = [&](const std::vector<TokenId>& p, std::int64_t context,
+                                          std::size_t i) {
     if (context == 0) return p;
     auto out = sd::io::fill_to_context(p, text, 1, context, 12, i, "text");
     lengths.push_back(out.size());
@@ -85,8 +91,9 @@ TEST_CASE("The methods grid runs every method against autoregressive decoding in
   o.waves = 2;
   o.max_new_tokens = 12;
   std::vector<std::string> seen;
-  const auto cells = sd::bench::run_methods_grid(registry, target, &draft, prompts, fill, o,
-                                                 [&](const sd::bench::GridCell& c) { seen.push_back(c.method); });
+  const auto cells =
+      sd::bench::run_methods_grid(registry, target, &draft, prompts, fill, o,
+                                  [&](const sd::bench::GridCell& c) { seen.push_back(c.method); });
   REQUIRE(cells.size() == 2 * 2 * 4);
   CHECK(seen.size() == cells.size());
   for (std::size_t i = 0; i < cells.size(); ++i) {
