@@ -535,6 +535,11 @@ std::int64_t round_up(std::int64_t n, std::int64_t to) {
   return (n + to - 1) / to * to;
 }
 
+// The rows a sink + window cache keeps between long forwards.
+std::int64_t sparse_room(const CachePolicy& policy, std::int64_t context) {
+  return std::min(policy.sink + policy.window + kSparseStaging, context);
+}
+
 }  // namespace
 
 void LlamaModel::open(std::int32_t seq, const CachePolicy& policy) {
@@ -549,8 +554,7 @@ void LlamaModel::open(std::int32_t seq, const CachePolicy& policy) {
   Impl& m = *impl_;
   const std::lock_guard lock(m.mutex);
   const std::int64_t context = m.config.max_position_embeddings;
-  const std::int64_t rows =
-      sparse ? std::min(policy.sink + policy.window + kSparseStaging, context) : context;
+  const std::int64_t rows = sparse ? sparse_room(policy, context) : context;
   const auto it = m.sequences.find(seq);
   CacheState state;
   if (it != m.sequences.end() && m.slot_rows[static_cast<std::size_t>(it->second.slot)] == rows) {
@@ -748,8 +752,7 @@ void LlamaModel::accept(std::int32_t seq, std::span<const std::int32_t> path) {
     c.sink_shift = c.evicted();
   }
   if (c.sparse()) {  // back to its room after a long forward
-    const auto room =
-        std::min(c.policy.sink + c.policy.window + kSparseStaging, m.config.max_position_embeddings);
+    const auto room = sparse_room(c.policy, m.config.max_position_embeddings);
     if (c.capacity > room) {
       m.resize_slot(c.slot, room);
       c.capacity = room;
