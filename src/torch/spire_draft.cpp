@@ -149,7 +149,9 @@ std::vector<at::Tensor> SpireDraft::parameters() const {
 
 std::int64_t SpireDraft::num_parameters() const {
   std::int64_t n = 0;
-  for (const auto& t : parameters()) n += t.numel();
+  for (const auto& [name, t] : named_parameters())
+    // Without feedback memory the mixing logits stay stored but unread.
+    if (config_.feedback || name != "memory_mix") n += t.numel();
   return n;
 }
 

@@ -179,6 +179,8 @@ TEST_CASE("Training a SPIRe draft lowers its loss and reaches the feedback memor
   plain.forward_train(tokens, memory, logits, 4, 0.5, true).loss.backward();
   for (auto& [name, p] : plain.named_parameters())
     if (name == "memory_mix") CHECK((!p.grad().defined() || p.grad().abs().sum().item<double>() == 0.0));
+  // ... and are not counted as trainable: one layer's two logits.
+  CHECK(plain.num_parameters() == draft.num_parameters() - 2);
 }
 
 TEST_CASE("A saved SPIRe draft loads back, and train-spire resumes from its checkpoint", "[torch][spire]") {
