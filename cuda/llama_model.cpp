@@ -513,6 +513,9 @@ Device LlamaModel::device() const {
 void* LlamaModel::stream() const {
   return impl_->stream;
 }
+void LlamaModel::synchronize() const {
+  check(cudaStreamSynchronize(impl_->stream), "cudaStreamSynchronize");
+}
 std::int64_t LlamaModel::weight_bytes() const {
   return static_cast<std::int64_t>(impl_->weight_bytes);
 }
@@ -553,21 +556,26 @@ void LlamaModel::open(std::int32_t seq, const CachePolicy& policy) {
                     seq, policy.sink, policy.window));
   Impl& m = *impl_;
   const std::lock_guard lock(m.mutex);
+  check(cudaSetDevice(m.device), "cudaSetDevice");
   const std::int64_t context = m.config.max_position_embeddings;
   const std::int64_t rows = sparse ? sparse_room(policy, context) : context;
   const auto it = m.sequences.find(seq);
+  // Reopened with the same size: the same slot, emptied. Otherwise a slot
+  // needs no zeroing (attention reads only rows a forward wrote), and the
+  // old one is given up only once the new one is allocated.
+  const bool same = it != m.sequences.end() && m.slot_rows[static_cast<std::size_t>(it->second.slot)] == rows;
   CacheState state;
-  if (it != m.sequences.end() && m.slot_rows[static_cast<std::size_t>(it->second.slot)] == rows) {
-    state.slot = it->second.slot;  // reopened: the same slot, emptied
-  } else {
-    if (it != m.sequences.end()) m.free_slots.push_back(it->second.slot);  // reopened with another size
-    // A slot needs no zeroing: attention reads only rows a forward wrote.
-    state.slot = m.new_slot(rows);
-  }
+  state.slot = same ? it->second.slot : m.new_slot(rows);
   state.capacity = rows;
   state.policy = policy;
   const bool sink_keys = sparse && policy.positions == CachePolicy::Positions::kCache;
-  m.reserve_sink_keys(state.slot, sink_keys ? policy.sink : 0);
+  try {
+    m.reserve_sink_keys(state.slot, sink_keys ? policy.sink : 0);
+  } catch (...) {
+    if (!same) m.free_slots.push_back(state.slot);
+    throw;
+  }
+  if (!same && it != m.sequences.end()) m.free_slots.push_back(it->second.slot);
   m.sequences[seq] = state;
 }
 
@@ -577,6 +585,13 @@ void LlamaModel::close(std::int32_t seq) {
   const auto it = m.sequences.find(seq);
   if (it == m.sequences.end())
     throw InvalidArgumentError(fmt::format("cuda::LlamaModel::close: sequence {} is not open", seq));
+  // A sink + window cache closed between a forward that grew it and that
+  // forward's accept goes back to its resting size, where new_slot finds it.
+  const CacheState& c = it->second;
+  if (c.policy.kind == CachePolicy::Kind::kSinkWindow) {
+    check(cudaSetDevice(m.device), "cudaSetDevice");
+    m.resize_slot(c.slot, sparse_room(c.policy, m.config.max_position_embeddings));
+  }
   m.free_slots.push_back(it->second.slot);
   m.sequences.erase(it);
 }
@@ -596,6 +611,7 @@ std::int64_t LlamaModel::cache_rows(std::int32_t seq) const {
 void LlamaModel::forward(const ForwardRequest& request) {
   Impl& m = *impl_;
   const std::lock_guard lock(m.mutex);
+  check(cudaSetDevice(m.device), "cudaSetDevice");  // before a cache grows
   const auto& c = m.config;
   std::vector<CacheState> states;
   for (const auto& s : request.sequences) states.push_back(m.state(s.seq_id, "forward"));
@@ -628,7 +644,6 @@ void LlamaModel::forward(const ForwardRequest& request) {
       m.sequences[request.sequences[si].seq_id].staged = plan.staged_after[si];
     return;
   }
-  check(cudaSetDevice(m.device), "cudaSetDevice");
 
   const auto n = static_cast<std::size_t>(total);
   const auto d = static_cast<std::size_t>(c.hidden_size),

@@ -2,8 +2,10 @@
 // 2309.17453 §3.2) against the plain-loop reference that applies the
 // StreamingLLM mask to a dense forward, with text positions (SPIRe) and
 // positions within the cache (MagicDec): a prompt that grows the cache past
-// its room, decode steps past the window, and staged chains accepted across
-// the window's boundary (the schedule of tests/torch/sink_window_cache_test.cpp).
+// its room, decode steps past the window, staged chains (one extended by a
+// second forward, as a drafter's levels are) accepted across the window's
+// boundary, and a forward that grows a cache whose window has wrapped (the
+// schedule of tests/torch/sink_window_cache_test.cpp).
 // Without a device the [cuda] tests WARN and pass; plan_accept's row moves
 // are checked on the host in forward_plan_test.cpp.
 #include <cuda_runtime.h>
@@ -53,20 +55,22 @@ TEST_CASE("cuda::LlamaModel: a sink + window cache equals a dense forward under 
           "[cuda]") {
   SPECDEC_SKIP_WITHOUT_DEVICE();
   const auto positions = GENERATE(Positions::kText, Positions::kCache);
-  CAPTURE(positions == Positions::kCache);
+  // A sink of 3 and a window of 10: 77 rows of room. Either the 79-token
+  // prompt grows the empty cache for its forward (the schedule then fills
+  // the context of 128), or a forward of 70 tokens grows it once its window
+  // has wrapped (13 rows held + 70 > 77).
+  const std::int64_t late = GENERATE(0, 70);
+  CAPTURE(positions == Positions::kCache, late);
   auto [ref, m] =
       make_pair(positions == Positions::kText ? "specdec_cuda_sink_text" : "specdec_cuda_sink_cache");
-  // A sink of 3 and a window of 10: 77 rows of room, so the 79-token prompt
-  // grows the cache for its forward (the schedule then fills the context of
-  // 128).
-  const std::int64_t sink = 3, window = 10, prompt = 79;
+  const std::int64_t sink = 3, window = 10, prompt = late > 0 ? 20 : 79;
   m.open(0, sd::CachePolicy::sink_window(sink, window, positions));
   const auto room = m.cache_rows(0);
   CHECK(room == sink + window + 64);
 
   std::int64_t rows_after_prompt = 0;
   const auto run =
-      sd::testing::run_sink_window_schedule(m, prompt, [&] { rows_after_prompt = m.cache_rows(0); });
+      sd::testing::run_sink_window_schedule(m, prompt, [&] { rows_after_prompt = m.cache_rows(0); }, late);
   CHECK(rows_after_prompt == room);  // shrunk back once the prompt was accepted
   REQUIRE(m.cached_length(0) == static_cast<std::int64_t>(run.context.size()));
   CHECK(m.cache_rows(0) == room);  // constant as the sequence grows

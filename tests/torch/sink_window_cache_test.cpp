@@ -2,7 +2,8 @@
 // arXiv 2309.17453 §3.2) against a plain-loop reference that applies the
 // StreamingLLM mask to a dense forward, with text positions (SPIRe) and
 // positions within the cache (MagicDec): a prompt, decode steps past the
-// window, and staged chains accepted across the window's boundary.
+// window, staged chains accepted across the window's boundary, and a long
+// forward after tokens were evicted.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -46,13 +47,14 @@ void feed(tb::LlamaModel& m, const std::vector<TokenId>& tokens, std::int64_t fi
 
 TEST_CASE("A sink + window cache equals a dense forward under the StreamingLLM mask", "[torch][model][sparse]") {
   const auto positions = GENERATE(Positions::kText, Positions::kCache);
-  CAPTURE(positions == Positions::kCache);
+  const std::int64_t late = GENERATE(0, 70);  // a forward of 70 tokens after the window wrapped
+  CAPTURE(positions == Positions::kCache, late);
   auto [ref, m] = make_pair(positions == Positions::kText ? "specdec_sink_text" : "specdec_sink_cache");
   const std::int64_t sink = 3, window = 10, prompt = 17;
   m.open(0, sd::CachePolicy::sink_window(sink, window, positions));
 
   std::int64_t slots = 0;
-  const auto run = sd::testing::run_sink_window_schedule(m, prompt, [&] { slots = m.cache_slots(0); });
+  const auto run = sd::testing::run_sink_window_schedule(m, prompt, [&] { slots = m.cache_slots(0); }, late);
   CHECK(slots < 128);  // shrunk back after the prompt: less than the context
   REQUIRE(m.cached_length(0) == static_cast<std::int64_t>(run.context.size()));
   CHECK(m.cache_slots(0) == slots);  // constant as the sequence grows

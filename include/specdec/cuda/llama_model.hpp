@@ -70,6 +70,9 @@ class LlamaModel {
   // The cudaStream_t every forward, accept and copy runs on (the model's
   // own, created at load).
   void* stream() const;
+  // Waits until the work enqueued on stream() is done. A forward without host
+  // outputs (a prefill) returns before the device finishes it.
+  void synchronize() const;
   // Device bytes of the weights (what a decode step reads at least once).
   std::int64_t weight_bytes() const;
   // Whether forwards run as CUDA graphs: a forward of a shape (row count,

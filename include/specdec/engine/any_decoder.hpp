@@ -97,13 +97,14 @@ class AnyDecoder {
 
   // Request i generates from prompts[i] with options[i] as sequence i; up to
   // max_batch run at once, each step one target forward for all of them
-  // (engine/continuous_batch.hpp). No request may be open.
+  // (engine/continuous_batch.hpp). No request may be open. `fence` runs
+  // after each admission's prefills (run_continuous_batch).
   BatchRun generate_batch(std::span<const std::vector<TokenId>> prompts, std::span<const GenerationOptions> options,
-                          std::size_t max_batch) {
+                          std::size_t max_batch, const std::function<void()>& fence = {}) {
     if (prompts.size() != options.size())
       throw InvalidArgumentError(fmt::format("AnyDecoder::generate_batch: {} prompts but {} options", prompts.size(),
                                              options.size()));
-    return impl().generate_batch(prompts, options, max_batch);
+    return impl().generate_batch(prompts, options, max_batch, fence);
   }
 
   // Calls `observer` after every round the decoder verifies, with the round's
@@ -126,7 +127,7 @@ class AnyDecoder {
     virtual std::vector<RequestId> requests() const = 0;
     virtual GenerationResult generate(std::span<const TokenId>, const GenerationOptions&, const TokenCallback&) = 0;
     virtual BatchRun generate_batch(std::span<const std::vector<TokenId>>, std::span<const GenerationOptions>,
-                                    std::size_t) = 0;
+                                    std::size_t, const std::function<void()>&) = 0;
     virtual void set_round_view_observer(std::function<void(const RoundView&)>) = 0;
   };
 
@@ -217,7 +218,7 @@ class AnyDecoder {
       return finish(slot);
     }
     BatchRun generate_batch(std::span<const std::vector<TokenId>> prompts, std::span<const GenerationOptions> options,
-                            std::size_t max_batch) override {
+                            std::size_t max_batch, const std::function<void()>& fence) override {
       if (!open.empty())
         throw InvalidArgumentError(fmt::format(
             "AnyDecoder::generate_batch: {} requests are open (their ids would collide with the batch's)", open.size()));
@@ -225,7 +226,7 @@ class AnyDecoder {
       run([&] {
         out = run_continuous_batch(parts.engine(), prompts, max_batch, [&](std::size_t i) {
           return parts.slot(static_cast<RequestId>(i), options[i], TokenCallback{});
-        });
+        }, fence);
       });
       return out;
     }

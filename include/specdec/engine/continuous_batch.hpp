@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -44,9 +45,13 @@ struct BatchRun {
 // a `request` member (the engine's Request, constructed over the slot's own
 // drafter and policy, with request i's options) that stays in place until the
 // request is done. prompts[i] is request i's prompt; requests begin in order.
+// `fence`, when given, runs after each admission's begins, before the prefill
+// clock stops: a backend whose forwards return before the device finishes
+// (cuda::LlamaModel) waits there, so that a prompt's prefill is not charged
+// to the first decode step.
 template <class Engine, class MakeSlot>
 BatchRun run_continuous_batch(Engine& engine, std::span<const std::vector<TokenId>> prompts, std::size_t max_batch,
-                              MakeSlot make_slot) {
+                              MakeSlot make_slot, const std::function<void()>& fence = {}) {
   if (max_batch < 1) throw InvalidArgumentError("run_continuous_batch: max_batch must be at least 1");
   using SlotPtr = decltype(make_slot(std::size_t{0}));
   struct Running {
@@ -70,11 +75,13 @@ BatchRun run_continuous_batch(Engine& engine, std::span<const std::vector<TokenI
   try {
     while (next < prompts.size() || !running.empty()) {
       const auto begun = DecodeClock::now();
+      const auto admitted = next;
       while (running.size() < max_batch && next < prompts.size()) {
         running.push_back(Running{next, make_slot(next)});
         engine.begin(running.back().slot->request, prompts[next]);
         ++next;
       }
+      if (fence && next > admitted) fence();
       run.prefill_seconds += seconds_between(begun, DecodeClock::now());
       collect();  // a request with nothing to generate is done at begin
       if (running.empty()) continue;

@@ -2,6 +2,7 @@
 // step for every request in it, requests joining and leaving between steps,
 // every sequence's greedy output equal to its own autoregressive output, the
 // sequence lifecycle in both models, and the selection phase.
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -229,6 +230,39 @@ TEST_CASE("A batched request that fills the context ends there, and the others g
     CHECK(r.result().tokens == greedy_reference(prompt_of(r.seq()), n));
     CHECK(r.result().stop_reason == (n == room ? sd::StopReason::kContextLimit : sd::StopReason::kMaxNewTokens));
   }
+}
+
+TEST_CASE("run_continuous_batch calls its fence once per admission, after that admission's prefills",
+          "[unit][engine]") {
+  // An asynchronous backend waits for its prefills there (cuda::LlamaModel).
+  using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, sd::GreedyAcceptance, sd::FixedLength>;
+  using EngineSlot = Slot<Engine, sd::FixedLength>;
+  HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, 0.7f);
+  Verifier verifier(target);
+  Engine engine(sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{});
+  std::vector<std::vector<sd::TokenId>> prompts;
+  for (std::int32_t s = 0; s < 8; ++s) prompts.push_back(prompt_of(s));
+  std::vector<std::size_t> begun;  // requests begun before each fence
+  std::vector<std::size_t> group;  // fences before each request was made
+  const auto run = sd::run_continuous_batch(
+      engine, prompts, 3,
+      [&](std::size_t i) {
+        group.push_back(begun.size());
+        sd::GenerationOptions o;
+        o.max_new_tokens = 12 + static_cast<std::int64_t>(i % 3);
+        return std::make_unique<EngineSlot>(draft, static_cast<std::int32_t>(i), sd::FixedLength::chain(4), o,
+                                            sd::TokenCallback{});
+      },
+      [&] { begun.push_back(group.size()); });
+  REQUIRE(run.results.size() == 8);
+  REQUIRE(group.size() == 8);
+  CHECK(group.front() == 0);
+  CHECK(begun.front() == 3);  // the first admission fills the batch
+  // One fence per admission, right after its last begin.
+  REQUIRE(begun.size() == group.back() + 1);
+  for (std::size_t g = 0; g < begun.size(); ++g)
+    CHECK(begun[g] == static_cast<std::size_t>(std::count_if(group.begin(), group.end(),
+                                                             [&](std::size_t x) { return x <= g; })));
 }
 
 TEST_CASE("A batched request is charged its share of each step's host time, not the whole step",
