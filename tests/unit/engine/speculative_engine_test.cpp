@@ -232,26 +232,40 @@ TEST_CASE("A batched request that fills the context ends there, and the others g
   }
 }
 
+namespace {
+
+// Greedy chain drafting of eight prompts over the hashed-context models, for
+// the continuous-batching tests.
+struct ChainBatch {
+  using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, sd::GreedyAcceptance, sd::FixedLength>;
+  using EngineSlot = Slot<Engine, sd::FixedLength>;
+  HashedContextModel target{kVocab, 1}, draft{kVocab, 1, 2, 2.0f, 0.7f};
+  Verifier verifier{target};
+  Engine engine{sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{}};
+  std::vector<std::vector<sd::TokenId>> prompts = [] {
+    std::vector<std::vector<sd::TokenId>> p;
+    for (std::int32_t s = 0; s < 8; ++s) p.push_back(prompt_of(s));
+    return p;
+  }();
+};
+
+}  // namespace
+
 TEST_CASE("run_continuous_batch calls its fence once per admission, after that admission's prefills",
           "[unit][engine]") {
   // An asynchronous backend waits for its prefills there (cuda::LlamaModel).
-  using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, sd::GreedyAcceptance, sd::FixedLength>;
-  using EngineSlot = Slot<Engine, sd::FixedLength>;
-  HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, 0.7f);
-  Verifier verifier(target);
-  Engine engine(sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{});
-  std::vector<std::vector<sd::TokenId>> prompts;
-  for (std::int32_t s = 0; s < 8; ++s) prompts.push_back(prompt_of(s));
+  ChainBatch b;
+  auto& draft = b.draft;
   std::vector<std::size_t> begun;  // requests begun before each fence
   std::vector<std::size_t> group;  // fences before each request was made
   const auto run = sd::run_continuous_batch(
-      engine, prompts, 3,
+      b.engine, b.prompts, 3,
       [&](std::size_t i) {
         group.push_back(begun.size());
         sd::GenerationOptions o;
         o.max_new_tokens = 12 + static_cast<std::int64_t>(i % 3);
-        return std::make_unique<EngineSlot>(draft, static_cast<std::int32_t>(i), sd::FixedLength::chain(4), o,
-                                            sd::TokenCallback{});
+        return std::make_unique<ChainBatch::EngineSlot>(draft, static_cast<std::int32_t>(i),
+                                                        sd::FixedLength::chain(4), o, sd::TokenCallback{});
       },
       [&] { begun.push_back(group.size()); });
   REQUIRE(run.results.size() == 8);
@@ -270,13 +284,9 @@ TEST_CASE("A batched request is charged its share of each step's host time, not 
   // Overhead is what is not a model call. A request's wall time in a batch
   // holds every other request's drafting and acceptance, so wall time less
   // model time charged each request the whole step.
-  using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, sd::GreedyAcceptance, sd::FixedLength>;
-  using EngineSlot = Slot<Engine, sd::FixedLength>;
-  HashedContextModel target(kVocab, 1), draft(kVocab, 1, 2, 2.0f, 0.7f);
-  Verifier verifier(target);
-  Engine engine(sd::ChainBuilder{}, verifier, sd::GreedyAcceptance{});
-  std::vector<std::vector<sd::TokenId>> prompts;
-  for (std::int32_t s = 0; s < 8; ++s) prompts.push_back(prompt_of(s));
+  ChainBatch b;
+  auto& [target, draft, verifier, engine, prompts] = b;
+  using EngineSlot = ChainBatch::EngineSlot;
   const auto run = sd::run_continuous_batch(engine, prompts, 8, [&](std::size_t i) {
     sd::GenerationOptions o;
     o.max_new_tokens = 40;
