@@ -4,7 +4,9 @@
 # memcheck, a device-to-device bandwidth probe, the kernel benchmarks, the
 # CUDA model's step benchmarks and the registry's methods decoding on it;
 # writes logs and JSON into OUT_DIR and prints a summary against the goals
-# last. Sized to finish in a few minutes on an H100 / H200.
+# last. Sized to finish in a few minutes on an H100 / H200. The methods run
+# second, after the tests: of the stages, theirs is the code that has run
+# least on a device.
 #   bash scripts/gpu-check.sh [PACK=.gpu] [OUT_DIR=gpu-out]
 # BENCH_FILTER (a Google Benchmark regex; default: the goals' shapes, V = 32k
 # and 128k, batch 1 and 64, k = 4) picks the kernel benchmarks, BENCH_REPS
@@ -47,6 +49,15 @@ step "cuda tests"
 if fits "cuda tests" "${T_TEST:-240}" && ! timeout "$(limit "${T_TEST:-240}")" "$pack/bin/cuda_test" --durations yes > "$out/cuda_test.log" 2>&1; then status=1; fi
 tail -4 "$out/cuda_test.log" 2>/dev/null
 
+if [ "${T_METHODS:-150}" != 0 ]; then
+  step "methods on the CUDA model (default models, batched, long contexts; greedy outputs checked)"
+  # shellcheck disable=SC2086  # METHODS_ARGS is a list of options
+  if fits methods "${T_METHODS:-150}" && ! timeout "$(limit "${T_METHODS:-150}")" "$pack/bin/cuda_methods_bench" ${METHODS_ARGS:---batch 1 --batch 8 --batch 32 \
+      --context 512 --context 1024 --waves 2 --method chain:k=4 --method magicdec:k=4} \
+      --json "$out/cuda_methods_bench.json" > "$out/cuda_methods_bench.log" 2>&1; then status=1; fi
+  tail -20 "$out/cuda_methods_bench.log" 2>/dev/null
+fi
+
 step "cuda tests under compute-sanitizer memcheck (the [cuda] cases; few χ² decodes)"
 if fits memcheck "${T_MEMCHECK:-150}" && ! SPECDEC_STATISTICAL_OUTCOMES=2000 SPECDEC_CUDA_QUICK=1 timeout "$(limit "${T_MEMCHECK:-150}")" compute-sanitizer --tool memcheck --error-exitcode 9 "$pack/bin/cuda_test" "${MEMCHECK_FILTER:-[cuda]}" \
     > "$out/memcheck.log" 2>&1; then status=1; fi
@@ -66,15 +77,6 @@ step "model benchmarks (the CUDA Llama: default models when models/ holds them, 
 if fits "model benchmarks" "${T_MODEL:-150}" && ! timeout "$(limit "${T_MODEL:-150}")" "$pack/bin/cuda_model_bench" --benchmark_filter="${MODEL_BENCH_FILTER:-.}" --benchmark_min_time=0.2 \
     --benchmark_out="$out/cuda_model_bench.json" --benchmark_out_format=json > "$out/cuda_model_bench.log" 2>&1; then status=1; fi
 tail -20 "$out/cuda_model_bench.log" 2>/dev/null
-
-if [ "${T_METHODS:-150}" != 0 ]; then
-  step "methods on the CUDA model (default models, batched, long contexts; greedy outputs checked)"
-  # shellcheck disable=SC2086  # METHODS_ARGS is a list of options
-  if fits methods "${T_METHODS:-150}" && ! timeout "$(limit "${T_METHODS:-150}")" "$pack/bin/cuda_methods_bench" ${METHODS_ARGS:---batch 1 --batch 8 --batch 32 \
-      --context 512 --context 1024 --waves 2 --method chain:k=4 --method magicdec:k=4} \
-      --json "$out/cuda_methods_bench.json" > "$out/cuda_methods_bench.log" 2>&1; then status=1; fi
-  tail -20 "$out/cuda_methods_bench.log" 2>/dev/null
-fi
 
 if [ -n "${MODEL_GRAPHS_FILTER:-}" ]; then
   step "model benchmarks with CUDA graphs"
