@@ -126,7 +126,8 @@ std::vector<GridCell> run_methods_grid(const MethodRegistry<M>& registry, M& tar
       std::vector<std::vector<TokenId>> ar_tokens;
       GridCell ar;
       for (std::size_t m = 0; m < methods.size(); ++m) {
-        const auto run = methods[m].generate_batch(batch_prompts, options, static_cast<std::size_t>(batch), fence);
+        const auto run =
+            methods[m].generate_batch(batch_prompts, options, static_cast<std::size_t>(batch), fence);
         GridCell c;
         c.method = specs[m];
         c.context = context;

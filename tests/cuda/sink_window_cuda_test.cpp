@@ -69,8 +69,8 @@ TEST_CASE("cuda::LlamaModel: a sink + window cache equals a dense forward under 
   CHECK(room == sink + window + 64);
 
   std::int64_t rows_after_prompt = 0;
-  const auto run =
-      sd::testing::run_sink_window_schedule(m, prompt, [&] { rows_after_prompt = m.cache_rows(0); }, late);
+  const auto run = sd::testing::run_sink_window_schedule(
+      m, prompt, [&] { rows_after_prompt = m.cache_rows(0); }, late);
   CHECK(rows_after_prompt == room);  // shrunk back once the prompt was accepted
   REQUIRE(m.cached_length(0) == static_cast<std::int64_t>(run.context.size()));
   CHECK(m.cache_rows(0) == room);  // constant as the sequence grows

@@ -36,7 +36,7 @@ SinkWindowRun run_sink_window_schedule(M& m, std::int64_t prompt, AfterPrompt&& 
   SinkWindowRun run;
   const auto vocab = static_cast<std::size_t>(m.vocab_size());
   std::int64_t cached = 0;
-  std::vector<TokenId> staged;               // forwarded, not yet accepted
+  std::vector<TokenId> staged;  // forwarded, not yet accepted
   std::vector<std::vector<float>> staged_logits;
   // Forwards `count` new tokens after what is staged (extending it, or after
   // the committed tokens), then keeps the first `keep` staged (0: none yet).

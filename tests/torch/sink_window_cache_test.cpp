@@ -54,7 +54,8 @@ TEST_CASE("A sink + window cache equals a dense forward under the StreamingLLM m
   m.open(0, sd::CachePolicy::sink_window(sink, window, positions));
 
   std::int64_t slots = 0;
-  const auto run = sd::testing::run_sink_window_schedule(m, prompt, [&] { slots = m.cache_slots(0); }, late);
+  const auto run = sd::testing::run_sink_window_schedule(
+      m, prompt, [&] { slots = m.cache_slots(0); }, late);
   CHECK(slots < 128);  // shrunk back after the prompt: less than the context
   REQUIRE(m.cached_length(0) == static_cast<std::int64_t>(run.context.size()));
   CHECK(m.cache_slots(0) == slots);  // constant as the sequence grows

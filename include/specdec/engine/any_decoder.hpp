@@ -99,8 +99,9 @@ class AnyDecoder {
   // max_batch run at once, each step one target forward for all of them
   // (engine/continuous_batch.hpp). No request may be open. `fence` runs
   // after each admission's prefills (run_continuous_batch).
-  BatchRun generate_batch(std::span<const std::vector<TokenId>> prompts, std::span<const GenerationOptions> options,
-                          std::size_t max_batch, const std::function<void()>& fence = {}) {
+  BatchRun generate_batch(std::span<const std::vector<TokenId>> prompts,
+                          std::span<const GenerationOptions> options, std::size_t max_batch,
+                          const std::function<void()>& fence = {}) {
     if (prompts.size() != options.size())
       throw InvalidArgumentError(fmt::format("AnyDecoder::generate_batch: {} prompts but {} options", prompts.size(),
                                              options.size()));
@@ -217,16 +218,18 @@ class AnyDecoder {
       });
       return finish(slot);
     }
-    BatchRun generate_batch(std::span<const std::vector<TokenId>> prompts, std::span<const GenerationOptions> options,
-                            std::size_t max_batch, const std::function<void()>& fence) override {
+    BatchRun generate_batch(std::span<const std::vector<TokenId>> prompts,
+                            std::span<const GenerationOptions> options, std::size_t max_batch,
+                            const std::function<void()>& fence) override {
       if (!open.empty())
         throw InvalidArgumentError(fmt::format(
             "AnyDecoder::generate_batch: {} requests are open (their ids would collide with the batch's)", open.size()));
       BatchRun out;
       run([&] {
-        out = run_continuous_batch(parts.engine(), prompts, max_batch, [&](std::size_t i) {
-          return parts.slot(static_cast<RequestId>(i), options[i], TokenCallback{});
-        }, fence);
+        out = run_continuous_batch(
+            parts.engine(), prompts, max_batch,
+            [&](std::size_t i) { return parts.slot(static_cast<RequestId>(i), options[i], TokenCallback{}); },
+            fence);
       });
       return out;
     }

@@ -50,8 +50,9 @@ struct BatchRun {
 // (cuda::LlamaModel) waits there, so that a prompt's prefill is not charged
 // to the first decode step.
 template <class Engine, class MakeSlot>
-BatchRun run_continuous_batch(Engine& engine, std::span<const std::vector<TokenId>> prompts, std::size_t max_batch,
-                              MakeSlot make_slot, const std::function<void()>& fence = {}) {
+BatchRun run_continuous_batch(Engine& engine, std::span<const std::vector<TokenId>> prompts,
+                              std::size_t max_batch, MakeSlot make_slot,
+                              const std::function<void()>& fence = {}) {
   if (max_batch < 1) throw InvalidArgumentError("run_continuous_batch: max_batch must be at least 1");
   using SlotPtr = decltype(make_slot(std::size_t{0}));
   struct Running {

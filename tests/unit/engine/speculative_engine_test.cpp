@@ -237,7 +237,8 @@ namespace {
 // Greedy chain drafting of eight prompts over the hashed-context models, for
 // the continuous-batching tests.
 struct ChainBatch {
-  using Engine = sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, sd::GreedyAcceptance, sd::FixedLength>;
+  using Engine =
+      sd::SpeculativeEngine<Drafter, sd::ChainBuilder, Verifier, sd::GreedyAcceptance, sd::FixedLength>;
   using EngineSlot = Slot<Engine, sd::FixedLength>;
   HashedContextModel target{kVocab, 1}, draft{kVocab, 1, 2, 2.0f, 0.7f};
   Verifier verifier{target};
@@ -275,8 +276,8 @@ TEST_CASE("run_continuous_batch calls its fence once per admission, after that a
   // One fence per admission, right after its last begin.
   REQUIRE(begun.size() == group.back() + 1);
   for (std::size_t g = 0; g < begun.size(); ++g)
-    CHECK(begun[g] == static_cast<std::size_t>(std::count_if(group.begin(), group.end(),
-                                                             [&](std::size_t x) { return x <= g; })));
+    CHECK(begun[g] == static_cast<std::size_t>(
+                          std::count_if(group.begin(), group.end(), [&](std::size_t x) { return x <= g; })));
 }
 
 TEST_CASE("A batched request is charged its share of each step's host time, not the whole step",
