@@ -588,7 +588,7 @@ void LlamaModel::close(std::int32_t seq) {
   // A sink + window cache closed between a forward that grew it and that
   // forward's accept goes back to its resting size, where new_slot finds it.
   const CacheState& c = it->second;
-  if (c.policy.kind == CachePolicy::Kind::kSinkWindow) {
+  if (c.sparse()) {
     check(cudaSetDevice(m.device), "cudaSetDevice");
     m.resize_slot(c.slot, sparse_room(c.policy, m.config.max_position_embeddings));
   }
