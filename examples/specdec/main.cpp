@@ -14,6 +14,7 @@
 //   specdec eval-head ...    held-out per-step agreement of a draft head with its target
 //   specdec hot-tokens ...   token frequencies of a corpus, hot-token coverage
 //   specdec convert ...      re-save a model's weights as f32 / f16 / bf16
+//   specdec sample-corpus .. text sampled from a model, for sequence-level distillation
 #include <cstdio>
 #include <exception>
 
@@ -26,6 +27,7 @@
 #include "generate.hpp"
 #include "interrupt.hpp"
 #include "profile_sv.hpp"
+#include "sample_corpus.hpp"
 #include "sequoia.hpp"
 #include "train.hpp"
 #include "train_head.hpp"
@@ -94,6 +96,11 @@ int main(int argc, char** argv) {
   specdec::cli::ConvertCommand convert;
   auto* convert_cmd = app.add_subcommand("convert", "Re-save a model with f32, f16 or bf16 weights");
   specdec::cli::add_convert_options(*convert_cmd, convert);
+  specdec::cli::SampleCorpusCommand sample_corpus;
+  auto* sample_corpus_cmd = app.add_subcommand(
+      "sample-corpus",
+      "Sample a corpus from a model, to train a draft with another tokenizer on its outputs");
+  specdec::cli::add_sample_corpus_options(*sample_corpus_cmd, sample_corpus);
 #endif
 
   CLI11_PARSE(app, argc, argv);
@@ -112,6 +119,7 @@ int main(int argc, char** argv) {
     if (eval_head_cmd->parsed()) return specdec::cli::run_eval_head(eval_head);
     if (hot_tokens_cmd->parsed()) return specdec::cli::run_hot_tokens(hot_tokens);
     if (convert_cmd->parsed()) return specdec::cli::run_convert(convert);
+    if (sample_corpus_cmd->parsed()) return specdec::cli::run_sample_corpus(sample_corpus);
 #endif
   } catch (const specdec::Error& e) {
     std::fprintf(stderr, "specdec: error: %s\n", e.what());

@@ -1,0 +1,194 @@
+// `specdec sample-corpus`: text sampled from a model, written as a corpus in
+// scripts/corpus/'s format, so that a draft with another tokenizer can learn
+// the target's own distribution. The target gives no next-token distribution
+// over another vocabulary's pieces to distil from; its texts re-tokenized
+// can be trained on, which is sequence-level distillation (Kim and Rush,
+// arXiv 1606.07947, §3.2, there with the teacher's beam output; sampled at
+// T = 1, the texts are draws from the target's own law).
+//
+// Sample i is a prompt of --prompt-tokens cut from --tokens at an offset drawn
+// from (seed, i), then up to --new-tokens drawn at the request's sampling
+// under request id i: the same sample whatever the batch, the chunking, or a
+// resume. The output is saved atomically every --chunk samples; a rerun of
+// the same command keeps the samples already saved and goes on.
+#include "sample_corpus.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "interrupt.hpp"
+#include "session.hpp"
+#include "specdec/core/error.hpp"
+#include "specdec/core/rng.hpp"
+#include "specdec/io/file_io.hpp"
+#include "specdec/torch/methods.hpp"
+
+namespace specdec::cli {
+namespace {
+
+constexpr std::string_view kDocPrefix = "<|doc|> ";
+// Philox stream of the prompts' offsets: requests use streams 4i+1 and 4i+2
+// (GenerationOptions), so 4i+3 is free.
+std::uint64_t prompt_stream(std::int64_t sample) {
+  return static_cast<std::uint64_t>(sample) << 2 | 3;
+}
+
+std::vector<TokenId> read_token_file(const std::filesystem::path& path, std::int64_t vocab) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) throw ModelLoadError(fmt::format("{}: cannot open the token file", path.string()));
+  const auto bytes = static_cast<std::int64_t>(f.tellg());
+  if (bytes % 2 != 0)
+    throw ModelLoadError(
+        fmt::format("{}: {} bytes is not a whole number of uint16 tokens", path.string(), bytes));
+  std::vector<std::uint16_t> raw(static_cast<std::size_t>(bytes / 2));
+  f.seekg(0);
+  f.read(reinterpret_cast<char*>(raw.data()), bytes);
+  std::vector<TokenId> tokens(raw.begin(), raw.end());
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] >= vocab)
+      throw ModelLoadError(fmt::format("{}: token {} at position {} is outside the model's vocabulary of {}",
+                                       path.string(), tokens[i], i, vocab));
+  return tokens;
+}
+
+// Sample i's prompt: `len` tokens at a drawn offset, begun after the last end
+// of document in them (a prompt spans no document boundary); an offset that
+// leaves fewer than half of them is drawn again (64 times at most).
+std::vector<TokenId> prompt_of(std::int64_t sample, std::uint64_t seed, const std::vector<TokenId>& tokens,
+                               std::int64_t len, TokenId eos) {
+  const auto span = static_cast<std::int64_t>(tokens.size()) - len + 1;
+  for (std::uint64_t draw = 0;; ++draw) {
+    const auto start =
+        std::min(span - 1, static_cast<std::int64_t>(philox_uniform(seed, prompt_stream(sample), draw) *
+                                                     static_cast<double>(span)));
+    const auto first = tokens.begin() + start, last = first + len;
+    const auto end_of_doc =
+        std::find(std::make_reverse_iterator(last), std::make_reverse_iterator(first), eos);
+    if (2 * (last - end_of_doc.base()) >= len) return {end_of_doc.base(), last};
+    if (draw == 64) return {first, last};  // a text of short documents: the window as it is
+  }
+}
+
+// One document of the corpus format: a header line, then the text; a blank
+// line ends it. A text line that would read as a header loses its marker.
+std::string document(std::int64_t sample, std::string_view text) {
+  std::string doc = fmt::format("{}specdec-sample {}\n", kDocPrefix, sample);
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const auto eol = std::min(text.find('\n', pos), text.size());
+    auto line = text.substr(pos, eol - pos);
+    if (line.starts_with(kDocPrefix)) line.remove_prefix(kDocPrefix.size());
+    doc.append(line).push_back('\n');
+    pos = eol + 1;
+  }
+  doc.push_back('\n');
+  return doc;
+}
+
+// The documents already in `path` (a rerun goes on after them).
+std::int64_t documents_in(const std::string& corpus) {
+  std::int64_t n = 0;
+  for (std::size_t pos = 0; pos < corpus.size();) {
+    if (std::string_view(corpus).substr(pos).starts_with(kDocPrefix)) ++n;
+    const auto eol = corpus.find('\n', pos);
+    if (eol == std::string::npos) break;
+    pos = eol + 1;
+  }
+  return n;
+}
+
+}  // namespace
+
+void add_sample_corpus_options(CLI::App& cmd, SampleCorpusCommand& c) {
+  cmd.add_option("--model", c.model, "the model to sample from (config.json, model.safetensors)")
+      ->check(CLI::ExistingDirectory)
+      ->capture_default_str();
+  cmd.add_option("--tokenizer", c.tokenizer, "its tokenizer (default: beside --model)");
+  cmd.add_option("--tokens", c.tokens, "uint16 token file (the model's vocabulary) the prompts are cut from")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd.add_option("--out", c.out, "the corpus text to write (scripts/corpus/ format); a rerun goes on")
+      ->required();
+  cmd.add_option("--samples", c.samples, "samples in the corpus")->capture_default_str();
+  cmd.add_option("--prompt-tokens", c.prompt_tokens, "tokens of each prompt")->capture_default_str();
+  cmd.add_option("--new-tokens", c.new_tokens, "tokens sampled after each prompt (fewer at an EOS)")
+      ->capture_default_str();
+  cmd.add_option("--batch", c.batch, "requests decoded at once")->capture_default_str();
+  cmd.add_option("--chunk", c.chunk, "samples between saves of --out")->capture_default_str();
+  add_sampling_options(cmd, c.sampling);
+  cmd.add_option("--threads", c.threads, "CPU threads (0 = all cores)");
+  add_dtype_option(cmd, c.dtype);
+}
+
+int run_sample_corpus(const SampleCorpusCommand& c) {
+  for (const auto& [name, value] : {std::pair{"--samples", c.samples},
+                                    {"--prompt-tokens", c.prompt_tokens},
+                                    {"--new-tokens", c.new_tokens},
+                                    {"--batch", c.batch},
+                                    {"--chunk", c.chunk}})
+    if (value < 1)
+      throw InvalidArgumentError(fmt::format("sample-corpus: {} {} (must be >= 1)", name, value));
+  check_writable(c.out);
+  catch_interrupt();
+  auto s = load_session(c.model, {}, c.tokenizer, c.threads, c.dtype);
+  const auto tokens = read_token_file(c.tokens, s.target.config().vocab_size);
+  if (static_cast<std::int64_t>(tokens.size()) < c.prompt_tokens)
+    throw InvalidArgumentError(fmt::format("sample-corpus: {} holds {} tokens, fewer than --prompt-tokens {}",
+                                           c.tokens.string(), tokens.size(), c.prompt_tokens));
+  std::string corpus = std::filesystem::exists(c.out) ? io::read_text_file(c.out) : std::string();
+  std::int64_t done = documents_in(corpus);
+  if (done > c.samples)
+    throw InvalidArgumentError(
+        fmt::format("sample-corpus: {} already holds {} samples, more than --samples {}", c.out.string(),
+                    done, c.samples));
+  if (done > 0)
+    std::printf("%s holds %lld samples: going on from there\n", c.out.string().c_str(),
+                static_cast<long long>(done));
+  auto method = torch_backend::make_method(torch_backend::parse_method("autoregressive"), s.target, nullptr,
+                                           c.sampling);
+  const auto start = std::chrono::steady_clock::now();
+  std::int64_t new_tokens = 0;
+  while (done < c.samples && !interrupted()) {
+    const auto n = std::min(c.chunk, c.samples - done);
+    std::vector<std::vector<TokenId>> prompts;
+    std::vector<GenerationOptions> options;
+    for (std::int64_t i = done; i < done + n; ++i) {
+      prompts.push_back(prompt_of(i, c.sampling.seed, tokens, c.prompt_tokens, s.tokenizer.eos_id()));
+      auto& o = options.emplace_back();
+      o.max_new_tokens = c.new_tokens;
+      o.stop_tokens = {s.tokenizer.eos_id()};
+      o.sampling = c.sampling;
+      o.request_id = static_cast<std::uint64_t>(i);  // the sample's own random streams
+    }
+    const auto run = method.generate_batch(prompts, options, static_cast<std::size_t>(c.batch));
+    for (std::int64_t k = 0; k < n; ++k) {
+      auto ids = prompts[static_cast<std::size_t>(k)];
+      const auto& out = run.results[static_cast<std::size_t>(k)].tokens;
+      ids.insert(ids.end(), out.begin(), out.end());
+      corpus += document(done + k, s.tokenizer.decode(ids));
+    }
+    new_tokens += run.new_tokens();
+    io::write_text_atomically(c.out, corpus);
+    done += n;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("%lld / %lld samples | %.0f new tokens/s this run | %.0f s\n", static_cast<long long>(done),
+                static_cast<long long>(c.samples), static_cast<double>(new_tokens) / seconds, seconds);
+    std::fflush(stdout);
+  }
+  if (done < c.samples) {
+    std::printf("interrupted after %lld samples (saved); run the same command again to go on\n",
+                static_cast<long long>(done));
+    return kInterruptedExit;
+  }
+  std::printf("%s: %lld samples\n", c.out.string().c_str(), static_cast<long long>(done));
+  return 0;
+}
+
+}  // namespace specdec::cli
