@@ -121,7 +121,8 @@ void add_sample_corpus_options(CLI::App& cmd, SampleCorpusCommand& c) {
   cmd.add_option("--new-tokens", c.new_tokens, "tokens sampled after each prompt (fewer at an EOS)")
       ->capture_default_str();
   cmd.add_option("--batch", c.batch, "requests decoded at once")->capture_default_str();
-  cmd.add_option("--chunk", c.chunk, "samples between saves of --out")->capture_default_str();
+  cmd.add_option("--chunk", c.chunk, "samples between saves of --out (and between looks for a Ctrl-C)")
+      ->capture_default_str();
   add_sampling_options(cmd, c.sampling);
   cmd.add_option("--threads", c.threads, "CPU threads (0 = all cores)");
   add_dtype_option(cmd, c.dtype);
