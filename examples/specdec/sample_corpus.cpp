@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +27,7 @@
 #include "specdec/core/error.hpp"
 #include "specdec/core/rng.hpp"
 #include "specdec/io/file_io.hpp"
+#include "specdec/io/token_file.hpp"
 #include "specdec/torch/methods.hpp"
 
 namespace specdec::cli {
@@ -40,16 +40,9 @@ std::uint64_t prompt_stream(std::int64_t sample) {
   return static_cast<std::uint64_t>(sample) << 2 | 3;
 }
 
-std::vector<TokenId> read_token_file(const std::filesystem::path& path, std::int64_t vocab) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) throw ModelLoadError(fmt::format("{}: cannot open the token file", path.string()));
-  const auto bytes = static_cast<std::int64_t>(f.tellg());
-  if (bytes % 2 != 0)
-    throw ModelLoadError(
-        fmt::format("{}: {} bytes is not a whole number of uint16 tokens", path.string(), bytes));
-  std::vector<std::uint16_t> raw(static_cast<std::size_t>(bytes / 2));
-  f.seekg(0);
-  f.read(reinterpret_cast<char*>(raw.data()), bytes);
+// The ids of `path`, each checked against the model's vocabulary.
+std::vector<TokenId> read_prompt_tokens(const std::filesystem::path& path, std::int64_t vocab) {
+  const auto raw = io::read_token_file(path);
   std::vector<TokenId> tokens(raw.begin(), raw.end());
   for (std::size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i] >= vocab)
@@ -139,7 +132,7 @@ int run_sample_corpus(const SampleCorpusCommand& c) {
   check_writable(c.out);
   catch_interrupt();
   auto s = load_session(c.model, {}, c.tokenizer, c.threads, c.dtype);
-  const auto tokens = read_token_file(c.tokens, s.target.config().vocab_size);
+  const auto tokens = read_prompt_tokens(c.tokens, s.target.config().vocab_size);
   if (static_cast<std::int64_t>(tokens.size()) < c.prompt_tokens)
     throw InvalidArgumentError(fmt::format("sample-corpus: {} holds {} tokens, fewer than --prompt-tokens {}",
                                            c.tokens.string(), tokens.size(), c.prompt_tokens));

@@ -11,13 +11,12 @@
 
 #include <climits>
 #include <cstdio>
-#include <cstring>
 
 #include <fmt/format.h>
 
 #include "specdec/core/error.hpp"
 #include "specdec/draft/token_info_table.hpp"
-#include "specdec/io/file_io.hpp"
+#include "specdec/io/token_file.hpp"
 #include "specdec/io/token_frequencies.hpp"
 #include "specdec/torch/inference_dtype.hpp"
 
@@ -172,11 +171,7 @@ void add_hot_tokens_options(CLI::App& cmd, HotTokensCommand& h) {
 }
 
 int run_hot_tokens(const HotTokensCommand& h) {
-  const auto bytes = io::read_text_file(h.tokens);
-  if (bytes.size() % 2 != 0)
-    throw ModelLoadError(fmt::format("{}: {} bytes is not a whole number of uint16 tokens", h.tokens, bytes.size()));
-  std::vector<std::uint16_t> tokens(bytes.size() / 2);
-  std::memcpy(tokens.data(), bytes.data(), bytes.size());
+  const auto tokens = io::read_token_file(h.tokens);
   const auto counts = count_tokens(tokens, h.vocab);
   const auto hot = most_frequent_tokens(counts, h.top);
   std::int64_t covered = 0;

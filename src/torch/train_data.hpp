@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <span>
 #include <string>
@@ -25,18 +24,12 @@
 #include "specdec/core/error.hpp"
 #include "specdec/core/tensor_view.hpp"
 #include "specdec/io/file_io.hpp"
+#include "specdec/io/token_file.hpp"
 
 namespace specdec::torch_backend::train_data {
 
 inline std::vector<std::uint16_t> read_tokens(const std::filesystem::path& path, std::int64_t vocab, std::int64_t min_len) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) throw ModelLoadError(fmt::format("{}: cannot open the token file", path.string()));
-  const auto bytes = static_cast<std::int64_t>(f.tellg());
-  if (bytes % 2 != 0)
-    throw ModelLoadError(fmt::format("{}: {} bytes is not a whole number of uint16 tokens", path.string(), bytes));
-  std::vector<std::uint16_t> tokens(static_cast<std::size_t>(bytes / 2));
-  f.seekg(0);
-  f.read(reinterpret_cast<char*>(tokens.data()), bytes);
+  auto tokens = io::read_token_file(path);
   if (static_cast<std::int64_t>(tokens.size()) < min_len)
     throw ModelLoadError(fmt::format("{}: {} tokens, need at least {} for one window", path.string(), tokens.size(),
                                      min_len));
