@@ -69,7 +69,8 @@ std::filesystem::path write_random_heads(const tb::LlamaModel& target, const cha
   tb::DraftHead::random(eagle, target, 2).save(heads / "eagle", storage);
   tb::DraftHeadConfig eagle3 = eagle;
   eagle3.kind = tb::HeadKind::kEagle3;
-  eagle3.feature_layers = {0, target.config().num_hidden_layers - 1};  // the test targets' first and last
+  const auto last_layer = static_cast<std::int32_t>(target.config().num_hidden_layers - 1);
+  eagle3.feature_layers = {0, last_layer};  // the test targets' first and last
   tb::DraftHead::random(eagle3, target, 4).save(heads / "eagle3", storage);
   // SPIRe: the target's last layer, a window small enough to evict.
   tb::SpireConfig spire;
