@@ -2,13 +2,15 @@
 // (one append per committed token) and of a round's speculation, and the
 // memory per token held. Text: a 32k vocabulary, phrases of 4-24 tokens drawn
 // from a pool of 200, so that substrings repeat as in the agentic workload.
-// Counters: ns per appended token, nodes and bytes per token held.
+// Counters: ns per appended token, nodes and bytes per token held. And the
+// global cache's turnover: an eviction and a new response.
 #include <cstdint>
 #include <random>
 #include <vector>
 
 #include <benchmark/benchmark.h>
 
+#include "specdec/draft/suffix_drafter.hpp"
 #include "specdec/draft/suffix_index.hpp"
 
 namespace specdec::bench {
@@ -77,12 +79,35 @@ void BM_SuffixIndex_Speculate(benchmark::State& state) {
       static_cast<double>(drafted) / static_cast<double>(std::max<std::int64_t>(1, state.iterations()));
 }
 
+// A server's steady state: the global index full (`cached` responses of 512
+// tokens), each new response evicting the oldest. Time per response: one
+// removal and 512 appends.
+void BM_SuffixCache_Turnover(benchmark::State& state) {
+  const auto depth = static_cast<std::int32_t>(state.range(0));
+  const auto cached = state.range(1);
+  constexpr std::size_t kLength = 512;
+  const auto text = repetitive_text(kLength * 64, 4);
+  SuffixCache cache(depth, cached);
+  std::size_t at = 0;
+  const auto respond = [&] {
+    const std::int32_t id = cache.start_response();
+    cache.append(id, std::span<const TokenId>(text).subspan(at, kLength));
+    at = (at + kLength) % text.size();
+  };
+  for (std::int64_t i = 0; i < cached; ++i) respond();
+  for (auto _ : state) respond();
+  state.counters["nodes_per_token"] =
+      static_cast<double>(cache.index().num_nodes()) / static_cast<double>(cache.index().num_tokens());
+}
+
 BENCHMARK(BM_SuffixIndex_Append)
+    ->Args({32, 512})  // a prompt: a request's own index at its first token
     ->Args({64, 4096})
     ->Args({64, 65536})
     ->Args({32, 65536})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SuffixIndex_Speculate)->Args({64, 65536})->Args({32, 65536})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SuffixCache_Turnover)->Args({32, 256})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace specdec::bench

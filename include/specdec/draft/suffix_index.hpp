@@ -6,8 +6,8 @@
 // whatever the length (the paper's suffix tree gives the same queries; the
 // depth bound is what makes the trie's size linear: at most max_depth nodes
 // per token held). A sequence can be removed again (its occurrences
-// uncounted, nodes left without any freed), which is how the global index
-// evicts old requests.
+// uncounted, nodes left without any freed, O(max_depth) a token as its
+// appends), which is how the global index evicts old requests.
 //
 // Speculation from a pattern (the context's last tokens): find the longest
 // suffix of the pattern that occurs in the index (its length p, the match
@@ -20,11 +20,13 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <queue>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -73,11 +75,7 @@ class SuffixIndex {
   std::int64_t num_nodes() const { return static_cast<std::int64_t>(nodes_.size() - free_.size()); }
   std::int64_t num_tokens() const { return tokens_held_; }
   std::int64_t bytes() const {
-    // The nodes, and the edge map's entries (a key, a value, a next pointer,
-    // a cached hash) and buckets.
-    std::int64_t b = static_cast<std::int64_t>(nodes_.capacity() * sizeof(Node) +
-                                               edges_.size() * (sizeof(std::uint64_t) + 3 * sizeof(void*)) +
-                                               edges_.bucket_count() * sizeof(void*));
+    std::int64_t b = static_cast<std::int64_t>(nodes_.capacity() * sizeof(Node) + edges_.bytes());
     for (const auto& [id, s] : sequences_)
       b += static_cast<std::int64_t>((s.tokens.capacity() + s.active.capacity()) * sizeof(std::int32_t));
     return b;
@@ -92,6 +90,9 @@ class SuffixIndex {
       if (t < 0) throw InvalidArgumentError(fmt::format("SuffixIndex: negative token {}", t));
       s.tokens.push_back(t);
       ++tokens_held_;
+      // The lookups below are independent: ask for all their slots first, so
+      // that the cache misses of a large index overlap instead of queueing.
+      for (const std::int32_t n : s.active) edges_.prefetch(EdgeTable::key(n, t));
       // The suffixes ending at t: t alone, then each suffix that ended at the
       // previous token, one longer, while shorter than max_depth.
       next_active_.clear();
@@ -110,19 +111,23 @@ class SuffixIndex {
     const auto it = sequences_.find(seq);
     if (it == sequences_.end())
       throw InvalidArgumentError(fmt::format("SuffixIndex: no sequence {} to remove", seq));
-    const std::vector<TokenId>& tokens = it->second.tokens;
-    // Replay the appends backwards: the substring tokens[j..i] was counted
-    // once, at i, and its extensions (ending later) are uncounted first, so a
-    // node's count reaches zero only after its children's did.
-    for (std::size_t i = tokens.size(); i-- > 0;) {
-      const std::size_t first = i + 1 >= static_cast<std::size_t>(max_depth_) ? i + 1 - max_depth_ : 0;
-      for (std::size_t j = first; j <= i; ++j) {
-        std::int32_t n = 0;
-        for (std::size_t k = j; k <= i; ++k) n = child(n, tokens[k]);
-        uncount(n);
-      }
+    // Replay the appends: the suffixes ending at each token are found from
+    // those ending one token earlier, as extend() found them, and uncounted.
+    // A node left without occurrences has no extension with any (an
+    // extension's occurrences are its own), so freeing them all once every
+    // count is down leaves no live node below a freed one.
+    std::vector<std::int32_t> active, dead;
+    for (const TokenId t : it->second.tokens) {
+      next_active_.clear();
+      next_active_.push_back(child(0, t));
+      for (const std::int32_t n : active)
+        if (nodes_[static_cast<std::size_t>(n)].depth < max_depth_) next_active_.push_back(child(n, t));
+      for (const std::int32_t n : next_active_)
+        if (--nodes_[static_cast<std::size_t>(n)].count == 0) dead.push_back(n);
+      active.swap(next_active_);
     }
-    tokens_held_ -= static_cast<std::int64_t>(tokens.size());
+    for (const std::int32_t n : dead) free_node(n);
+    tokens_held_ -= static_cast<std::int64_t>(it->second.tokens.size());
     sequences_.erase(it);
   }
 
@@ -215,13 +220,14 @@ class SuffixIndex {
   }
 
  private:
-  // 24 bytes; a node's children are a sibling list, found by token through
-  // one hash map of edges for the whole index (a map per node cost ten times
-  // the memory).
+  // 28 bytes; a node's children are a doubly linked sibling list (freed in
+  // O(1), where the root has a child per distinct token), found by token
+  // through one table of edges for the whole index (a map per node cost ten
+  // times the memory).
   struct Node {
     std::int32_t count = 0;
     std::int32_t parent = -1;
-    std::int32_t first_child = -1, next_sibling = -1;
+    std::int32_t first_child = -1, next_sibling = -1, prev_sibling = -1;
     TokenId token = kNoToken;
     std::int32_t depth = 0;
   };
@@ -230,18 +236,90 @@ class SuffixIndex {
     std::vector<std::int32_t> active;  // the nodes of its suffixes ending at its last token
   };
 
-  static std::uint64_t edge(std::int32_t n, TokenId t) {
-    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(n)) << 32) | static_cast<std::uint32_t>(t);
-  }
+  // (node, token) -> child: open addressing with linear probing, at most half
+  // full, deletion by backward shift (no tombstones). It replaced a
+  // std::unordered_map, an allocation and a pointer chase per edge: appends
+  // to a large index and speculation now cost half, an eviction a
+  // fourteenth (docs/RESULTS.md, "An open-addressed edge table").
+  class EdgeTable {
+   public:
+    static std::uint64_t key(std::int32_t n, TokenId t) {
+      return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(n)) << 32) |
+             static_cast<std::uint32_t>(t);
+    }
+    std::int32_t find(std::uint64_t k) const {
+      if (slots_.empty()) return -1;
+      for (std::size_t i = home(k);; i = (i + 1) & mask_) {
+        if (slots_[i].key == k) return slots_[i].value;
+        if (slots_[i].key == kEmpty) return -1;
+      }
+    }
+    // The value slot of k, and whether it was added (then holding -1).
+    std::pair<std::int32_t*, bool> find_or_add(std::uint64_t k) {
+      if (2 * (size_ + 1) > slots_.size()) rehash(std::max<std::size_t>(64, 2 * slots_.size()));
+      for (std::size_t i = home(k);; i = (i + 1) & mask_) {
+        Slot& s = slots_[i];
+        if (s.key == k) return {&s.value, false};
+        if (s.key == kEmpty) {
+          s = Slot{k, -1};
+          ++size_;
+          return {&s.value, true};
+        }
+      }
+    }
+    void erase(std::uint64_t k) {
+      std::size_t hole = home(k);
+      while (slots_[hole].key != k) {
+        if (slots_[hole].key == kEmpty) return;
+        hole = (hole + 1) & mask_;
+      }
+      // Close the hole: a later entry of the run moves into it unless its
+      // home lies after the hole (it would then be found before its home).
+      for (std::size_t j = (hole + 1) & mask_; slots_[j].key != kEmpty; j = (j + 1) & mask_)
+        if (((j - home(slots_[j].key)) & mask_) >= ((j - hole) & mask_)) {
+          slots_[hole] = slots_[j];
+          hole = j;
+        }
+      slots_[hole].key = kEmpty;
+      --size_;
+    }
+    std::size_t bytes() const { return slots_.capacity() * sizeof(Slot); }
+    void prefetch(std::uint64_t k) const {
+      if (!slots_.empty()) __builtin_prefetch(&slots_[home(k)]);
+    }
 
-  std::int32_t child(std::int32_t n, TokenId t) const {
-    const auto it = edges_.find(edge(n, t));
-    return it == edges_.end() ? -1 : it->second;
-  }
+   private:
+    static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};  // no (node, token) has both halves all ones
+    struct Slot {
+      std::uint64_t key = kEmpty;
+      std::int32_t value = -1;
+    };
+    // Fibonacci hashing: the product's top bits mix the node and the token.
+    std::size_t home(std::uint64_t k) const {
+      return static_cast<std::size_t>((k * 0x9E3779B97F4A7C15ull) >> shift_);
+    }
+    void rehash(std::size_t capacity) {
+      std::vector<Slot> old(capacity);
+      old.swap(slots_);
+      mask_ = capacity - 1;
+      shift_ = 64 - std::countr_zero(capacity);
+      for (const Slot& s : old)
+        if (s.key != kEmpty) {
+          std::size_t i = home(s.key);
+          while (slots_[i].key != kEmpty) i = (i + 1) & mask_;
+          slots_[i] = s;
+        }
+    }
+    std::vector<Slot> slots_;  // a power of two of them
+    std::size_t mask_ = 0, size_ = 0;
+    int shift_ = 64;
+  };
+
+  std::int32_t child(std::int32_t n, TokenId t) const { return edges_.find(EdgeTable::key(n, t)); }
 
   std::int32_t child_or_new(std::int32_t n, TokenId t) {
-    const auto [it, added] = edges_.try_emplace(edge(n, t), -1);
-    if (!added) return it->second;
+    const auto [value, added] = edges_.find_or_add(EdgeTable::key(n, t));
+    if (!added) return *value;
     std::int32_t c;
     if (!free_.empty()) {
       c = free_.back();
@@ -250,29 +328,29 @@ class SuffixIndex {
       c = static_cast<std::int32_t>(nodes_.size());
       nodes_.emplace_back();
     }
-    Node& node = nodes_[static_cast<std::size_t>(c)];
     Node& parent = nodes_[static_cast<std::size_t>(n)];
-    node = Node{0, n, -1, parent.first_child, t, parent.depth + 1};
+    if (parent.first_child >= 0) nodes_[static_cast<std::size_t>(parent.first_child)].prev_sibling = c;
+    nodes_[static_cast<std::size_t>(c)] = Node{0, n, -1, parent.first_child, -1, t, parent.depth + 1};
     parent.first_child = c;
-    it->second = c;
+    *value = c;
     return c;
   }
 
-  void uncount(std::int32_t n) {
-    Node& node = nodes_[static_cast<std::size_t>(n)];
-    if (--node.count > 0) return;
-    // No occurrence left, so none of its extensions has one either: they were
-    // freed first (an extension's occurrences are the node's).
-    edges_.erase(edge(node.parent, node.token));
-    std::int32_t* link = &nodes_[static_cast<std::size_t>(node.parent)].first_child;
-    while (*link != n) link = &nodes_[static_cast<std::size_t>(*link)].next_sibling;
-    *link = node.next_sibling;
+  void free_node(std::int32_t n) {
+    const Node& node = nodes_[static_cast<std::size_t>(n)];
+    edges_.erase(EdgeTable::key(node.parent, node.token));
+    if (node.prev_sibling >= 0)
+      nodes_[static_cast<std::size_t>(node.prev_sibling)].next_sibling = node.next_sibling;
+    else
+      nodes_[static_cast<std::size_t>(node.parent)].first_child = node.next_sibling;
+    if (node.next_sibling >= 0)
+      nodes_[static_cast<std::size_t>(node.next_sibling)].prev_sibling = node.prev_sibling;
     free_.push_back(n);
   }
 
   std::int32_t max_depth_;
   std::vector<Node> nodes_;
-  std::unordered_map<std::uint64_t, std::int32_t> edges_;  // (node, token) -> child
+  EdgeTable edges_;
   std::vector<std::int32_t> free_;
   std::unordered_map<std::int32_t, Sequence> sequences_;
   std::vector<std::int32_t> next_active_;

@@ -7,6 +7,7 @@
 #include "specdec/draft/suffix_index.hpp"
 
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <random>
 #include <span>
@@ -97,6 +98,63 @@ TEST_CASE("Removing every sequence empties the SuffixIndex, whatever the order",
   // Memory is bounded by depth x tokens held; freed nodes are reused.
   index.extend(9, random_tokens(rng, 100, 50));
   CHECK(index.num_nodes() <= 1 + 8 * 100);
+}
+
+TEST_CASE("Interleaved appends and removals keep the SuffixIndex equal to its sequences' substrings",
+          "[suffix]") {
+  // Thousands of edges, so that the edge table grows and its runs collide,
+  // with removals (backward-shift deletion) among the appends.
+  std::mt19937 rng(11);
+  const std::int32_t depth = 6;
+  sd::SuffixIndex index(depth);
+  std::map<std::int32_t, std::vector<TokenId>> live;
+  std::int32_t next = 0;
+  for (int step = 0; step < 400; ++step) {
+    if (!live.empty() && rng() % 4 == 0) {
+      auto it = live.begin();
+      std::advance(it, static_cast<std::ptrdiff_t>(rng() % live.size()));
+      index.remove(it->first);
+      live.erase(it);
+    } else {
+      const std::int32_t s = live.empty() || rng() % 3 == 0 ? next++ : live.begin()->first;
+      const auto piece = random_tokens(rng, 1 + rng() % 12, 12);
+      index.extend(s, piece);
+      live[s].insert(live[s].end(), piece.begin(), piece.end());
+    }
+  }
+  REQUIRE(live.size() > 3);
+  std::vector<std::vector<TokenId>> seqs;
+  std::int64_t held = 0;
+  for (const auto& [s, tokens] : live) {
+    seqs.push_back(tokens);
+    held += static_cast<std::int64_t>(tokens.size());
+  }
+  CHECK(index.num_tokens() == held);
+  // One node per distinct substring of up to depth tokens, the root included:
+  // nodes of removed text are all freed, none of the live text's.
+  std::map<std::vector<TokenId>, int> distinct;
+  for (const auto& q : seqs)
+    for (std::size_t i = 0; i < q.size(); ++i)
+      for (std::size_t l = 1; l <= static_cast<std::size_t>(depth) && i + l <= q.size(); ++l)
+        distinct[std::vector<TokenId>(q.begin() + static_cast<std::ptrdiff_t>(i),
+                                      q.begin() + static_cast<std::ptrdiff_t>(i + l))] = 1;
+  CHECK(index.num_nodes() == 1 + static_cast<std::int64_t>(distinct.size()));
+  for (int trial = 0; trial < 300; ++trial) {
+    const auto pattern = random_tokens(rng, 1 + rng() % (depth - 1), 12);
+    const auto [node, len] = index.match(pattern);
+    if (len == 0) continue;
+    const std::vector<TokenId> matched(pattern.end() - len, pattern.end());
+    double total = 0.0;
+    for (const auto& [t, p] : index.continuations(pattern)) {
+      auto ext = matched;
+      ext.push_back(t);
+      CHECK(p == Approx(double(brute_count(seqs, ext)) / double(brute_count(seqs, matched))));
+      total += p;
+    }
+    CHECK(total <= 1.0 + 1e-6);
+  }
+  for (const auto& [s, tokens] : live) index.remove(s);
+  CHECK(index.num_nodes() == 1);
 }
 
 TEST_CASE("A removed sequence's text no longer predicts, the others' still does", "[suffix]") {
