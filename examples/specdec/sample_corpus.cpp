@@ -9,8 +9,10 @@
 // Sample i is a prompt of --prompt-tokens cut from --tokens at an offset drawn
 // from (seed, i), then up to --new-tokens drawn at the request's sampling
 // under request id i: the same sample whatever the batch, the chunking, or a
-// resume. The output is saved atomically every --chunk samples; a rerun of
-// the same command keeps the samples already saved and goes on.
+// resume. Every --chunk samples are appended to the output and flushed, and
+// `<out>.progress` records the samples and bytes saved; a rerun of the same
+// command cuts off what a kill left past them and goes on. The progress file
+// goes when the corpus is complete.
 #include "sample_corpus.hpp"
 
 #include <algorithm>
@@ -85,7 +87,7 @@ std::string document(std::int64_t sample, std::string_view text) {
   return doc;
 }
 
-// The documents already in `path` (a rerun goes on after them).
+// The documents in a corpus text.
 std::int64_t documents_in(const std::string& corpus) {
   std::int64_t n = 0;
   for (std::size_t pos = 0; pos < corpus.size();) {
@@ -95,6 +97,58 @@ std::int64_t documents_in(const std::string& corpus) {
     pos = eol + 1;
   }
   return n;
+}
+
+// What of the output is saved: its first `bytes` hold `samples` documents.
+// Appending chunks, not rewriting the corpus at each (quadratic in its
+// size), needs this record: a kill mid-append leaves part of a chunk.
+struct Progress {
+  std::int64_t samples = 0;
+  std::uint64_t bytes = 0;
+};
+
+std::filesystem::path progress_path(const std::filesystem::path& out) {
+  return out.string() + ".progress";
+}
+
+void save_progress(const std::filesystem::path& out, const Progress& p) {
+  io::write_text_atomically(progress_path(out), fmt::format("samples {} bytes {}\n", p.samples, p.bytes));
+}
+
+// Where a rerun goes on. A corpus without a progress file is complete (a
+// finished run's); one with it is cut back to the bytes it records.
+Progress saved_part(const std::filesystem::path& out) {
+  const auto progress = progress_path(out);
+  if (!std::filesystem::exists(out)) return {};
+  if (!std::filesystem::exists(progress)) {
+    const auto corpus = io::read_text_file(out);
+    return {documents_in(corpus), corpus.size()};
+  }
+  Progress p;
+  long long samples = -1;
+  unsigned long long bytes = 0;
+  const auto text = io::read_text_file(progress);
+  if (std::sscanf(text.c_str(), "samples %lld bytes %llu", &samples, &bytes) != 2 || samples < 0)
+    throw InvalidArgumentError(
+        fmt::format("sample-corpus: {} is not a progress record ('samples N bytes B')", progress.string()));
+  p.samples = samples;
+  p.bytes = bytes;
+  const auto size = std::filesystem::file_size(out);
+  if (size < p.bytes)
+    throw InvalidArgumentError(
+        fmt::format("sample-corpus: {} has {} bytes, fewer than the {} that {} records for its {} samples: "
+                    "it changed since; remove both files to start again",
+                    out.string(), size, p.bytes, progress.string(), p.samples));
+  if (size > p.bytes) {
+    std::filesystem::resize_file(out, p.bytes);
+    std::printf("%s: cut %llu bytes of an unfinished chunk\n", out.string().c_str(),
+                static_cast<unsigned long long>(size - p.bytes));
+  }
+  if (const auto found = documents_in(io::read_text_file(out)); found != p.samples)
+    throw InvalidArgumentError(fmt::format(
+        "sample-corpus: {} holds {} samples where {} records {}: remove both files to start again",
+        out.string(), found, progress.string(), p.samples));
+  return p;
 }
 
 }  // namespace
@@ -136,8 +190,8 @@ int run_sample_corpus(const SampleCorpusCommand& c) {
   if (static_cast<std::int64_t>(tokens.size()) < c.prompt_tokens)
     throw InvalidArgumentError(fmt::format("sample-corpus: {} holds {} tokens, fewer than --prompt-tokens {}",
                                            c.tokens.string(), tokens.size(), c.prompt_tokens));
-  std::string corpus = std::filesystem::exists(c.out) ? io::read_text_file(c.out) : std::string();
-  std::int64_t done = documents_in(corpus);
+  Progress saved = saved_part(c.out);
+  std::int64_t done = saved.samples;
   if (done > c.samples)
     throw InvalidArgumentError(
         fmt::format("sample-corpus: {} already holds {} samples, more than --samples {}", c.out.string(),
@@ -145,6 +199,7 @@ int run_sample_corpus(const SampleCorpusCommand& c) {
   if (done > 0)
     std::printf("%s holds %lld samples: going on from there\n", c.out.string().c_str(),
                 static_cast<long long>(done));
+  if (done < c.samples) save_progress(c.out, saved);  // before the first append
   auto method = torch_backend::make_method(torch_backend::parse_method("autoregressive"), s.target, nullptr,
                                            c.sampling);
   const auto start = std::chrono::steady_clock::now();
@@ -162,15 +217,18 @@ int run_sample_corpus(const SampleCorpusCommand& c) {
       o.request_id = static_cast<std::uint64_t>(i);  // the sample's own random streams
     }
     const auto run = method.generate_batch(prompts, options, static_cast<std::size_t>(c.batch));
+    std::string chunk;
     for (std::int64_t k = 0; k < n; ++k) {
       auto ids = prompts[static_cast<std::size_t>(k)];
       const auto& out = run.results[static_cast<std::size_t>(k)].tokens;
       ids.insert(ids.end(), out.begin(), out.end());
-      corpus += document(done + k, s.tokenizer.decode(ids));
+      chunk += document(done + k, s.tokenizer.decode(ids));
     }
     new_tokens += run.new_tokens();
-    io::write_text_atomically(c.out, corpus);
+    io::append_text(c.out, chunk, /*sync=*/true);
     done += n;
+    saved = {done, saved.bytes + chunk.size()};
+    save_progress(c.out, saved);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::printf("%lld / %lld samples | %.0f new tokens/s this run | %.0f s\n", static_cast<long long>(done),
                 static_cast<long long>(c.samples), static_cast<double>(new_tokens) / seconds, seconds);
@@ -181,6 +239,7 @@ int run_sample_corpus(const SampleCorpusCommand& c) {
                 static_cast<long long>(done));
     return kInterruptedExit;
   }
+  std::filesystem::remove(progress_path(c.out));
   std::printf("%s: %lld samples\n", c.out.string().c_str(), static_cast<long long>(done));
   return 0;
 }

@@ -90,7 +90,7 @@ void write_text_atomically(const std::filesystem::path& path, std::string_view t
   write_file_atomically(path, {std::as_bytes(std::span(text.data(), text.size()))});
 }
 
-void append_text(const std::filesystem::path& path, std::string_view text) {
+void append_text(const std::filesystem::path& path, std::string_view text, bool sync) {
   Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (fd.get() < 0)
     throw IoError(fmt::format("{}: cannot open for appending: {}", path.string(), std::strerror(errno)));
@@ -100,6 +100,8 @@ void append_text(const std::filesystem::path& path, std::string_view text) {
     if (n < 0) throw IoError(fmt::format("{}: cannot append: {}", path.string(), std::strerror(errno)));
     text.remove_prefix(static_cast<std::size_t>(n));
   }
+  if (sync && ::fsync(fd.get()) != 0)
+    throw IoError(fmt::format("{}: cannot flush to disk: {}", path.string(), std::strerror(errno)));
 }
 
 }  // namespace specdec::io

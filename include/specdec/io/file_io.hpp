@@ -24,8 +24,9 @@ void write_file_atomically(const std::filesystem::path& path,
 void write_text_atomically(const std::filesystem::path& path, std::string_view text);
 
 // Appends `text` to `path` (created if missing) for logs that grow line by
-// line (a training curve). Throws IoError naming the file when it cannot be
-// opened or the write is short (a full disk).
-void append_text(const std::filesystem::path& path, std::string_view text);
+// line (a training curve). With `sync`, flushed to disk before it returns (a
+// file whose length another file records). Throws IoError naming the file
+// when it cannot be opened or the write is short (a full disk).
+void append_text(const std::filesystem::path& path, std::string_view text, bool sync = false);
 
 }  // namespace specdec::io
