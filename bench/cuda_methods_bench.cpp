@@ -17,43 +17,23 @@
 // magicdec:k=4. Exit status 1 when a greedy output differs from
 // autoregressive decoding's, 2 on bad arguments; without a device it prints
 // "skipped: no CUDA device" and exits 0.
-#include <cuda_runtime.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
-#include "methods_grid.hpp"
+#include "cuda_methods_grid.hpp"
 #include "specdec/core/error.hpp"
-#include "specdec/cuda/llama_methods.hpp"
-#include "specdec/cuda/llama_model.hpp"
-#include "specdec/io/file_io.hpp"
-#include "specdec/io/prompts.hpp"
-#include "specdec/tokenizer/tokenizer.hpp"
 
 namespace sd = specdec;
 
 namespace {
 
-struct Args {
-  std::filesystem::path target = "models/target", draft = "models/draft",
-                        tokenizer = "models/tokenizer.model";
-  std::filesystem::path context_text = "data/context/heldout.txt", json;
-  std::vector<std::filesystem::path> prompt_sets;
-  std::int64_t num_prompts = 4;
-  sd::DType dtype = sd::DType::kBF16;
-  bool graphs = false;
-  sd::bench::GridOptions grid;
-};
+using Args = sd::bench::CudaGridRun;
 
 Args parse(int argc, char** argv) {
   Args a;
@@ -124,64 +104,11 @@ Args parse(int argc, char** argv) {
 }
 
 int run(const Args& a) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+  if (!sd::bench::cuda_device_visible()) {
     std::printf("skipped: no CUDA device\n");
     return 0;
   }
-  cudaDeviceProp prop{};
-  (void)cudaGetDeviceProperties(&prop, 0);
-  const auto tokenizer = sd::Tokenizer::load(a.tokenizer);
-  std::vector<std::vector<sd::TokenId>> prompts;
-  for (const auto& path : a.prompt_sets)
-    for (const auto& text : sd::io::read_prompts(path, a.num_prompts))
-      prompts.push_back(tokenizer.encode(text, true));
-  std::vector<sd::TokenId> text;
-  for (const auto l : a.grid.contexts)
-    if (l > 0 && text.empty()) text = tokenizer.encode(sd::io::read_text_file(a.context_text));
-  const auto name = a.context_text.string();
-  const sd::bench::ContextFill fill = [&](const std::vector<sd::TokenId>& p, std::int64_t context,
-                                          std::size_t i) {
-    return context == 0 ? p
-                        : sd::io::fill_to_context(p, text, tokenizer.bos_id(), context, a.grid.max_new_tokens,
-                                                  i, name);
-  };
-  auto target = sd::cuda::LlamaModel::load(a.target, a.dtype);
-  auto draft = sd::cuda::LlamaModel::load(a.draft, a.dtype);
-  target.set_graphs(a.graphs);
-  draft.set_graphs(a.graphs);
-  std::printf("%s, %s weights%s; %zu prompts, %lld new tokens, %d waves\n", prop.name,
-              a.dtype == sd::DType::kBF16 ? "bf16" : "f32", a.graphs ? ", CUDA graphs" : "", prompts.size(),
-              static_cast<long long>(a.grid.max_new_tokens), a.grid.waves);
-  std::printf("%-36s %7s %5s %10s %10s %8s %6s %7s %6s\n", "method", "context", "batch", "tok/s", "decode/s",
-              "decode x", "tau", "occup.", "differ");
-  nlohmann::json records = nlohmann::json::array();
-  std::int64_t differing = 0;
-  sd::bench::run_methods_grid(sd::cuda::method_registry(), target, &draft, prompts, fill, a.grid,
-                              [&](const sd::bench::GridCell& c) {
-                                std::printf("%-36s %7lld %5d %10.1f %10.1f %8.2f %6.2f %7.1f %6lld\n",
-                                            c.method.c_str(), static_cast<long long>(c.context), c.batch,
-                                            c.tokens_per_second, c.decode_tokens_per_second, c.decode_speedup,
-                                            c.tau, c.occupancy, static_cast<long long>(c.differing));
-                                std::fflush(stdout);
-                                records.push_back(sd::bench::to_json(c));
-                                differing += c.differing;
-                              });
-  if (!a.json.empty()) {
-    std::ofstream out(a.json);
-    out << nlohmann::json{{"device", prop.name},
-                          {"dtype", a.dtype == sd::DType::kBF16 ? "bf16" : "f32"},
-                          {"graphs", a.graphs},
-                          {"max_new_tokens", a.grid.max_new_tokens},
-                          {"temperature", a.grid.sampling.temperature},
-                          {"cells", records}}
-               .dump(1)
-        << "\n";
-  }
-  if (differing > 0)
-    std::printf("%lld greedy outputs differ from autoregressive decoding\n",
-                static_cast<long long>(differing));
-  return differing > 0 ? 1 : 0;
+  return sd::bench::run_cuda_methods_grid(a).differing > 0 ? 1 : 0;
 }
 
 }  // namespace

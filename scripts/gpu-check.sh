@@ -18,7 +18,7 @@
 # those run again with CUDA graphs, PROFILE (unset: none; e.g. "target
 # llama_1b") the models whose decode step gpu-profile.sh times kernel by
 # kernel; T_TEST, T_MEMCHECK, T_KERNELS (0: no kernel benchmarks), T_MODEL,
-# T_METHODS (0: no methods benchmark) and
+# T_METHODS (0: no methods benchmark), T_CLI (0: no command-line check) and
 # T_PROFILE, T_PYTHON (0: no Python package step) each stage's time limit in
 # seconds. T_TOTAL (default 450) bounds the whole check: a device session has
 # 15 minutes for all its runs, so each stage gets at most what is left of it,
@@ -48,6 +48,13 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max
 step "cuda tests"
 if fits "cuda tests" "${T_TEST:-240}" && ! timeout "$(limit "${T_TEST:-240}")" "$pack/bin/cuda_test" --durations yes > "$out/cuda_test.log" 2>&1; then status=1; fi
 tail -4 "$out/cuda_test.log" 2>/dev/null
+
+if [ "${T_CLI:-90}" != 0 ] && [ -x "$pack/bin/specdec" ]; then
+  step "the command line: specdec generate and bench --device cuda on the default models (greedy outputs checked)"
+  if fits "command line" "${T_CLI:-90}" && ! timeout "$(limit "${T_CLI:-90}")" bash "$(dirname "$0")/../tests/cli/cuda_cli_test.sh" \
+      "$pack/bin/specdec" . > "$out/cli_cuda.log" 2>&1; then status=1; fi
+  grep -E "^(method|target|speedup|check)|FAIL|passed|skipped" "$out/cli_cuda.log" 2>/dev/null
+fi
 
 if [ "${T_METHODS:-150}" != 0 ]; then
   step "methods on the CUDA model (default models, batched, long contexts; greedy outputs checked)"

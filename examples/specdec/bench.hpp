@@ -15,7 +15,7 @@ struct BenchCommand {
   std::filesystem::path draft = "models/draft";
   std::filesystem::path tokenizer;
   std::vector<std::filesystem::path> prompt_sets;  // JSON lines with a "prompt" field
-  std::vector<std::string> methods;                // torch/methods.hpp specs
+  std::vector<std::string> methods;                // registry specs (`specdec methods`)
   std::int64_t num_prompts = 20;                   // first N prompts of each set
   std::int64_t max_new_tokens = 64;
   SamplingParams sampling{0.0f, 0, 1.0f, 0};
@@ -58,9 +58,15 @@ struct BenchCommand {
   double soak_abort = 0.05;                          // the share of requests aborted mid-generation
   double soak_interval = 5.0;
   std::filesystem::path soak_rss;
+  // --device: cpu (libtorch) or cuda; default: cpu where libtorch is built in.
+  // On cuda, bench runs the batched grid (--batch, default 1; --context).
+  std::string device;
 };
 
 void add_bench_options(CLI::App& cmd, BenchCommand& b);
 int run_bench(const BenchCommand& b);
+// The backends (bench.cpp: libtorch on the CPU; bench_cuda.cpp).
+int run_bench_on_torch(const BenchCommand& b);
+int run_bench_on_cuda(const BenchCommand& b);
 
 }  // namespace specdec::cli

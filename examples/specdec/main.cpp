@@ -3,9 +3,10 @@
 //   specdec demo [options]   the acceptance rules on synthetic distributions
 //   specdec train [options]  train a Llama-architecture model (libtorch builds)
 //   specdec distill ...      distill a draft model from a target (libtorch builds)
-//   specdec generate ...     generate with any method, with its Stats and speedup (libtorch builds)
-//   specdec methods          the registered methods, their parameters and models (libtorch builds)
-//   specdec bench ...        prompt sets x methods, table + JSON (libtorch builds)
+//   specdec generate ...     generate with any method, with its Stats and speedup (on the CPU with
+//                            libtorch, on a GPU with the CUDA backend: --device)
+//   specdec methods          the registered methods, their parameters, models and devices
+//   specdec bench ...        prompt sets x methods, table + JSON (--device cuda: the batched grid on a GPU)
 //   specdec sequoia ...      measure positional acceptance, print the Sequoia tree (libtorch builds)
 //   specdec profile-sv ...   Speculative Verification's acceptance profile (libtorch builds)
 //   specdec train-lyanna ... train a Lyanna draft head, an ablation or the EAGLE-style head
@@ -21,11 +22,13 @@
 #include <CLI/CLI.hpp>
 
 #include "demo.hpp"
-#if SPECDEC_CLI_WITH_TORCH
+#if SPECDEC_CLI_WITH_TORCH || SPECDEC_CLI_WITH_CUDA
 #include "bench.hpp"
-#include "convert.hpp"
 #include "generate.hpp"
 #include "interrupt.hpp"
+#endif
+#if SPECDEC_CLI_WITH_TORCH
+#include "convert.hpp"
 #include "profile_sv.hpp"
 #include "sample_corpus.hpp"
 #include "sequoia.hpp"
@@ -37,7 +40,7 @@
 #include "specdec/core/version.hpp"
 
 int main(int argc, char** argv) {
-#if SPECDEC_CLI_WITH_TORCH
+#if SPECDEC_CLI_WITH_TORCH || SPECDEC_CLI_WITH_CUDA
   // Before any thread starts: SIGINT is taken on a thread of its own.
   specdec::cli::take_interrupts_on_a_thread();
 #endif
@@ -50,6 +53,19 @@ int main(int argc, char** argv) {
       "demo", "Run every acceptance rule on a synthetic target/draft pair and compare them");
   specdec::cli::add_demo_options(*demo_cmd, demo);
 
+#if SPECDEC_CLI_WITH_TORCH || SPECDEC_CLI_WITH_CUDA
+  specdec::cli::GenerateCommand generate;
+  auto* generate_cmd = app.add_subcommand(
+      "generate",
+      "Generate text with any method; prints its Stats and the speedup over autoregressive decoding");
+  specdec::cli::add_generate_options(*generate_cmd, generate);
+  specdec::cli::add_methods_options(
+      *app.add_subcommand("methods", "List the registered methods, their parameters and devices"));
+  specdec::cli::BenchCommand bench;
+  auto* bench_cmd =
+      app.add_subcommand("bench", "Benchmark methods side by side with autoregressive decoding");
+  specdec::cli::add_bench_options(*bench_cmd, bench);
+#endif
 #if SPECDEC_CLI_WITH_TORCH
   specdec::cli::TrainCommand train;
   auto* train_cmd = app.add_subcommand("train", "Train a Llama-architecture language model on a token file");
@@ -59,13 +75,6 @@ int main(int argc, char** argv) {
   auto* distill_cmd =
       app.add_subcommand("distill", "Train a draft model on a target model's soft next-token distribution");
   specdec::cli::add_distill_options(*distill_cmd, distill);
-  specdec::cli::GenerateCommand generate;
-  auto* generate_cmd = app.add_subcommand("generate", "Generate text with any method; prints its Stats and the speedup over autoregressive decoding");
-  specdec::cli::add_generate_options(*generate_cmd, generate);
-  specdec::cli::add_methods_options(*app.add_subcommand("methods", "List the registered methods and their parameters"));
-  specdec::cli::BenchCommand bench;
-  auto* bench_cmd = app.add_subcommand("bench", "Benchmark methods side by side with autoregressive decoding");
-  specdec::cli::add_bench_options(*bench_cmd, bench);
   specdec::cli::SequoiaCommand sequoia;
   auto* sequoia_cmd = app.add_subcommand(
       "sequoia", "Measure the positional acceptance vector and print the Sequoia-optimal tree");
@@ -106,11 +115,13 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (demo_cmd->parsed()) return specdec::cli::run_demo(demo);
+#if SPECDEC_CLI_WITH_TORCH || SPECDEC_CLI_WITH_CUDA
+    if (generate_cmd->parsed()) return specdec::cli::run_generate(generate);
+    if (bench_cmd->parsed()) return specdec::cli::run_bench(bench);
+#endif
 #if SPECDEC_CLI_WITH_TORCH
     if (train_cmd->parsed()) return specdec::cli::run_train(train);
     if (distill_cmd->parsed()) return specdec::cli::run_train(distill);
-    if (generate_cmd->parsed()) return specdec::cli::run_generate(generate);
-    if (bench_cmd->parsed()) return specdec::cli::run_bench(bench);
     if (sequoia_cmd->parsed()) return specdec::cli::run_sequoia(sequoia);
     if (profile_sv_cmd->parsed()) return specdec::cli::run_profile_sv(profile_sv);
     if (train_head_cmd->parsed()) return specdec::cli::run_train_head(train_head);

@@ -1,0 +1,67 @@
+// `specdec bench --device cuda`: the batched grid of the registry's methods
+// on the CUDA models (bench/cuda_methods_grid.hpp, which cuda_methods_bench
+// runs too): every (context, batch) cell, each method against autoregressive
+// decoding on the same requests.
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "../../bench/cuda_methods_grid.hpp"
+#include "bench.hpp"
+#include "common.hpp"
+#include "generate.hpp"  // require_cuda_device
+#include "specdec/core/error.hpp"
+
+namespace specdec::cli {
+
+int run_bench_on_cuda(const BenchCommand& b) {
+  const auto refuse = [](const char* what) {
+    throw InvalidArgumentError(fmt::format("bench: {} runs on the CPU only (--device cpu)", what));
+  };
+  if (!b.soak.empty()) refuse("--soak");
+  if (b.same_drafts) refuse("--same-drafts");
+  if (b.dtypes.size() > 1) refuse("comparing precisions (--dtype given more than once)");
+  if (b.check && !b.sampling.is_greedy())
+    throw InvalidArgumentError(
+        fmt::format("bench: --check compares greedy outputs with autoregressive decoding; it needs "
+                    "--temperature 0 (got {})",
+                    b.sampling.temperature));
+  for (const auto n : b.batches)
+    if (n < 1) throw InvalidArgumentError(fmt::format("bench: --batch {} (each must be >= 1)", n));
+  if (b.waves < 0) throw InvalidArgumentError(fmt::format("bench: --waves {} (must be >= 0)", b.waves));
+  for (const auto& spec : b.methods) (void)cuda::method_registry().parse(spec);  // said before anything loads
+  bench::CudaGridRun run;
+  const std::string dtype = b.dtypes.empty() ? "auto" : b.dtypes.front();
+  if (dtype == "auto" || dtype == "bf16")
+    run.dtype = DType::kBF16;
+  else if (dtype == "f32")
+    run.dtype = DType::kF32;
+  else
+    throw InvalidArgumentError(fmt::format("bench: --dtype {}: on cuda give auto, bf16 or f32", dtype));
+  check_writable(b.json);
+  require_cuda_device();
+  run.target = b.target;
+  run.draft = b.draft;
+  run.tokenizer = tokenizer_path(b.target, b.tokenizer);
+  if (b.tokenizer.empty()) check_draft_tokenizer(b.draft, run.tokenizer);
+  run.context_text = b.context_text;
+  run.json = b.json;
+  run.prompt_sets = b.prompt_sets;
+  run.num_prompts = b.num_prompts;
+  run.grid.methods = b.methods;
+  if (!b.batches.empty()) run.grid.batches = b.batches;  // else one request at a time
+  if (!b.contexts.empty()) run.grid.contexts = b.contexts;
+  run.grid.waves = b.waves;
+  run.grid.max_new_tokens = b.max_new_tokens;
+  run.grid.sampling = b.sampling;
+  run.grid.warmup = b.warmup > 0;
+  const auto totals = bench::run_cuda_methods_grid(run);
+  if (!b.json.empty()) std::printf("wrote %s\n", b.json.string().c_str());
+  if (!b.check) return 0;
+  std::printf("check %s: %lld of %lld greedy outputs differ from autoregressive decoding\n",
+              totals.differing == 0 ? "passed" : "FAILED", static_cast<long long>(totals.differing),
+              static_cast<long long>(totals.outputs));
+  return totals.differing == 0 ? 0 : 1;
+}
+
+}  // namespace specdec::cli
