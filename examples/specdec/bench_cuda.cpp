@@ -9,7 +9,7 @@
 #include "../../bench/cuda_methods_grid.hpp"
 #include "bench.hpp"
 #include "common.hpp"
-#include "generate.hpp"  // require_cuda_device
+#include "generate.hpp"  // require_cuda_device, cuda_weights_dtype
 #include "specdec/core/error.hpp"
 
 namespace specdec::cli {
@@ -31,13 +31,7 @@ int run_bench_on_cuda(const BenchCommand& b) {
   if (b.waves < 0) throw InvalidArgumentError(fmt::format("bench: --waves {} (must be >= 0)", b.waves));
   for (const auto& spec : b.methods) (void)cuda::method_registry().parse(spec);  // said before anything loads
   bench::CudaGridRun run;
-  const std::string dtype = b.dtypes.empty() ? "auto" : b.dtypes.front();
-  if (dtype == "auto" || dtype == "bf16")
-    run.dtype = DType::kBF16;
-  else if (dtype == "f32")
-    run.dtype = DType::kF32;
-  else
-    throw InvalidArgumentError(fmt::format("bench: --dtype {}: on cuda give auto, bf16 or f32", dtype));
+  run.dtype = cuda_weights_dtype(b.dtypes.empty() ? "auto" : b.dtypes.front());
   check_writable(b.json);
   require_cuda_device();
   run.target = b.target;

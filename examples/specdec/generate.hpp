@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "specdec/core/sampling_params.hpp"
+#include "specdec/core/tensor_view.hpp"  // DType
 #include "specdec/engine/any_decoder.hpp"
 #include "specdec/methods/method_registry.hpp"
 #include "specdec/tokenizer/tokenizer.hpp"
@@ -61,6 +62,9 @@ std::vector<ListedMethod> cuda_methods();
 int generate_on_cuda(const GenerateCommand& g);
 // DeviceError saying so when no CUDA device is visible to this process.
 void require_cuda_device();
+// The CUDA model's weights for a --dtype value: auto and bf16 are bf16, f32
+// is f32; InvalidArgumentError for another.
+DType cuda_weights_dtype(const std::string& dtype);
 
 // What a backend hands the streamed run: the method and its autoregressive
 // baseline (null with --no-baseline or when the method is autoregressive

@@ -16,12 +16,6 @@
 namespace specdec::cli {
 namespace {
 
-DType weights_dtype(const std::string& dtype) {
-  if (dtype == "auto" || dtype == "bf16") return DType::kBF16;
-  if (dtype == "f32") return DType::kF32;
-  throw InvalidArgumentError(fmt::format("--dtype {}: on cuda give auto, bf16 or f32", dtype));
-}
-
 cuda::LlamaModel load_model(const std::filesystem::path& dir, DType weights, const tokenizer::Tokenizer& tok,
                             const std::filesystem::path& tok_path) {
   auto m = cuda::LlamaModel::load(dir, weights);
@@ -43,6 +37,12 @@ std::string describe_model(const std::filesystem::path& dir, const cuda::LlamaMo
 
 }  // namespace
 
+DType cuda_weights_dtype(const std::string& dtype) {
+  if (dtype == "auto" || dtype == "bf16") return DType::kBF16;
+  if (dtype == "f32") return DType::kF32;
+  throw InvalidArgumentError(fmt::format("--dtype {}: on cuda give auto, bf16 or f32", dtype));
+}
+
 void require_cuda_device() {
   int devices = 0;
   if (cuda::cuda_device_count(&devices) != Status::kOk || devices == 0)
@@ -59,7 +59,7 @@ int generate_on_cuda(const GenerateCommand& g) {
   const auto& registry = cuda::method_registry();
   const auto config = registry.parse(g.method);  // a wrong spec is said before anything loads
   const auto& info = registry.find(config.name);
-  const auto weights = weights_dtype(g.dtype);
+  const auto weights = cuda_weights_dtype(g.dtype);
   require_cuda_device();
   const auto tok_path = tokenizer_path(g.target, g.tokenizer);
   const auto tok = tokenizer::Tokenizer::load(tok_path);
