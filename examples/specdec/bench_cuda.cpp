@@ -21,6 +21,7 @@ int run_bench_on_cuda(const BenchCommand& b) {
   if (!b.soak.empty()) refuse("--soak");
   if (b.same_drafts) refuse("--same-drafts");
   if (b.dtypes.size() > 1) refuse("comparing precisions (--dtype given more than once)");
+  if (b.threads != 0) refuse("--threads (the forwards' CPU threads)");
   if (b.check && !b.sampling.is_greedy())
     throw InvalidArgumentError(
         fmt::format("bench: --check compares greedy outputs with autoregressive decoding; it needs "

@@ -60,6 +60,8 @@ int generate_on_cuda(const GenerateCommand& g) {
   const auto config = registry.parse(g.method);  // a wrong spec is said before anything loads
   const auto& info = registry.find(config.name);
   const auto weights = cuda_weights_dtype(g.dtype);
+  if (g.threads != 0)
+    throw InvalidArgumentError("--threads sets the CPU's forward threads; on cuda the models run on the GPU");
   require_cuda_device();
   const auto tok_path = tokenizer_path(g.target, g.tokenizer);
   const auto tok = tokenizer::Tokenizer::load(tok_path);
