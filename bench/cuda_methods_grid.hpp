@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "methods_grid.hpp"
+#include "specdec/cuda/chain_speculative_sampling.hpp"  // cuda_device_count
 #include "specdec/cuda/llama_methods.hpp"
 #include "specdec/cuda/llama_model.hpp"
 #include "specdec/io/file_io.hpp"
@@ -41,7 +42,7 @@ struct CudaGridRun {
 // Whether a CUDA device is visible to this process.
 inline bool cuda_device_visible() {
   int devices = 0;
-  return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+  return cuda::cuda_device_count(&devices) == Status::kOk && devices > 0;
 }
 
 struct CudaGridTotals {

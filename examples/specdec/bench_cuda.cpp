@@ -22,14 +22,6 @@ int run_bench_on_cuda(const BenchCommand& b) {
   if (b.same_drafts) refuse("--same-drafts");
   if (b.dtypes.size() > 1) refuse("comparing precisions (--dtype given more than once)");
   if (b.threads != 0) refuse("--threads (the forwards' CPU threads)");
-  if (b.check && !b.sampling.is_greedy())
-    throw InvalidArgumentError(
-        fmt::format("bench: --check compares greedy outputs with autoregressive decoding; it needs "
-                    "--temperature 0 (got {})",
-                    b.sampling.temperature));
-  for (const auto n : b.batches)
-    if (n < 1) throw InvalidArgumentError(fmt::format("bench: --batch {} (each must be >= 1)", n));
-  if (b.waves < 0) throw InvalidArgumentError(fmt::format("bench: --waves {} (must be >= 0)", b.waves));
   for (const auto& spec : b.methods) (void)cuda::method_registry().parse(spec);  // said before anything loads
   bench::CudaGridRun run;
   run.dtype = cuda_weights_dtype(b.dtypes.empty() ? "auto" : b.dtypes.front());

@@ -1,8 +1,12 @@
 // `specdec bench`'s options, and the device it runs on (bench.cpp: libtorch
 // on the CPU; bench_cuda.cpp: the CUDA backend).
 #include "bench.hpp"
+
+#include <fmt/format.h>
+
 #include "common.hpp"
 #include "generate.hpp"  // check_method_device
+#include "specdec/core/error.hpp"
 
 namespace specdec::cli {
 
@@ -57,8 +61,17 @@ void add_bench_options(CLI::App& cmd, BenchCommand& b) {
 }
 
 int run_bench(const BenchCommand& b) {
+  // What is refused on every device, before any backend starts.
   check_device("bench: ", b.device);
   for (const auto& spec : b.methods) check_method_device(spec, b.device);
+  if (b.check && !b.sampling.is_greedy())
+    throw InvalidArgumentError(
+        fmt::format("bench: --check compares greedy outputs with autoregressive decoding; it needs "
+                    "--temperature 0 (got {})",
+                    b.sampling.temperature));
+  for (const auto n : b.batches)
+    if (n < 1) throw InvalidArgumentError(fmt::format("bench: --batch {} (each must be >= 1)", n));
+  if (b.waves < 0) throw InvalidArgumentError(fmt::format("bench: --waves {} (must be >= 0)", b.waves));
 #if SPECDEC_CLI_WITH_TORCH
   if (b.device == "cpu") return run_bench_on_torch(b);
 #endif
