@@ -54,7 +54,8 @@ using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-[[gnu::always_inline]] inline void store(float* p, Vec v) {
+// By reference: GCC notes an ABI change for a 64-byte vector passed by value.
+[[gnu::always_inline]] inline void store(float* p, const Vec& v) {
   std::memcpy(p, &v, sizeof v);
 }
 
