@@ -3,7 +3,9 @@
 # full draft and six variants, each without one technique, trained on the
 # same budget and seed, then each one's held-out expected acceptance per
 # depth and tau (train_report.json). Resumable: rerun the same command.
-#   bash scripts/spire_ablations.sh [steps] [out-dir]
+#   bash scripts/spire_ablations.sh [steps] [out-dir] [variant ...]
+# Variants (default: all, in this order): full no-sparse-kv
+# no-target-activations no-distillation no-pruned-init no-feedback omega-1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-300}
@@ -20,13 +22,20 @@ declare -A variants=(
   [no-feedback]="--no-feedback"
   [omega-1]="--omega 1"
 )
-for name in full no-sparse-kv no-target-activations no-distillation no-pruned-init no-feedback omega-1; do
+all=(full no-sparse-kv no-target-activations no-distillation no-pruned-init no-feedback omega-1)
+names=("${@:3}")
+[ ${#names[@]} -eq 0 ] && names=("${all[@]}")
+for name in "${names[@]}"; do
+  [ -n "${variants[$name]+set}" ] || { echo "spire_ablations: unknown variant '$name' (${all[*]})" >&2; exit 2; }
+done
+for name in "${names[@]}"; do
   [ -f "$out/$name/train_report.json" ] && continue
   # shellcheck disable=SC2086
   ./build/bin/specdec train-spire "${common[@]}" ${variants[$name]} --out "$out/$name" | tail -2
 done
 printf '%-24s %8s  %s\n' variant tau "alpha by depth"
-for name in full no-sparse-kv no-target-activations no-distillation no-pruned-init no-feedback omega-1; do
+for name in "${names[@]}"; do
+  [ -f "$out/$name/train_report.json" ] || continue
   /usr/bin/python3 - "$out/$name/train_report.json" "$name" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))

@@ -72,6 +72,7 @@
 #include "specdec/policy/follow_verified.hpp"
 #include "specdec/policy/hardware_budget.hpp"
 #include "specdec/policy/heuristic_length.hpp"
+#include "specdec/policy/round_shape.hpp"
 #include "specdec/policy/throughput_model.hpp"
 #include "specdec/select/acceptance_table.hpp"
 #include "specdec/select/draft_indicators.hpp"

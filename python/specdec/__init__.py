@@ -47,6 +47,7 @@ from ._specdec import (  # noqa: F401
     RandomStream,
     SequenceInput,
     RecursiveRejectionSampling,
+    RoundShape,
     SamplingParams,
     ShapeError,
     SpeculativeSampling,
@@ -61,9 +62,11 @@ from ._specdec import (  # noqa: F401
     TypicalAcceptanceParams,
     UnsupportedError,
     VerifyResult,
+    break_even_draft_step,
     method,
     methods,
     sequoia_choices,
+    speedup_over,
     warp,
 )
 from . import models, testing  # noqa: F401

@@ -11,6 +11,9 @@ writes, for what the files hold:
                          verification (target forward and acceptance), the rest
   PREFIX-batch.png       tokens/s against batch size (runs with --batch), one
                          panel per context length
+  PREFIX-regime.png      where lyanna, duo and sv beat the chain method of the same
+                         run, against a draft step's cost and a verified token's
+                         (specdec.regime; --point LABEL:C:S marks another machine)
 and prints the paths. Records are the JSON objects `specdec bench` writes, one
 per method and prompt set (or per method, batch and context).
 """
@@ -23,6 +26,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from . import regime  # noqa: E402
 
 
 def load(paths):
@@ -170,7 +175,7 @@ def batch_curves(records, path):
     plt.close(fig)
 
 
-def plot(records, out_dir, name):
+def plot(records, out_dir, name, points=()):
     """Writes the figures the records allow; returns their paths."""
     os.makedirs(out_dir, exist_ok=True)
     written = []
@@ -182,6 +187,8 @@ def plot(records, out_dir, name):
                     ("time", time_split, single)]
     if batched:
         figures += [("batch", batch_curves, batched), ("time", time_split, batched)]
+    if single and regime.can_map(single):
+        figures += [("regime", lambda rs, path: regime.figure(rs, path, points), single)]
     for kind, draw, rs in figures:
         path = os.path.join(out_dir, f"{name}-{kind}.png")
         if path in written:
@@ -196,14 +203,17 @@ def main(argv=None):
     ap.add_argument("json", nargs="+", help="specdec bench --json files")
     ap.add_argument("--out", default=".", help="directory for the PNGs")
     ap.add_argument("--name", default=None, help="file name prefix (default: the first JSON's name)")
+    ap.add_argument("--point", action="append", default=[],
+                    help="LABEL:C:S, another machine's draft step and verification slope on the regime map")
     a = ap.parse_args(argv)
     name = a.name or os.path.splitext(os.path.basename(a.json[0]))[0]
     try:
         records = load(a.json)
+        points = [regime.parse_point(p) for p in a.point]
     except (OSError, ValueError) as e:
         print(f"specdec.plot: error: {e}", file=sys.stderr)
         return 2
-    for path in plot(records, a.out, name):
+    for path in plot(records, a.out, name, points):
         print(path)
     return 0
 

@@ -16,6 +16,7 @@
 #include "specdec/policy/follow_verified.hpp"
 #include "specdec/policy/hardware_budget.hpp"
 #include "specdec/policy/heuristic_length.hpp"
+#include "specdec/policy/round_shape.hpp"
 #include "specdec/tree/chain_builder.hpp"
 #include "specdec/tree/dynamic_tree_builder.hpp"
 #include "specdec/tree/multi_sequence_builder.hpp"
@@ -306,6 +307,38 @@ void bind_drafting(py::module_& m) {
            }),
            "latency_tokens"_a, "latency_seconds"_a, "initial"_a, "min_rounds"_a = 16, "replan_every"_a = 16,
            "prior_weight"_a = 20.0, "chains_only"_a = false);
+
+  py::class_<RoundShape>(
+      m, "RoundShape",
+      "A method's round in target steps, with the draft step c and the verification slope s "
+      "free (policy/round_shape.hpp; docs/regime.md).")
+      .def(py::init([](double tokens, double serial_drafts, double overlapped_drafts, double verified_tokens,
+                       double slowdown, double fixed) {
+             RoundShape r{tokens, serial_drafts, overlapped_drafts, verified_tokens, slowdown, fixed};
+             r.check();
+             return r;
+           }),
+           "tokens"_a, "serial_drafts"_a = 0.0, "overlapped_drafts"_a = 0.0, "verified_tokens"_a = 1.0,
+           "slowdown"_a = 1.0, "fixed"_a = 0.0)
+      .def_readonly("tokens", &RoundShape::tokens)
+      .def_readonly("serial_drafts", &RoundShape::serial_drafts)
+      .def_readonly("overlapped_drafts", &RoundShape::overlapped_drafts)
+      .def_readonly("verified_tokens", &RoundShape::verified_tokens)
+      .def_readonly("slowdown", &RoundShape::slowdown)
+      .def_readonly("fixed", &RoundShape::fixed)
+      .def("steps", &RoundShape::steps, "c"_a, "s"_a, "Target steps a round takes.")
+      .def("tokens_per_step", &RoundShape::tokens_per_step, "c"_a, "s"_a,
+           "Tokens per target step: the speedup over autoregressive decoding.")
+      .def("__repr__", [](const RoundShape& r) {
+        return fmt::format(
+            "RoundShape(tokens={:.3f}, serial_drafts={:.3f}, overlapped_drafts={:.3f}, "
+            "verified_tokens={:.3f}, slowdown={:.3f}, fixed={:.3f})",
+            r.tokens, r.serial_drafts, r.overlapped_drafts, r.verified_tokens, r.slowdown, r.fixed);
+      });
+  m.def("speedup_over", &speedup_over, "method"_a, "base"_a, "c"_a, "s"_a,
+        "How much faster `method` decodes than `base` at draft step c and verification slope s.");
+  m.def("break_even_draft_step", &break_even_draft_step, "method"_a, "base"_a, "s"_a, "c_max"_a,
+        "The draft step in [0, c_max] where the two decode equally fast at slope s, or None.");
 }
 
 }  // namespace specdec::python
