@@ -13,7 +13,8 @@ writes, for what the files hold:
                          panel per context length
   PREFIX-regime.png      where lyanna, duo and sv beat the chain method of the same
                          run, against a draft step's cost and a verified token's
-                         (specdec.regime; --point LABEL:C:S marks another machine)
+                         (specdec.regime; --point LABEL:C:S or --steps MODEL_BENCH.json
+                         marks other machines)
 and prints the paths. Records are the JSON objects `specdec bench` writes, one
 per method and prompt set (or per method, batch and context).
 """
@@ -205,11 +206,13 @@ def main(argv=None):
     ap.add_argument("--name", default=None, help="file name prefix (default: the first JSON's name)")
     ap.add_argument("--point", action="append", default=[],
                     help="LABEL:C:S, another machine's draft step and verification slope on the regime map")
+    ap.add_argument("--steps", action="append", default=[], metavar="[LABEL=]JSON",
+                    help="regime map points from a model benchmark's step times (cuda_model_bench)")
     a = ap.parse_args(argv)
     name = a.name or os.path.splitext(os.path.basename(a.json[0]))[0]
     try:
         records = load(a.json)
-        points = [regime.parse_point(p) for p in a.point]
+        points = [regime.parse_point(p) for p in a.point] + regime.parse_steps(a.steps)
     except (OSError, ValueError) as e:
         print(f"specdec.plot: error: {e}", file=sys.stderr)
         return 2

@@ -1,6 +1,6 @@
 """Where Lyanna, DuoDecoding and Speculative Verification beat chain speculation.
 
-    python3 -m specdec.regime BENCH.json [--point LABEL:C:S ...]
+    python3 -m specdec.regime BENCH.json [--point LABEL:C:S ...] [--steps [LABEL=]MODEL_BENCH.json ...]
 
 Each method's round is measured once, by `specdec bench --json` beside
 autoregressive decoding and a `chain:` method, and stated as a
@@ -14,6 +14,7 @@ explains the model and where the measured machines sit.
 """
 import argparse
 import json
+import os
 import sys
 
 from ._specdec import RoundShape, break_even_draft_step, speedup_over
@@ -154,6 +155,43 @@ def draft_step_for(shape, base, s, ratio, c_max=1.0):
     return break_even_draft_step(slower, base, s, c_max)
 
 
+def step_points(path, label=None, target="target", draft="draft"):
+    """Points from a model benchmark's step times (Google Benchmark JSON of
+    cuda_model_bench: BM_Step/<model>/batch:B/tokens:T): at each batch B with
+    the target's 1- and 5-token steps and the draft's 1-token step,
+    c = draft step / target step and s = (5-token step / step - 1) / 4."""
+    with open(path) as f:
+        data = json.load(f)
+    times = {}
+    for b in data.get("benchmarks", []):
+        parts = b.get("run_name", b["name"]).split("/")
+        if len(parts) < 4 or parts[0] != "BM_Step" or b.get("run_type", "iteration") != "iteration":
+            continue
+        try:
+            batch, tokens = int(parts[2].split(":")[1]), int(parts[3].split(":")[1])
+        except (IndexError, ValueError):
+            continue
+        times[(parts[1], batch, tokens)] = b["real_time"]
+    label = label or os.path.basename(path)
+    points = []
+    for batch in sorted({k[1] for k in times}):
+        t1, t5, d1 = (times.get((target, batch, 1)), times.get((target, batch, 5)), times.get((draft, batch, 1)))
+        if t1 and t5 and d1:
+            points.append((f"{label}, batch {batch}", d1 / t1, (t5 / t1 - 1.0) / 4.0))
+    if not points:
+        raise ValueError(f"{path}: no BM_Step/{target} 1- and 5-token steps with BM_Step/{draft} at one batch")
+    return points
+
+
+def parse_steps(args):
+    """'[LABEL=]JSON' arguments -> their step points."""
+    points = []
+    for arg in args:
+        label, _, path = arg.rpartition("=") if "=" in arg and not os.path.exists(arg) else ("", "", arg)
+        points += step_points(path, label or None)
+    return points
+
+
 def report(c, s, chain, shapes, points, c_max=1.0, ratios=(1.0, 1.2)):
     """The text main() prints."""
     lines = [f"measured: c = {c:.4f} (a draft step, in target steps), s = {s:.4f} (per further verified token); "
@@ -195,10 +233,12 @@ def figure(records, path, points=(), c_max=0.6, s_max=0.5):
     methods = seed_methods(shapes)
     if not methods:
         raise ValueError("no lyanna, duo or sv records: nothing to map")
+    pts = [("this run", c, s)] + list(points)
+    c_max = max(c_max, 1.1 * max(p[1] for p in pts))  # every point on the map
+    s_max = max(s_max, 1.1 * max(p[2] for p in pts))
     steps = 61
     cs = [c_max * i / (steps - 1) for i in range(steps)]
     ss = [s_max * j / (steps - 1) for j in range(steps)]
-    pts = [("this run", c, s)] + list(points)
     base = shapes[chain]
     fig, axes = plt.subplots(1, len(methods), figsize=(4.0 * len(methods) + 1.2, 4.4), squeeze=False,
                              constrained_layout=True)
@@ -236,6 +276,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m specdec.regime", description=__doc__.split("\n\n")[0])
     ap.add_argument("json", nargs="+", help="specdec bench --json files of one run")
     ap.add_argument("--point", action="append", default=[], help="LABEL:C:S, another machine's measured (c, s)")
+    ap.add_argument("--steps", action="append", default=[], metavar="[LABEL=]JSON",
+                    help="points from a model benchmark's step times (cuda_model_bench --benchmark_out)")
     a = ap.parse_args(argv)
     try:
         records = []
@@ -243,7 +285,7 @@ def main(argv=None):
             with open(path) as f:
                 data = json.load(f)
             records += data if isinstance(data, list) else [data]
-        points = [parse_point(p) for p in a.point]
+        points = [parse_point(p) for p in a.point] + parse_steps(a.steps)
         print(report(*measure(records), points))
     except (OSError, ValueError) as e:
         print(f"specdec.regime: error: {e}", file=sys.stderr)

@@ -13,6 +13,7 @@ from specdec import plot, regime
 SOURCE = os.environ.get("SPECDEC_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 BENCH = os.path.join(SOURCE, "docs", "bench")
 GREEDY = os.path.join(BENCH, "regime-greedy-f32-2026-11-29.json")
+STEPS = os.path.join(BENCH, "gpu_model_h200_2026-11-27_6.json")
 
 
 def records():
@@ -104,9 +105,26 @@ def test_input_the_map_cannot_use_is_refused(tmp_path):
     assert out.returncode == 2 and "lacks" in out.stderr
 
 
+def test_points_from_a_model_benchmarks_step_times(tmp_path):
+    # The H200's steps (docs/RESULTS.md, "The CUDA model on a GPU, fourth session", run 6), in microseconds.
+    points = regime.step_points(STEPS, "H200")
+    assert [p[0] for p in points] == ["H200, batch 1", "H200, batch 64"]
+    assert points[0][1] == pytest.approx(110.6 / 318.9, abs=1e-3) and points[0][2] == pytest.approx(
+        (399.9 / 318.9 - 1) / 4, abs=1e-3)
+    assert points[1][1] == pytest.approx(571.3 / 2300.5, abs=1e-3) and points[1][2] == pytest.approx(
+        (10953.3 / 2300.5 - 1) / 4, abs=1e-3)
+    assert regime.parse_steps([f"H200={STEPS}"]) == points
+    assert regime.parse_steps([STEPS])[0][0] == "gpu_model_h200_2026-11-27_6.json, batch 1"
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"benchmarks": [{"name": "BM_Other/1", "real_time": 1.0}]}')
+    with pytest.raises(ValueError, match="no BM_Step"):
+        regime.step_points(str(empty))
+
+
 def test_the_map_is_drawn(tmp_path):
     out = subprocess.run([sys.executable, "-m", "specdec.plot", GREEDY, "--out", str(tmp_path), "--name", "r",
-                          "--point", "H200, batch 1:0.348:0.064"], capture_output=True, text=True, check=True)
+                          "--point", "H200, batch 1:0.348:0.064", "--steps", f"H200={STEPS}"],
+                         capture_output=True, text=True, check=True)
     paths = out.stdout.split()
     assert os.path.basename(paths[-1]) == "r-regime.png"
     with open(paths[-1], "rb") as f:
