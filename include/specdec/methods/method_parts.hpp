@@ -26,6 +26,7 @@
 #include "specdec/policy/follow_verified.hpp"
 #include "specdec/policy/heuristic_length.hpp"
 #include "specdec/select/verify_latency.hpp"
+#include "specdec/tree/child_selection.hpp"
 #include "specdec/verify/target_verifier.hpp"
 
 namespace specdec::methods {
@@ -101,16 +102,20 @@ RuntimePolicy tree_policy(const MethodContext<M>& c, std::int32_t depth, std::in
 
 // draw= of the static-tree methods: how each node's children are drafted.
 inline MethodParam draw_param() {
-  return {"draw", ParamType::kText, "topk",
-          "children per node: topk (the draft's best, deterministic) | sample (drawn without replacement, Sequoia "
-          "arXiv 2402.12374 §3.2) | iid (drawn independently, with replacement: SpecInfer arXiv 2305.09781 §4.3)"};
+  return {
+      "draw", ParamType::kText, "auto",
+      "children per node: auto (topk for a greedy request, sample for a sampled one) | topk (the draft's "
+      "best, deterministic) | sample (drawn without replacement, Sequoia arXiv 2402.12374 §3.2) | iid (drawn "
+      "independently, with replacement: SpecInfer arXiv 2305.09781 §4.3)"};
 }
-inline ChildMode child_draw(const MethodConfig& c) {
+inline ChildDraw child_draw(const MethodConfig& c) {
   const auto& draw = c.text("draw");
-  if (draw == "topk") return ChildMode::kDeterministic;
-  if (draw == "sample") return ChildMode::kSampledWithoutReplacement;
-  if (draw == "iid") return ChildMode::kSampledWithReplacement;
-  throw InvalidArgumentError(fmt::format("method {}: unknown draw '{}' (topk, sample, iid)", c.name, draw));
+  if (draw == "auto") return ChildDraw::by_request();
+  if (draw == "topk") return ChildDraw::same(ChildMode::kDeterministic);
+  if (draw == "sample") return ChildDraw::same(ChildMode::kSampledWithoutReplacement);
+  if (draw == "iid") return ChildDraw::same(ChildMode::kSampledWithReplacement);
+  throw InvalidArgumentError(
+      fmt::format("method {}: unknown draw '{}' (auto, topk, sample, iid)", c.name, draw));
 }
 
 // One request of a method: what its drafter borrows (Owned: a feature head's

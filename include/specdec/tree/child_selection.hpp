@@ -1,8 +1,9 @@
 // Helpers shared by the tree builders: budget checks, one checked propose call
 // per tree level, and the two ways a slot's children are picked from its draft
 // row — top-m (deterministic, mode (c) of docs/methods.md) and m draws
-// without replacement (Sequoia, arXiv 2402.12374, §3.2; mode (b)). Not a
-// component; the builders in this folder use it.
+// without replacement (Sequoia, arXiv 2402.12374, §3.2; mode (b)); and the
+// builders' options that say which (ChainPick, ChildDraw). Not a component;
+// the builders in this folder use it.
 #pragma once
 
 #include <cmath>
@@ -42,6 +43,34 @@ bool draws_chain(ChainPick pick, const D& drafter) {
   else
     return false;
 }
+
+// How a tree builder takes each node's children (StaticTreeBuilder): one
+// ChildMode for every request, or by request as ChainPick::kByRequest does:
+// the top-k for a greedy request (or when the drafter does not say), drawn
+// without replacement for a sampled one. A sampled target accepts a drawn
+// child with min(1, p / q), a top-k child with p alone (Sequoia, arXiv
+// 2402.12374, §3.2), so top-k trees lose most of their tau when sampling.
+struct ChildDraw {
+  ChildMode greedy = ChildMode::kDeterministic;
+  ChildMode sampled = ChildMode::kDeterministic;
+
+  static constexpr ChildDraw same(ChildMode mode) { return {mode, mode}; }
+  static constexpr ChildDraw by_request() {
+    return {ChildMode::kDeterministic, ChildMode::kSampledWithoutReplacement};
+  }
+  bool operator==(const ChildDraw&) const = default;
+
+  template <class D>
+  ChildMode mode_for(const D& drafter) const {
+    if (greedy == sampled) return greedy;
+    if constexpr (requires {
+                    { drafter.sampling() } -> std::convertible_to<const SamplingParams&>;
+                  })
+      return drafter.sampling().is_greedy() ? greedy : sampled;
+    else
+      return greedy;
+  }
+};
 
 }  // namespace specdec
 

@@ -201,23 +201,29 @@ class StaticTreeShape {
 // than the shape asks for gives only those (the missing ranks' subtrees are
 // not drafted). Every slot that gets children records its row and mode.
 //
+// Children: one ChildMode for every request, or a ChildDraw that follows
+// the drafter's request (ChildDraw::by_request(): top-k when greedy, drawn
+// without replacement when sampling), chosen once per tree.
+//
 // Uniforms: the sampled modes take exactly m uniforms from `rng` per
 // expanded slot wanting m children, whatever the row holds; kDeterministic
 // takes none.
 class StaticTreeBuilder {
  public:
   explicit StaticTreeBuilder(StaticTreeShape shape, ChildMode mode = ChildMode::kDeterministic)
-      : shape_(std::move(shape)), mode_(mode) {
-    if (mode != ChildMode::kDeterministic && mode != ChildMode::kSampledWithoutReplacement &&
-        mode != ChildMode::kSampledWithReplacement)
-      throw InvalidArgumentError(
-          fmt::format("StaticTreeBuilder: child mode {} is not supported; use kDeterministic (top-k), "
-                      "kSampledWithoutReplacement (distinct draws) or kSampledWithReplacement (i.i.d. draws)",
-                      static_cast<int>(mode)));
+      : StaticTreeBuilder(std::move(shape), ChildDraw::same(mode)) {}
+  StaticTreeBuilder(StaticTreeShape shape, ChildDraw draw) : shape_(std::move(shape)), draw_(draw) {
+    for (const auto mode : {draw.greedy, draw.sampled})
+      if (mode != ChildMode::kDeterministic && mode != ChildMode::kSampledWithoutReplacement &&
+          mode != ChildMode::kSampledWithReplacement)
+        throw InvalidArgumentError(fmt::format(
+            "StaticTreeBuilder: child mode {} is not supported; use kDeterministic (top-k), "
+            "kSampledWithoutReplacement (distinct draws) or kSampledWithReplacement (i.i.d. draws)",
+            static_cast<int>(mode)));
   }
 
   const StaticTreeShape& shape() const { return shape_; }
-  ChildMode mode() const { return mode_; }
+  const ChildDraw& draw() const { return draw_; }
 
   // rows is emptied and receives one row per expanded slot, level by level.
   template <Drafter D>
@@ -248,6 +254,7 @@ class StaticTreeBuilder {
       shape_child_[static_cast<std::size_t>(s.parent + 1)].push_back(static_cast<std::int32_t>(i));
     }
 
+    const ChildMode mode = draw_.mode_for(drafter);
     // Level by level: `level` holds (tree slot, shape slot) pairs of one depth.
     level_.assign(1, {DraftTree::kRoot, -1});
     while (!level_.empty()) {
@@ -269,17 +276,18 @@ class StaticTreeBuilder {
         const auto r = first_row + static_cast<std::int64_t>(f);
         const auto row = rows.view().row(r);
         // Draw the uniforms before looking at the row: consumption is fixed.
-        const PhiloxUniforms u = mode_ != ChildMode::kDeterministic ? rng.take(static_cast<std::uint64_t>(wanted))
-                                                                    : PhiloxUniforms{};
+        const PhiloxUniforms u = mode != ChildMode::kDeterministic
+                                     ? rng.take(static_cast<std::uint64_t>(wanted))
+                                     : PhiloxUniforms{};
         if (!detail::has_proposal(kWho, row, r)) continue;
-        if (mode_ == ChildMode::kDeterministic)
+        if (mode == ChildMode::kDeterministic)
           detail::top_tokens(row, wanted, tokens_);
-        else if (mode_ == ChildMode::kSampledWithoutReplacement)
+        else if (mode == ChildMode::kSampledWithoutReplacement)
           detail::sample_without_replacement(row, wanted, u, scratch_, tokens_);
         else
           detail::sample_with_replacement(row, wanted, u, tokens_);
         if (tokens_.empty()) continue;
-        tree.set_children_source(slot, static_cast<std::int32_t>(r), mode_);
+        tree.set_children_source(slot, static_cast<std::int32_t>(r), mode);
         // Child k of the slot is shape child k (rank k); ranks the row could not
         // fill, and their subtrees, are not drafted.
         for (std::size_t k = 0; k < tokens_.size(); ++k) {
@@ -293,7 +301,7 @@ class StaticTreeBuilder {
 
  private:
   StaticTreeShape shape_;
-  ChildMode mode_;
+  ChildDraw draw_;
   // Scratch, reused across rounds.
   std::vector<bool> kept_;
   std::vector<std::int32_t> kept_children_;

@@ -564,3 +564,57 @@ TEST_CASE("StaticTreeBuilder with replacement draws siblings independently, repe
   }
   CHECK(repeats > 20);  // P(three distinct draws) = 6 * 0.7 * 0.2 * 0.1 = 0.084
 }
+
+TEST_CASE(
+    "StaticTreeBuilder drawing by request: top-k trees for a greedy request, drawn ones for a sampled one",
+    "[unit][tree]") {
+  const auto shape = sd::StaticTreeShape::from_choices(kMedusa);
+  sd::StaticTreeBuilder by_request(shape, sd::ChildDraw::by_request());
+  sd::StaticTreeBuilder topk(shape, sd::ChildMode::kDeterministic);
+  sd::StaticTreeBuilder drawn(shape, sd::ChildMode::kSampledWithoutReplacement);
+  TableDrafter drafter(6, permuted_row);
+  const auto modes = [](const sd::DraftTree& t) {
+    std::set<sd::ChildMode> m;
+    for (std::int32_t s = kRoot; s < t.size(); ++s)
+      if (t.first_child(s) >= 0) m.insert(t.children_mode(s));
+    return m;
+  };
+  const std::vector<sd::TokenId> prompt{1, 2};
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    INFO("seed " << seed);
+    // Greedy: the top-k tree, and no uniforms taken (the stream is where a fresh one starts).
+    drafter.begin(prompt, sd::SamplingParams{0.0f});
+    sd::RandomStream rng(seed);
+    sd::DraftTree t;
+    sd::ProbMatrix rows;
+    by_request.build(drafter, big_budget(), 3, rng, t, rows);
+    const auto want = build(topk, drafter, big_budget(), seed);
+    CHECK(rank_paths(t) == rank_paths(want.tree));
+    CHECK(t.tokens_of(t.children(kRoot)) == want.tree.tokens_of(want.tree.children(kRoot)));
+    CHECK(modes(t) == std::set{sd::ChildMode::kDeterministic});
+    CHECK(rng.offset() == 0);
+    // Sampled (T = 0.8): exactly the tree drawn without replacement from the same stream.
+    drafter.begin(prompt, sd::SamplingParams{0.8f});
+    sd::RandomStream rng2(seed);
+    by_request.build(drafter, big_budget(), 3, rng2, t, rows);
+    const auto sampled = build(drawn, drafter, big_budget(), seed);
+    CHECK(modes(t) == std::set{sd::ChildMode::kSampledWithoutReplacement});
+    for (std::int32_t s = kRoot; s < t.size(); ++s) {
+      INFO("slot " << s);
+      CHECK(t.tokens_of(t.children(s)) == sampled.tree.tokens_of(sampled.tree.children(s)));
+    }
+  }
+  // Over many seeds a sampled request's trees are drawn, not the top-k tree.
+  drafter.begin(prompt, sd::SamplingParams{1.0f});
+  const auto top = build(topk, drafter, big_budget());
+  int differ = 0;
+  for (std::uint64_t seed = 1; seed <= 50; ++seed) {
+    const auto b = build(by_request, drafter, big_budget(), seed);
+    differ += b.tree.tokens_of(b.tree.children(kRoot)) != top.tree.tokens_of(top.tree.children(kRoot));
+  }
+  CHECK(differ > 10);
+  // A drafter that does not say how its request samples gets top-k trees, as ChainPick::kByRequest does.
+  CHECK(sd::ChildDraw::by_request().mode_for(TwoRowsPerSlot{}) == sd::ChildMode::kDeterministic);
+  CHECK(by_request.draw() == sd::ChildDraw::by_request());
+  CHECK(topk.draw() == sd::ChildDraw::same(sd::ChildMode::kDeterministic));
+}

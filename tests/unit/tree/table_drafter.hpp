@@ -31,9 +31,11 @@ class TableDrafter {
   TableDrafter(std::int64_t vocab, RowFn fn) : vocab_(vocab), fn_(std::move(fn)) {}
 
   std::int64_t vocab_size() const { return vocab_; }
-  void begin(std::span<const TokenId>, const SamplingParams& = {}) {}
+  void begin(std::span<const TokenId>, const SamplingParams& sampling = {}) { sampling_ = sampling; }
   void commit(std::span<const TokenId>) {}
   void end() {}
+  // The request's sampling, as ModelDrafter says it (builders that follow the request read it).
+  const SamplingParams& sampling() const { return sampling_; }
 
   void propose(const DraftRequest& request, ProbMatrix& rows) {
     ProposeCall call;
@@ -58,6 +60,7 @@ class TableDrafter {
  private:
   std::int64_t vocab_;
   RowFn fn_;
+  SamplingParams sampling_;
 };
 
 static_assert(Drafter<TableDrafter>);
