@@ -17,9 +17,9 @@
 // kernels' latency (c ~ 0.35 for the default models on an H200); on a CPU,
 // c follows the weights' ratio (~0.08) and s is ~0.1. A round then takes
 //   serial_drafts c + max(slowdown v(n), overlapped_drafts c) + fixed
-// target steps and emits `tokens`. Everything but c and s is measured once
-// (any hardware: the ratios move with c and s only), e.g. by
-// `python3 -m specdec.plot` from `specdec bench --json` (docs/regime.md).
+// target steps and emits `tokens`. Everything but c and s is measured once,
+// on any machine, and held (`python3 -m specdec.regime` measures it from
+// `specdec bench --json`; docs/regime.md says what that assumes).
 #pragma once
 
 #include <algorithm>
