@@ -9,11 +9,12 @@ install(DIRECTORY include/specdec DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 # dependencies of) only what it asks for: find_package(specdec COMPONENTS
 # core io) needs neither libtorch nor CUDA. Installed targets carry the same
 # names as the in-tree aliases: specdec::specdec, specdec::io,
-# specdec::tokenizer, specdec::torch, specdec::cuda.
-set(_components core io tokenizer)
+# specdec::tokenizer, specdec::cpu, specdec::torch, specdec::cuda.
+set(_components core io tokenizer cpu)
 set(_component_core specdec)
 set(_component_io specdec_io)
 set(_component_tokenizer specdec_tokenizer)
+set(_component_cpu specdec_cpu)
 if(TARGET specdec_torch)
   list(APPEND _components torch)
   set(_component_torch specdec_torch)

@@ -4,6 +4,10 @@
 
 #include <memory>
 
+#include "specdec/cpu/llama_model.hpp"
+#include "specdec/cpu/row_linear.hpp"
+#include "specdec/cpu/threads.hpp"
+#include "specdec/methods/duo.hpp"
 #include "specdec/methods/standard_methods.hpp"
 #include "specdec/tokenizer/text_vocabulary.hpp"
 
@@ -17,6 +21,15 @@ const MethodRegistry<LlamaModel>& method_registry() {
     };
     hooks.load_vocabulary = [](const std::filesystem::path& path) {  // slem's and tli's tokenizers
       return tokenizer::text_vocabulary(Tokenizer::load(path), path.string());
+    };
+    // duo:host_draft=DIR: the paper's split (arXiv 2503.00784 §3.1), the
+    // target on the GPU and the draft on host cores (cpu::LlamaModel, in the
+    // target's precision where the CPU runs it), on the threads duo starts.
+    hooks.thread_setup = [](int threads) { cpu::set_forward_threads(threads); };
+    hooks.host_draft_duo = [](const MethodContext<LlamaModel>& c, const std::filesystem::path& dir) {
+      auto draft = std::make_shared<cpu::LlamaModel>(
+          cpu::LlamaModel::load(dir, cpu::RowLinear::runnable(c.target.weight_dtype())));
+      return methods::duo_decoder(c, *draft, draft);
     };
     return standard_methods<LlamaModel>(std::move(hooks));
   }();

@@ -22,6 +22,7 @@
 
 #include "llama_kernels.hpp"
 #include "specdec/core/error.hpp"
+#include "specdec/cpu/llama_model.hpp"
 #include "specdec/cuda/forward_plan.hpp"
 #include "specdec/io/float_convert.hpp"
 #include "specdec/io/safetensors_checkpoint.hpp"
@@ -185,22 +186,9 @@ struct LlamaModel::Impl {
     check(cudaMalloc(&weights, weight_bytes), "cudaMalloc (weights)");
   }
 
-  // RoPE tables as the host model computes them (Llama's rotate-half form):
-  // angle(p, i) = p * theta^(-2i / head_dim), repeated over both halves.
+  // RoPE tables as the host models compute them (cpu::rope_tables).
   void upload_rope() {
-    const auto hd = config.head_dim, positions = config.max_position_embeddings;
-    std::vector<float> cos(static_cast<std::size_t>(positions * hd)), sin(cos.size());
-    for (std::int64_t p = 0; p < positions; ++p)
-      for (std::int64_t i = 0; i < hd / 2; ++i) {
-        const auto inv_freq = static_cast<float>(
-            1.0 / std::pow(config.rope_theta,
-                           static_cast<double>(static_cast<float>(2 * i) / static_cast<float>(hd))));
-        const float angle = static_cast<float>(p) * inv_freq;
-        for (const std::int64_t j : {i, i + hd / 2}) {
-          cos[static_cast<std::size_t>(p * hd + j)] = std::cos(angle);
-          sin[static_cast<std::size_t>(p * hd + j)] = std::sin(angle);
-        }
-      }
+    const auto [cos, sin] = cpu::rope_tables(config);
     const std::size_t bytes = cos.size() * sizeof(float);
     check(cudaMalloc(reinterpret_cast<void**>(&rope_cos), bytes), "cudaMalloc (rope)");
     check(cudaMalloc(reinterpret_cast<void**>(&rope_sin), bytes), "cudaMalloc (rope)");

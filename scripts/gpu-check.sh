@@ -18,7 +18,8 @@
 # those run again with CUDA graphs, PROFILE (unset: none; e.g. "target
 # llama_1b") the models whose decode step gpu-profile.sh times kernel by
 # kernel; T_TEST, T_MEMCHECK, T_KERNELS (0: no kernel benchmarks), T_MODEL,
-# T_METHODS (0: no methods benchmark), T_CLI (0: no command-line check) and
+# T_METHODS (0: no methods benchmark), T_CLI (0: no command-line check), T_DUO
+# (0: no DuoDecoding split, GPU target and host draft) and
 # T_PROFILE, T_PYTHON (0: no Python package step) each stage's time limit in
 # seconds. T_TOTAL (default 450) bounds the whole check: a device session has
 # 15 minutes for all its runs, so each stage gets at most what is left of it,
@@ -54,6 +55,16 @@ if [ "${T_CLI:-90}" != 0 ] && [ -x "$pack/bin/specdec" ]; then
   if fits "command line" "${T_CLI:-90}" && ! timeout "$(limit "${T_CLI:-90}")" bash "$(dirname "$0")/../tests/cli/cuda_cli_test.sh" \
       "$pack/bin/specdec" . > "$out/cli_cuda.log" 2>&1; then status=1; fi
   grep -E "^(method|target|speedup|check)|FAIL|passed|skipped" "$out/cli_cuda.log" 2>/dev/null
+fi
+
+if [ "${T_DUO:-100}" != 0 ] && [ -x "$pack/bin/specdec" ]; then
+  step "DuoDecoding's split: the target on the GPU, the draft on host cores (duo:host_draft), beside chain SD and duo with the draft on the GPU (greedy outputs checked)"
+  if fits duo "${T_DUO:-100}" && ! timeout "$(limit "${T_DUO:-100}")" "$pack/bin/specdec" bench --device cuda \
+      --prompts data/prompts/prose.jsonl --prompts data/prompts/code.jsonl --num-prompts 4 --max-new-tokens 64 \
+      --batch 1 --method chain:k=4 --method duo --method duo:host_draft=models/draft \
+      --method duo:host_draft=models/draft:concurrent=0 --method duo:host_draft=models/draft:draft_threads=4 \
+      --check --json "$out/duo_host.json" > "$out/duo_host.log" 2>&1; then status=1; fi
+  tail -12 "$out/duo_host.log" 2>/dev/null
 fi
 
 if [ "${T_METHODS:-150}" != 0 ]; then

@@ -8,7 +8,7 @@
 #              as no libtorch of this machine's runs there
 #   .gpu/lib/  the shared libraries they load that such a machine may lack,
 #              and the static libraries scripts/gpu-python.sh links the
-#              Python package from (libspecdec_{cuda,io,tokenizer}.a)
+#              Python package from (libspecdec_{cuda,cpu,io,tokenizer}.a)
 #   .gpu/include/  the headers it compiles with that such a machine lacks
 #              (fmt, dlpack)
 # Then, on the device machine, from the repository root:
@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-ninja -C "$build" cuda_test cuda_kernels_bench cuda_model_bench cuda_methods_bench specdec_cuda specdec_io \
+ninja -C "$build" cuda_test cuda_kernels_bench cuda_model_bench cuda_methods_bench specdec_cuda specdec_cpu specdec_io \
   specdec_tokenizer
 rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib .gpu/include
 cp "$build/tests/cuda/cuda_test" "$build/bench/cuda_kernels_bench" "$build/bench/cuda_model_bench" \
@@ -34,7 +34,8 @@ fi
 for bin in .gpu/bin/*; do
   ldd "$bin" | awk '/=>/ {print $3}' | grep -E 'libfmt|libbenchmark|libcudart' || true
 done | sort -u | while read -r lib; do cp -L "$lib" .gpu/lib/; done
-cp "$build/cuda/libspecdec_cuda.a" "$build/src/libspecdec_io.a" "$build/src/libspecdec_tokenizer.a" .gpu/lib/
+cp "$build/cuda/libspecdec_cuda.a" "$build/src/libspecdec_cpu.a" "$build/src/libspecdec_io.a" "$build/src/libspecdec_tokenizer.a" \
+  .gpu/lib/
 cp -r /usr/include/fmt /usr/include/dlpack .gpu/include/
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
 du -sh .gpu

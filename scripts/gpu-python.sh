@@ -53,7 +53,7 @@ for p in "${pids[@]}"; do wait "$p" || failed=1; done
 if [ $failed = 1 ]; then tail -30 "$out/python_build.log"; exit 1; fi
 
 g++ -shared -o "$pkg/_torch_ops.so" "$work/obj/torch_ops.o" "$work/obj/torch_ops_cuda.o" \
-  "$pack/lib/libspecdec_cuda.a" "$pack/lib/libspecdec_io.a" -L"$torch_lib" -Wl,-rpath,"$torch_lib" \
+  "$pack/lib/libspecdec_cuda.a" "$pack/lib/libspecdec_cpu.a" "$pack/lib/libspecdec_io.a" -L"$torch_lib" -Wl,-rpath,"$torch_lib" \
   -ltorch -ltorch_cpu -lc10 -L"$pack/lib" -Wl,-rpath,"$pack/lib" -l:libfmt.so.9 -l:libcudart.so.13 \
   >> "$out/python_build.log" 2>&1
 g++ -shared -o "$pkg/_specdec$ext" "$work"/obj/{module,bind_core,bind_rules,bind_drafting,bind_testing,bind_engine,bind_torch}.o \

@@ -30,11 +30,11 @@
 #include "specdec/accept/same_drafts_comparison.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/logit_rows.hpp"
+#include "specdec/cpu/threads.hpp"
 #include "specdec/io/file_io.hpp"
 #include "specdec/policy/throughput_model.hpp"
 #include "specdec/torch/methods.hpp"
 #include "specdec/torch/spire_draft.hpp"
-#include "specdec/torch/threads.hpp"
 
 namespace specdec::cli {
 namespace {
@@ -69,7 +69,7 @@ struct Tally {
   std::vector<double> speedups, ttft_ms, prefill_ms;
   std::int64_t differ = 0;
   std::map<std::string, std::int64_t> stop_reasons;  // why each generation ended
-  torch_backend::ContentionStats contention;           // what other work on the cores cost
+  cpu::ContentionStats contention;                   // what other work on the cores cost
 
   void add(const Stats& s) {
     auto& a = total.acceptance;
@@ -147,7 +147,7 @@ void progress(std::size_t done, std::size_t total, const std::string& what) {
 // threaded steps, those run on one thread after contention, the stalls on
 // preempted helpers, and the 50 ms windows that lost over 20% to stalls and
 // to waiting for a core (each sent the team to one thread).
-nlohmann::json contention_json(const torch_backend::ContentionStats& c) {
+nlohmann::json contention_json(const cpu::ContentionStats& c) {
   return {{"threaded_steps", c.jobs},
           {"single_thread_steps", c.solo_jobs},
           {"single_thread_fraction", c.solo_fraction()},
@@ -877,7 +877,7 @@ int run_bench_on_torch(const BenchCommand& b) {
       }
   }
 
-  const auto contention_at_start = torch_backend::contention_stats();
+  const auto contention_at_start = cpu::contention_stats();
   nlohmann::json records = nlohmann::json::array();
   std::printf("%-44s %-5s %-12s %9s %9s %8s %7s %6s %10s %8s\n", "method", "dtype", "prompts", "tok/s", "AR tok/s",
               "speedup", "median", "tau", "ttft ms", "ovh %");
@@ -904,17 +904,17 @@ int run_bench_on_torch(const BenchCommand& b) {
         Variant& v = variants[vi];
         const std::string tag = set_name + (variants.size() > 1 ? " " + name_of(v) : "");
         progress(done++, total_runs, tag + " autoregressive");
-        auto before = torch_backend::contention_stats();
+        auto before = cpu::contention_stats();
         const auto ref = v.ar->generate(prompt, options);
-        base[vi].contention += torch_backend::contention_stats() - before;
+        base[vi].contention += cpu::contention_stats() - before;
         base[vi].add(ref.stats);
         tps_of[vi][0].push_back(ref.stats.tokens_per_second());
         ar_tokens.push_back(ref.tokens);
         for (std::size_t m = 0; m < v.methods.size() && !interrupted(); ++m) {
           progress(done++, total_runs, tag + " " + v.methods[m].name());
-          before = torch_backend::contention_stats();
+          before = cpu::contention_stats();
           const auto r = v.methods[m].generate(prompt, options);
-          tallies[vi][m].contention += torch_backend::contention_stats() - before;
+          tallies[vi][m].contention += cpu::contention_stats() - before;
           tallies[vi][m].add(r.stats);
           tallies[vi][m].speedups.push_back(r.stats.tokens_per_second() / ref.stats.tokens_per_second());
           tps_of[vi][m + 1].push_back(r.stats.tokens_per_second());
@@ -1022,7 +1022,7 @@ int run_bench_on_torch(const BenchCommand& b) {
     for (const auto& d : differences) diff_records.push_back(d.json());
     records.push_back({{"dtype_differences", diff_records}, {"reference_dtype", name_of(variants[0])}});
   }
-  print_contention_note(torch_backend::contention_stats() - contention_at_start);
+  print_contention_note(cpu::contention_stats() - contention_at_start);
   if (interrupted()) {
     for (auto& r : records) r["interrupted"] = true;
     write_records(b.json, records);

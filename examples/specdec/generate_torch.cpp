@@ -52,9 +52,9 @@ int generate_on_torch(const GenerateCommand& g) {
                                               ? g.target.parent_path() / config.name
                                               : std::filesystem::path(config.text("head")))
                                              .string());
-  torch_backend::ContentionStats before;
-  run.before_timed = [&] { before = torch_backend::contention_stats(); };
-  run.after_timed = [&] { print_contention_note(torch_backend::contention_stats() - before); };
+  cpu::ContentionStats before;
+  run.before_timed = [&] { before = cpu::contention_stats(); };
+  run.after_timed = [&] { print_contention_note(cpu::contention_stats() - before); };
   return stream_generation(run, g);
 }
 

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "specdec/core/error.hpp"
-#include "specdec/torch/threads.hpp"
+#include "specdec/cpu/threads.hpp"
 
 namespace specdec::cli {
 
@@ -15,7 +15,7 @@ Session load_session(const std::filesystem::path& target, const std::filesystem:
                      const std::filesystem::path& tokenizer, int threads, const std::string& dtype) {
   // Forwards run on specdec's own threads (threads.hpp); ATen's count is for
   // the few ATen operations around them.
-  torch_backend::set_default_forward_threads(threads);
+  cpu::set_default_forward_threads(threads);
   if (threads > 0) at::set_num_threads(threads);
   const auto precision = torch_backend::choose_inference_dtype(dtype);
   if (!precision.note.empty()) std::fprintf(stderr, "specdec: %s\n", precision.note.c_str());
@@ -32,7 +32,7 @@ Session load_session(const std::filesystem::path& target, const std::filesystem:
   return s;
 }
 
-void print_contention_note(const torch_backend::ContentionStats& c) {
+void print_contention_note(const cpu::ContentionStats& c) {
   if (c.contended == 0) return;
   std::printf(
       "note: other work took the cores: %lld stall%s on preempted helper threads (%.1f ms); %.0f%% of the threaded "

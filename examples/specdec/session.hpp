@@ -7,10 +7,10 @@
 #include <string>
 
 #include "common.hpp"
+#include "specdec/cpu/threads.hpp"
 #include "specdec/tokenizer/tokenizer.hpp"
 #include "specdec/torch/inference_dtype.hpp"
 #include "specdec/torch/llama_model.hpp"
-#include "specdec/torch/threads.hpp"
 
 namespace specdec::cli {
 
@@ -30,7 +30,7 @@ Session load_session(const std::filesystem::path& target, const std::filesystem:
                      const std::filesystem::path& tokenizer, int threads, const std::string& dtype = "f32");
 
 // One line, when other work on the cores cost the forwards enough to run on
-// one thread (specdec/torch/threads.hpp): the stalls, and how much ran alone.
-void print_contention_note(const torch_backend::ContentionStats& c);
+// one thread (specdec/cpu/threads.hpp): the stalls, and how much ran alone.
+void print_contention_note(const cpu::ContentionStats& c);
 
 }  // namespace specdec::cli

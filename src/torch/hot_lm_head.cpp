@@ -46,6 +46,27 @@ void HotLmHead::forward(const float* h, std::int64_t rows, float* out) const {
   }
 }
 
+void HotLmHead::forward_add(const float* h, std::int64_t rows, float* out) const {
+  std::vector<float> logits(static_cast<std::size_t>(rows * vocab_));
+  forward(h, rows, logits.data());
+  for (std::size_t i = 0; i < logits.size(); ++i) out[i] += logits[i];
+}
+
+namespace {
+std::vector<float> filled(cpu::Linear::RowSource rows, std::int64_t m, std::int64_t in) {
+  std::vector<float> x(static_cast<std::size_t>(m * in));
+  for (std::int64_t r = 0; r < m; ++r) rows.fill(rows.context, r, x.data() + r * in);
+  return x;
+}
+}  // namespace
+
+void HotLmHead::forward(RowSource rows, std::int64_t m, float* out) const {
+  forward(filled(rows, m, in_features()).data(), m, out);
+}
+void HotLmHead::forward_add(RowSource rows, std::int64_t m, float* out) const {
+  forward_add(filled(rows, m, in_features()).data(), m, out);
+}
+
 std::vector<TokenId> hot_vocabulary(const std::filesystem::path& frequencies, std::int64_t how_many,
                                     std::int64_t vocab) {
   const auto counts = io::read_token_frequencies(frequencies);

@@ -11,22 +11,17 @@
 #include <cstdint>
 #include <utility>
 
+#include "specdec/cpu/llama_model.hpp"
 #include "specdec/io/llama_config.hpp"
 
 namespace specdec::torch_backend::kernels {
 
-// cos and sin of every position, [max_position, head_dim], the two halves
-// repeated as in Hugging Face's cat(freqs, freqs); inv_freq_j =
-// theta^(-2j / head_dim) in float32 as Hugging Face computes it.
+// cos and sin of every position, [max_position, head_dim]: cpu::rope_tables'
+// values (the inference models'), as tensors.
 inline std::pair<at::Tensor, at::Tensor> rope_tables(const io::LlamaConfig& c) {
-  const auto hd = c.head_dim;
-  const auto inv_freq =
-      (1.0 / at::pow(c.rope_theta, at::arange(0, hd, 2, at::kLong).to(at::kFloat) / static_cast<double>(hd)))
-          .to(at::kFloat);
-  const auto freqs =
-      at::arange(c.max_position_embeddings, at::kLong).to(at::kFloat).unsqueeze(-1) * inv_freq.unsqueeze(0);
-  const auto emb = at::cat({freqs, freqs}, -1);
-  return {emb.cos(), emb.sin()};
+  auto t = cpu::rope_tables(c);
+  return {at::from_blob(t.cos.data(), {c.max_position_embeddings, c.head_dim}).clone(),
+          at::from_blob(t.sin.data(), {c.max_position_embeddings, c.head_dim}).clone()};
 }
 
 // x @ w^T in autograd form, computed in `compute` precision: f32, or bf16
@@ -74,17 +69,6 @@ inline at::Tensor rms_norm_rows(const at::Tensor& x, const at::Tensor& w, double
     for (std::int64_t j = 0; j < d; ++j) yp[i * d + j] = row[j] * r * wp[j];
   }
   return y;
-}
-
-// Rotary embedding of one head vector (rotate_half convention):
-// out[j] = x[j] cos[j] - x[j + half] sin[j]; out[j + half] = x[j + half] cos + x[j] sin.
-inline void rope_head(const float* x, const float* cos, const float* sin, std::int64_t hd, float* out) {
-  const auto half = hd / 2;
-  for (std::int64_t j = 0; j < half; ++j) {
-    const float a = x[j], b = x[j + half];
-    out[j] = a * cos[j] - b * sin[j];
-    out[j + half] = b * cos[j + half] + a * sin[j + half];
-  }
 }
 
 // silu(g) * u over gu = [n, 2 f] (gate | up) -> [n, f]. ATen's vectorised

@@ -3,17 +3,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <shared_mutex>
 #include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "checked_tensors.hpp"
-#include "decoder_layer.hpp"
 #include "kernels.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/logit_rows.hpp"
+#include "specdec/cpu/llama_model.hpp"
 #include "specdec/io/safetensors.hpp"
 #include "specdec/io/safetensors_checkpoint.hpp"
 #include "specdec/torch/tensor_interop.hpp"
@@ -27,9 +26,16 @@ std::string layer_name(std::size_t i, const char* leaf) { return fmt::format("mo
 
 }  // namespace
 
-LlamaModel::LlamaModel(io::LlamaConfig config) : config_(std::move(config)) {
+// The training forward rotates with the inference tables' values.
+LlamaModel::LlamaModel(io::LlamaConfig config)
+    : config_(std::move(config)),
+      inference_(std::make_unique<cpu::LlamaModel>(config_, cpu::rope_tables(config_))) {
   std::tie(rope_cos_, rope_sin_) = rope_tables(config_);
 }
+
+LlamaModel::~LlamaModel() = default;
+LlamaModel::LlamaModel(LlamaModel&&) noexcept = default;
+LlamaModel& LlamaModel::operator=(LlamaModel&&) noexcept = default;
 
 LlamaModel LlamaModel::random(const io::LlamaConfig& config, std::uint64_t seed) {
   LlamaModel m(config);
@@ -88,19 +94,38 @@ std::vector<at::Tensor> LlamaModel::parameters() const {
 void LlamaModel::set_requires_grad(bool on) {
   for (auto& t : parameters()) t.requires_grad_(on);
   if (on) {  // weights are about to change: the packed copies would go stale
-    packed_.clear();
-    packed_lm_head_.reset();
+    inference_->drop_weights();
+    full_lm_head_.reset();
   }
 }
 
 void LlamaModel::pack_for_inference() {
   at::NoGradGuard no_grad;
-  packed_.clear();
   const DType t = inference_dtype_;
-  for (const auto& l : layers_)
-    packed_.push_back(PackedLayer{PackedLinear(at::cat({l.wq, l.wk, l.wv}, 0), t), PackedLinear(l.wo, t),
-                                  PackedLinear(at::cat({l.w_gate, l.w_up}, 0), t), PackedLinear(l.w_down, t)});
-  packed_lm_head_ = std::make_unique<PackedLinear>(lm_head_, t);
+  const auto floats = [](const at::Tensor& x) {
+    const at::Tensor c = x.detach().to(at::kFloat).contiguous();
+    return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  };
+  cpu::LlamaWeights w;
+  // The embedding rows are read in place (a tensor that shares them keeps them).
+  auto embedding = std::make_shared<const at::Tensor>(embed_.detach().contiguous());
+  w.embedding =
+      std::span<const float>(embedding->data_ptr<float>(), static_cast<std::size_t>(embedding->numel()));
+  w.embedding_owner = embedding;
+  for (const auto& l : layers_) {
+    cpu::LlamaLayerWeights p;
+    p.qkv = std::make_unique<PackedLinear>(at::cat({l.wq, l.wk, l.wv}, 0), t);
+    p.o = std::make_unique<PackedLinear>(l.wo, t);
+    p.gate_up = std::make_unique<PackedLinear>(at::cat({l.w_gate, l.w_up}, 0), t);
+    p.down = std::make_unique<PackedLinear>(l.w_down, t);
+    p.attn_norm = floats(l.attn_norm);
+    p.mlp_norm = floats(l.mlp_norm);
+    w.layers.push_back(std::move(p));
+  }
+  w.final_norm = floats(final_norm_);
+  full_lm_head_ = std::make_shared<const PackedLinear>(lm_head_, t);
+  w.lm_head = hot_lm_head_ ? std::shared_ptr<const cpu::Linear>(hot_lm_head_) : full_lm_head_;
+  inference_->set_weights(std::move(w));
 }
 
 void LlamaModel::set_inference_dtype(DType dtype) {
@@ -109,8 +134,8 @@ void LlamaModel::set_inference_dtype(DType dtype) {
   const std::lock_guard lock(*pack_mutex_);
   if (dtype == inference_dtype_) return;
   inference_dtype_ = dtype;
-  packed_.clear();  // packed again, in the new precision, by the next forward()
-  packed_lm_head_.reset();
+  inference_->drop_weights();  // packed again, in the new precision, by the next forward()
+  full_lm_head_.reset();
   if (hot_lm_head_) hot_lm_head_ = hot_lm_head_->repacked(lm_head_, dtype);
 }
 
@@ -119,7 +144,10 @@ void LlamaModel::set_hot_lm_head(std::shared_ptr<const HotLmHead> head) {
     throw InvalidArgumentError(fmt::format("LlamaModel::set_hot_lm_head: a head over a vocabulary of {}, the model's "
                                            "is {}",
                                            head->vocab_size(), config_.vocab_size));
+  const std::lock_guard lock(*pack_mutex_);
   hot_lm_head_ = std::move(head);
+  if (inference_->has_weights())
+    inference_->set_lm_head(hot_lm_head_ ? std::shared_ptr<const cpu::Linear>(hot_lm_head_) : full_lm_head_);
 }
 
 std::int64_t LlamaModel::num_parameters() const {
@@ -245,309 +273,32 @@ at::Tensor LlamaModel::forward_train(const at::Tensor& tokens, at::Tensor* hidde
 
 // ---- Model concept -----------------------------------------------------------
 
-// Staging room of a sink + window cache between forwards: a chain or a small
-// tree; a forward with more grows the buffers for itself.
-constexpr std::int64_t kSparseStaging = 64;
-
-std::int64_t LlamaModel::sparse_slots(const CachePolicy& policy) const {
-  return key_capacity(policy.sink + policy.window + kSparseStaging);
-}
-
-LlamaModel::Cache LlamaModel::new_cache(std::int64_t slots) const {
-  const auto& c = config_;
-  Cache cache;
-  cache.slots = slots;
-  // Zeroed by memset: at::zeros would start an OpenMP region (see accept).
-  cache.k = at::empty({c.num_hidden_layers, c.num_key_value_heads, slots * c.head_dim});
-  cache.v = at::empty({c.num_hidden_layers, c.num_key_value_heads, slots, c.head_dim});
-  std::memset(cache.k.data_ptr<float>(), 0, cache.k.numel() * sizeof(float));
-  std::memset(cache.v.data_ptr<float>(), 0, cache.v.numel() * sizeof(float));
-  return cache;
-}
-
-// Slot s of a head sits at the same offset within the head's keys (blocks)
-// and values (rows) whatever the capacity, so each head keeps its first
-// min(old, new) slots in place.
-void LlamaModel::resize_cache(Cache& cache, std::int64_t slots) const {
-  Cache grown = new_cache(slots);
-  const auto heads = config_.num_hidden_layers * config_.num_key_value_heads, hd = config_.head_dim;
-  const auto keep = std::min(cache.slots, slots) * hd;
-  for (std::int64_t h = 0; h < heads; ++h) {
-    std::copy_n(cache.k.data_ptr<float>() + h * cache.slots * hd, keep, grown.k.data_ptr<float>() + h * slots * hd);
-    std::copy_n(cache.v.data_ptr<float>() + h * cache.slots * hd, keep, grown.v.data_ptr<float>() + h * slots * hd);
-  }
-  cache.k = std::move(grown.k);
-  cache.v = std::move(grown.v);
-  cache.slots = slots;
-}
-
 void LlamaModel::open(std::int32_t seq, const CachePolicy& policy) {
-  const bool sparse = policy.kind == CachePolicy::Kind::kSinkWindow;
-  if (sparse && (policy.sink < 0 || policy.window < 1))
-    throw InvalidArgumentError(fmt::format(
-        "LlamaModel::open: sequence {}: a sink + window cache needs sink >= 0 and window >= 1 (got {} and {})", seq,
-        policy.sink, policy.window));
-  if (policy.kind != CachePolicy::Kind::kDense && !sparse)
-    throw UnsupportedError(fmt::format("LlamaModel::open: sequence {}: unknown cache policy", seq));
-  const auto dense_slots = key_capacity(config_.max_position_embeddings);
-  const auto slots = sparse ? std::min(sparse_slots(policy), dense_slots) : dense_slots;
-  const std::unique_lock lock(*caches_mutex_);
-  if (const auto it = caches_.find(seq); it != caches_.end() && it->second.slots != slots)
-    drop_cache(it);  // reopened with another policy
-  auto existing = caches_.find(seq);
-  if (existing == caches_.end()) {
-    // A closed dense sequence's buffers are reused. They need no zeroing:
-    // attention uses only the slots a forward wrote (its last block of keys
-    // reads the block's other slots and drops those lanes; new buffers start
-    // zeroed).
-    if (!sparse && !spare_caches_.empty()) {
-      caches_[seq] = std::move(spare_caches_.back());
-      spare_caches_.pop_back();
-    } else {
-      caches_[seq] = new_cache(slots);
-    }
-    existing = caches_.find(seq);
-  }
-  Cache& cache = existing->second;
-  cache.length = cache.staged = 0;
-  cache.policy = policy;
-  cache.sink_shift = 0;
-  cache.sink_keys.clear();
-  if (sparse && policy.positions == CachePolicy::Positions::kCache)
-    cache.sink_keys.assign(
-        static_cast<std::size_t>(config_.num_hidden_layers * config_.num_key_value_heads * policy.sink * config_.head_dim),
-        0.0f);
+  inference_->open(seq, policy);
 }
-
 void LlamaModel::close(std::int32_t seq) {
-  const std::unique_lock lock(*caches_mutex_);
-  const auto it = caches_.find(seq);
-  if (it == caches_.end()) throw InvalidArgumentError(fmt::format("LlamaModel::close: sequence {} is not open", seq));
-  drop_cache(it);
+  inference_->close(seq);
 }
-
-void LlamaModel::drop_cache(std::unordered_map<std::int32_t, Cache>::iterator it) {
-  if (!it->second.sparse()) spare_caches_.push_back(std::move(it->second));
-  caches_.erase(it);
+std::int64_t LlamaModel::cached_length(std::int32_t seq) const {
+  return inference_->cached_length(seq);
 }
-
-const LlamaModel::Cache& LlamaModel::cache(std::int32_t seq) const {
-  // A reference into the map stays valid while other sequences open and
-  // close; the lock keeps the lookup itself from racing them.
-  const std::shared_lock lock(*caches_mutex_);
-  const auto it = caches_.find(seq);
-  if (it == caches_.end())
-    throw InvalidArgumentError(fmt::format("LlamaModel: sequence {} is not open (open)", seq));
-  return it->second;
-}
-LlamaModel::Cache& LlamaModel::cache(std::int32_t seq) {
-  return const_cast<Cache&>(std::as_const(*this).cache(seq));  // the usual const/non-const pair
-}
-
-std::int64_t LlamaModel::cached_length(std::int32_t seq) const { return cache(seq).length; }
-std::int64_t LlamaModel::cache_slots(std::int32_t seq) const { return cache(seq).slots; }
-
-// Positions::kCache: StreamingLLM's positions within the cache differ from
-// the text's by the number of evicted tokens E, for every query and every
-// key but the sink's (the window is contiguous in the text). RoPE scores
-// depend on position differences only, so rotating the sink's keys by s + E
-// instead of s, with everything else at text positions, scores as the cache
-// positions do.
-void LlamaModel::shift_sink(Cache& cs) const {
-  const auto& pol = cs.policy;
-  if (!cs.sparse() || pol.positions != CachePolicy::Positions::kCache) return;
-  const auto shift = std::max<std::int64_t>(0, cs.length - pol.sink - pol.window);
-  if (shift == cs.sink_shift) return;
-  const auto hd = config_.head_dim, heads = config_.num_hidden_layers * config_.num_key_value_heads;
-  const float* cos = rope_cos_.data_ptr<float>() + shift * hd;
-  const float* sin = rope_sin_.data_ptr<float>() + shift * hd;
-  float key[kMaxHeadDim];
-  for (std::int64_t h = 0; h < heads; ++h) {
-    float* kh = cs.k.data_ptr<float>() + h * cs.slots * hd;
-    for (std::int64_t s = 0; s < std::min(pol.sink, cs.length); ++s) {
-      kernels::rope_head(cs.sink_keys.data() + (h * pol.sink + s) * hd, cos, sin, hd, key);
-      for (std::int64_t e = 0; e < hd; ++e) kh[key_offset(s, e, hd)] = key[e];
-    }
-  }
-  cs.sink_shift = shift;
+std::int64_t LlamaModel::cache_slots(std::int32_t seq) const {
+  return inference_->cache_slots(seq);
 }
 
 void LlamaModel::forward(const ForwardRequest& request) {
-  at::NoGradGuard no_grad;
-  const auto& c = config_;
-  const auto d = c.hidden_size;
-  // Gather every sequence's new tokens: projections and MLPs run as one GEMM,
-  // attention per sequence.
-  std::vector<std::int64_t> positions;
-  std::vector<TokenId> tokens;
-  std::vector<AttentionSpan> spans;
-  // Which staged + new entries each new token may not see (the committed
-  // prefix is always visible), one byte per entry; only for sequences where
-  // some entry is hidden, so decode steps build none.
-  std::vector<std::vector<std::uint8_t>> blocked(request.sequences.size());
-  for (std::size_t si = 0; si < request.sequences.size(); ++si) {
-    const auto& s = request.sequences[si];
-    auto& cache_s = cache(s.seq_id);
-    const auto n = static_cast<std::int64_t>(s.tokens.size());
-    const auto before = s.extend_staged ? cache_s.staged : 0;
-    const auto visible = cache_s.visible();
-    if (static_cast<std::int64_t>(s.positions.size()) != n)
-      throw ShapeError(fmt::format("LlamaModel::forward: sequence {} has {} tokens but {} positions", s.seq_id, n,
-                                   s.positions.size()));
-    if (!s.mask.empty() && (s.mask.size != before + n || s.mask.device.kind != DeviceKind::kCPU))
-      throw ShapeError(fmt::format(
-          "LlamaModel::forward: sequence {} has {} staged and {} new tokens but a {}x{} mask (a host mask is needed)",
-          s.seq_id, before, n, s.mask.size, s.mask.size));
-    if (cache_s.length + before + n > c.max_position_embeddings)
-      throw ShapeError(fmt::format("LlamaModel::forward: sequence {} would hold {} tokens, the context is {}",
-                                   s.seq_id, cache_s.length + before + n, c.max_position_embeddings));
-    if (visible + before + n > cache_s.slots) resize_cache(cache_s, key_capacity(visible + before + n));
-    for (const auto t : s.tokens)
-      if (t < 0 || t >= c.vocab_size)
-        throw ShapeError(fmt::format("LlamaModel: token id {} is outside the vocabulary of {}", t, c.vocab_size));
-    for (const auto p : s.positions)
-      if (p < 0 || p >= c.max_position_embeddings)
-        throw ShapeError(fmt::format("LlamaModel::forward: position {} is outside [0, {})", p,
-                                     c.max_position_embeddings));
-    AttentionSpan span;
-    span.first_row = static_cast<std::int64_t>(tokens.size());
-    span.rows = n;
-    span.capacity = cache_s.slots;
-    span.prefix = visible + before;
-    span.masked_from = visible;
-    if (!s.mask.empty()) {
-      const auto cols = before + n;
-      std::vector<std::uint8_t> hidden(static_cast<std::size_t>(n * cols), 0);
-      bool any = false;
-      for (std::int64_t i = 0; i < n; ++i)
-        for (std::int64_t j = 0; j < cols; ++j) {
-          const bool h = !s.mask.test(static_cast<std::int32_t>(before + i), static_cast<std::int32_t>(j));
-          hidden[static_cast<std::size_t>(i * cols + j)] = h;
-          any |= h;
-        }
-      if (any) blocked[si] = std::move(hidden);
-    }
-    span.blocked = blocked[si].empty() ? nullptr : blocked[si].data();
-    spans.push_back(span);
-    tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
-    positions.insert(positions.end(), s.positions.begin(), s.positions.end());
-  }
-  const auto total = static_cast<std::int64_t>(tokens.size());
-  // The outputs are checked before anything is staged.
-  float* logits_out =
-      request.logits.empty() ? nullptr : host_output(request.logits, total, c.vocab_size, "LlamaModel::forward (logits)");
-  const auto num_layers = static_cast<std::int32_t>(layers_.size());
-  const auto hidden_layers = request.hidden_layers;
-  if (!request.hidden.empty() &&
-      (request.hidden_layer >= num_layers || request.hidden_layer < -1 || hidden_layers < 1 ||
-       (request.hidden_layer == -1 ? hidden_layers != 1 : request.hidden_layer + hidden_layers > num_layers)))
-    throw InvalidArgumentError(fmt::format("LlamaModel::forward: {} hidden layer(s) from layer {} of a {}-layer model",
-                                           hidden_layers, request.hidden_layer, layers_.size()));
-  float* hidden_out = request.hidden.empty() ? nullptr
-                                             : host_output(request.hidden, total, hidden_layers * c.hidden_size,
-                                                           "LlamaModel::forward (hidden)");
   {
     const std::lock_guard lock(*pack_mutex_);
-    if (packed_.empty()) pack_for_inference();
+    if (!inference_->has_weights()) pack_for_inference();
   }
-  // The residual stream, [total, d], starting from the token embeddings.
-  std::vector<float> x(static_cast<std::size_t>(total * d));
-  const float* embed = embed_.data_ptr<float>();
-  for (std::int64_t i = 0; i < total; ++i)
-    std::copy_n(embed + static_cast<std::int64_t>(tokens[static_cast<std::size_t>(i)]) * d, d, x.data() + i * d);
-  const DecoderShape shape{d, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.intermediate_size,
-                           static_cast<float>(c.rms_norm_eps)};
-  std::vector<float> layer_hidden;
-  for (const auto& s : request.sequences) shift_sink(cache(s.seq_id));
-  for (std::size_t li = 0; li < layers_.size(); ++li) {
-    const auto& l = layers_[li];
-    const auto& p = packed_[li];
-    for (std::size_t si = 0; si < spans.size(); ++si) {  // this layer's slice of each cache
-      auto& cs = cache(request.sequences[si].seq_id);
-      const auto layer_entries = static_cast<std::int64_t>(li) * c.num_key_value_heads * c.head_dim * cs.slots;
-      spans[si].k = cs.k.data_ptr<float>() + layer_entries;
-      spans[si].v = cs.v.data_ptr<float>() + layer_entries;
-    }
-    const DecoderLayerWeights w{&p.qkv, &p.o, &p.gate_up, &p.down, l.attn_norm.data_ptr<float>(),
-                                l.mlp_norm.data_ptr<float>()};
-    decoder_layer_forward(w, shape, x.data(), total, positions, rope_cos_.data_ptr<float>(),
-                          rope_sin_.data_ptr<float>(), spans);
-    // Layer outputs side by side per row: layer hidden_layer + j at column j * d.
-    const auto j = static_cast<std::int32_t>(li) - request.hidden_layer;
-    if (hidden_out != nullptr && request.hidden_layer >= 0 && j >= 0 && j < hidden_layers) {
-      if (layer_hidden.empty()) layer_hidden.resize(static_cast<std::size_t>(total * d * hidden_layers));
-      for (std::int64_t r = 0; r < total; ++r)
-        std::copy_n(x.data() + r * d, d, layer_hidden.data() + (r * hidden_layers + j) * d);
-    }
-  }
-  for (std::size_t si = 0; si < spans.size(); ++si)
-    cache(request.sequences[si].seq_id).staged = spans[si].prefix - spans[si].masked_from + spans[si].rows;
-  if (logits_out == nullptr && hidden_out == nullptr) return;  // a prefill fills the cache only
-  rms_norm(x.data(), total, d, final_norm_.data_ptr<float>(), static_cast<float>(c.rms_norm_eps), x.data());
-  if (logits_out != nullptr) {
-    if (hot_lm_head_)
-      hot_lm_head_->forward(x.data(), total, logits_out);
-    else
-      packed_lm_head_->forward(x.data(), total, logits_out);
-  }
-  if (hidden_out != nullptr)
-    std::copy_n(request.hidden_layer == -1 ? x.data() : layer_hidden.data(), total * d * hidden_layers, hidden_out);
+  inference_->forward(request);
 }
 
 void LlamaModel::accept(std::int32_t seq, std::span<const std::int32_t> path) {
-  auto& cs = cache(seq);
-  const auto n = static_cast<std::int64_t>(path.size());
-  for (std::int64_t i = 0; i < n; ++i) {
-    const auto p = path[static_cast<std::size_t>(i)];
-    if (p < 0 || p >= cs.staged || (i > 0 && p <= path[static_cast<std::size_t>(i - 1)]))
-      throw InvalidArgumentError(fmt::format(
-          "LlamaModel::accept: path entry {} = {} must be increasing and within the {} staged tokens", i, p,
-          cs.staged));
-  }
-  // Kept token i (text index t = length + i) moves from its staged slot,
-  // visible + path[i], to slot_of(t). A dense cache moves it down (to <= its
-  // source, in increasing i, so no source is overwritten before it is read);
-  // a sink + window cache also writes slots below `visible`, over the tokens
-  // it evicts, and skips the kept tokens that the later ones evict at once.
-  // Plain loops, not ATen ops: those would start OpenMP regions whose
-  // spinning threads take cores from the forward's team (threads.hpp).
-  const auto& c = config_;
-  const auto hd = c.head_dim, visible = cs.visible(), end = cs.length + n;
-  const auto& pol = cs.policy;
-  const auto kept = [&](std::int64_t t) { return !cs.sparse() || t < pol.sink || t >= end - pol.window; };
-  float* k = cs.k.data_ptr<float>();
-  float* v = cs.v.data_ptr<float>();
-  for (std::int64_t head = 0; head < c.num_hidden_layers * c.num_key_value_heads; ++head) {
-    float* kh = k + head * cs.slots * hd;  // keys in blocks (decoder_layer.hpp)
-    float* vh = v + head * cs.slots * hd;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const auto t = cs.length + i;
-      if (!kept(t)) continue;
-      const auto from = visible + path[static_cast<std::size_t>(i)], to = cs.slot_of(t);
-      if (t < pol.sink && !cs.sink_keys.empty())  // rotated at its own position: shift_sink's source
-        for (std::int64_t e = 0; e < hd; ++e)
-          cs.sink_keys[static_cast<std::size_t>((head * pol.sink + t) * hd + e)] = kh[key_offset(from, e, hd)];
-      if (from == to) continue;
-      for (std::int64_t e = 0; e < hd; ++e) kh[key_offset(to, e, hd)] = kh[key_offset(from, e, hd)];
-      std::copy_n(vh + from * hd, hd, vh + to * hd);
-    }
-  }
-  cs.length = end;
-  cs.staged = 0;
-  if (cs.sparse() && cs.slots > sparse_slots(pol)) resize_cache(cs, sparse_slots(pol));  // after a prompt
+  inference_->accept(seq, path);
 }
-
 void LlamaModel::rollback(std::int32_t seq, std::int64_t length) {
-  auto& cs = cache(seq);
-  if (length < 0 || length > cs.length)
-    throw InvalidArgumentError(fmt::format("LlamaModel::rollback: length {} is outside [0, {}]", length, cs.length));
-  if (cs.sparse() && length < cs.length && cs.length > cs.policy.sink + cs.policy.window)
-    throw InvalidArgumentError(fmt::format(
-        "LlamaModel::rollback: sequence {} keeps a sink of {} and a window of {} tokens and has evicted {} of its "
-        "{}; it cannot roll back to {}",
-        seq, cs.policy.sink, cs.policy.window, cs.length - cs.policy.sink - cs.policy.window, cs.length, length));
-  cs.length = length;
-  cs.staged = 0;
+  inference_->rollback(seq, length);
 }
 
 }  // namespace specdec::torch_backend

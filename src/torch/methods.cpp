@@ -9,6 +9,10 @@
 #include <fmt/format.h>
 
 #include "specdec/core/error.hpp"
+#include "specdec/cpu/llama_model.hpp"
+#include "specdec/cpu/row_linear.hpp"
+#include "specdec/cpu/threads.hpp"
+#include "specdec/methods/duo.hpp"
 #include "specdec/methods/eagle.hpp"
 #include "specdec/methods/eagle3.hpp"
 #include "specdec/methods/lyanna.hpp"
@@ -19,7 +23,6 @@
 #include "specdec/torch/draft_head.hpp"
 #include "specdec/torch/hot_lm_head.hpp"
 #include "specdec/torch/spire_draft.hpp"
-#include "specdec/torch/threads.hpp"
 
 namespace specdec::torch_backend {
 namespace {
@@ -73,7 +76,14 @@ MethodHooks<LlamaModel> hooks() {
   // in the process was 1.5-2x slower.)
   h.thread_setup = [](int threads) {
     at::set_num_threads(threads);
-    set_forward_threads(threads);
+    cpu::set_forward_threads(threads);
+  };
+  // duo:host_draft=DIR: the draft on cpu::LlamaModel (the torch-free host
+  // model a device target drafts with), in the target's precision.
+  h.host_draft_duo = [](const MethodContext& c, const std::filesystem::path& dir) {
+    auto draft = std::make_shared<cpu::LlamaModel>(
+        cpu::LlamaModel::load(dir, cpu::RowLinear::runnable(c.target.inference_dtype())));
+    return methods::duo_decoder(c, *draft, draft);
   };
   h.draft_params = {hot_param()};
   h.around_draft = [](const MethodContext& c) -> std::function<void(const std::function<void()>&)> {

@@ -1,6 +1,6 @@
-// PackedLinear on specdec's row kernel (row_gemm.hpp: f32 on AVX-512F or
-// AVX2 with FMA, bf16 on AVX512_BF16), and on oneDNN's matmul primitive
-// elsewhere. Why the row kernel comes first: row_gemm.hpp. The oneDNN notes
+// PackedLinear on specdec's row kernel (cpu::RowLinear over src/cpu/row_gemm.hpp:
+// f32 on AVX-512F or AVX2 with FMA, bf16 on AVX512_BF16), and on oneDNN's
+// matmul primitive elsewhere. Why the row kernel comes first: row_gemm.hpp. The oneDNN notes
 // below hold for the oneDNN path.
 //
 // Design (measured on this repository's 2-core AVX-512 machine, oneDNN 2.6.3,
@@ -62,12 +62,13 @@
 #include <utility>
 #include <vector>
 
-#include "row_gemm.hpp"
-#include "thread_buffer.hpp"
 #include "specdec/core/error.hpp"
+#include "specdec/cpu/row_linear.hpp"
 #include "specdec/io/float_convert.hpp"
+#include "thread_buffer.hpp"
 
 namespace specdec::torch_backend {
+using cpu::thread_buffer;
 namespace {
 
 using dnnl::memory;
@@ -128,7 +129,7 @@ struct PackedLinear::Impl {
   std::int64_t in = 0;
   std::int64_t out = 0;
   DType storage = DType::kF32;
-  std::optional<row_gemm::PackedWeights> row_kernel;  // set: specdec's row kernel computes every call
+  std::optional<cpu::RowLinear> row_kernel;  // set: specdec's row kernel computes every call
   memory::desc weights_md;  // the packed layout shared by every m
   memory weights;           // packed weights (owned by oneDNN)
   // [add][threads - 1][m - 1]: oneDNN fixes a primitive's thread count when
@@ -215,20 +216,15 @@ struct PackedLinear::Impl {
                             "PackedLinear: could not execute the matmul primitive");
   }
 
-  // The calling thread's buffer for m input rows of the row kernel, in its
-  // format (f32, or bf16 pairs).
-  void* staging(std::int64_t m) const {
-    const auto n = m * row_kernel->in_padded();
-    if (row_kernel->format() == row_gemm::Format::kF32) return thread_buffer<StagingTag, float>(n);
-    return bf16_staging(static_cast<std::size_t>(n));
-  }
-
   void run_source(RowSource rows, std::int64_t m, float* y, bool add, const char* what) {
     if (m <= 0) throw InvalidArgumentError(fmt::format("PackedLinear::{}: m must be >= 1, got {}", what, m));
     if (rows.fill == nullptr || y == nullptr)
       throw InvalidArgumentError(fmt::format("PackedLinear::{}: null row source or output pointer", what));
-    if (row_kernel) {  // no shared state: the staging buffer is the thread's own
-      row_kernel->multiply_rows(rows.fill, rows.context, m, staging(m), y, add);
+    if (row_kernel) {
+      if (add)
+        row_kernel->forward_add(rows, m, y);
+      else
+        row_kernel->forward(rows, m, y);
       return;
     }
     float* filled = thread_buffer<FilledTag>(m * in);
@@ -240,15 +236,11 @@ struct PackedLinear::Impl {
     if (m <= 0) throw InvalidArgumentError(fmt::format("PackedLinear::{}: m must be >= 1, got {}", what, m));
     if (x == nullptr || y == nullptr)
       throw InvalidArgumentError(fmt::format("PackedLinear::{}: null input or output pointer", what));
-    if (row_kernel) {  // no shared state: the staging buffer is the thread's own
-      if (row_kernel->format() == row_gemm::Format::kF32) {
-        row_kernel->multiply(x, m, y, add);
-        return;
-      }
-      const auto stride = row_kernel->in_padded();
-      auto* staged = static_cast<std::uint16_t*>(staging(m));
-      row_gemm::round_rows(x, m, in, stride, staged);
-      row_kernel->multiply(staged, m, y, add);
+    if (row_kernel) {
+      if (add)
+        row_kernel->forward_add(x, m, y);
+      else
+        row_kernel->forward(x, m, y);
       return;
     }
     const std::lock_guard<std::mutex> lock(mutex);
@@ -282,10 +274,9 @@ PackedLinear::PackedLinear(const at::Tensor& weight, DType storage, Kernel kerne
   impl->out = weight.size(0);
   impl->in = weight.size(1);
   impl->storage = storage;
-  const auto format = storage == DType::kF32 ? row_gemm::Format::kF32 : row_gemm::Format::kBf16;
-  if (kernel == Kernel::kAuto && row_gemm::available(format)) {
+  if (kernel == Kernel::kAuto && cpu::RowLinear::available(storage)) {
     const at::Tensor w = weight.detach().to(at::kCPU).contiguous();
-    impl->row_kernel.emplace(w.data_ptr<float>(), impl->out, impl->in, format);
+    impl->row_kernel.emplace(w.data_ptr<float>(), impl->out, impl->in, storage);
     impl_ = std::move(impl);
     return;
   }
@@ -361,7 +352,7 @@ at::Tensor PackedLinear::operator()(const at::Tensor& x) const {
 std::string PackedLinear::implementation(std::int64_t m) const {
   if (!impl_) throw InvalidArgumentError("PackedLinear: the object was moved from");
   if (m <= 0) throw InvalidArgumentError(fmt::format("PackedLinear::implementation: m must be >= 1, got {}", m));
-  if (impl_->row_kernel) return std::string("specdec:") + row_gemm::isa_name(impl_->row_kernel->format());
+  if (impl_->row_kernel) return std::string("specdec:") + cpu::RowLinear::isa_name(impl_->storage);
   const std::lock_guard<std::mutex> lock(impl_->mutex);
   try {
     return impl_->entry(std::min(m, kMaxRows), /*add=*/false).implementation;
@@ -372,7 +363,7 @@ std::string PackedLinear::implementation(std::int64_t m) const {
 
 bool PackedLinear::native_bf16() {
   static const bool native = [] {
-    if (row_gemm::available(row_gemm::Format::kBf16)) return true;
+    if (cpu::RowLinear::available(DType::kBF16)) return true;
     try {
       const memory::desc src({1, 64}, DataType::bf16, Tag::ab), dst({1, 64}, DataType::f32, Tag::ab);
       const memory::desc weights({64, 64}, DataType::bf16, Tag::any);

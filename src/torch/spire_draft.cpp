@@ -20,6 +20,14 @@
 
 namespace specdec::torch_backend {
 using namespace kernels;
+using cpu::AttentionSpan;
+using cpu::decoder_layer_forward;
+using cpu::DecoderLayerWeights;
+using cpu::DecoderShape;
+using cpu::key_capacity;
+using cpu::parallel_for;
+using cpu::rms_norm;
+using cpu::rope_head;
 
 namespace {
 

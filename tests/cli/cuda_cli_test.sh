@@ -2,7 +2,8 @@
 # The command line on a GPU, on the default models in models/:
 #  - `specdec generate --device cuda`, for methods whose verification runs on
 #    the device (chain, a dynamic tree, n-gram) and one that verifies on the
-#    host (DuoDecoding): greedy speculation prints exactly the text of greedy
+#    host (DuoDecoding, its draft on the GPU or on the host cores with
+#    host_draft=): greedy speculation prints exactly the text of greedy
 #    autoregressive decoding on the GPU ("outputs identical"), the weights on
 #    the device;
 #  - `specdec bench --device cuda --check`, batch 1 and 4: every greedy output
@@ -22,7 +23,7 @@ skip_without_device() {  # rc output
     exit 0
   fi
 }
-for method in chain:k=4 dynamic ngram duo; do
+for method in chain:k=4 dynamic ngram duo duo:host_draft=models/draft; do
   out=$("$specdec" generate --device cuda --method "$method" --prompt "And God said unto Moses" \
         --max-new-tokens 48 2>&1)
   rc=$?

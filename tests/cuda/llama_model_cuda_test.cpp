@@ -27,10 +27,14 @@
 #include "specdec/tree/chain_builder.hpp"
 #include "specdec/tree/dynamic_tree_builder.hpp"
 #include "support/catch.hpp"
+#include "support/llama_checks.hpp"
 #include "support/reference_llama.hpp"
 
 namespace sd = specdec;
 using sd::TokenId;
+using sd::testing::check_row;
+using sd::testing::positions_from;
+using sd::testing::run;
 
 static_assert(sd::Model<sd::cuda::LlamaModel>);
 
@@ -49,38 +53,6 @@ Pair make_pair(bool tied, sd::DType weights, const char* dir_name) {
   std::filesystem::remove_all(dir);
   ref.save(dir);
   return {std::move(ref), sd::cuda::LlamaModel::load(dir, weights)};
-}
-
-// One sequence's forward of `tokens` at `positions` (a causal chain, or
-// `mask`), host logits.
-std::vector<float> run(sd::cuda::LlamaModel& m, std::int32_t seq, const std::vector<TokenId>& tokens,
-                       const std::vector<std::int64_t>& positions, sd::PackedMask mask = {},
-                       bool extend = false) {
-  std::vector<float> logits(tokens.size() * static_cast<std::size_t>(m.vocab_size()));
-  const std::vector<sd::SequenceInput> seqs = {{seq, tokens, positions, mask, extend}};
-  m.forward({seqs,
-             sd::TensorView(logits.data(), sd::DType::kF32,
-                            {static_cast<std::int64_t>(tokens.size()), m.vocab_size()}),
-             {},
-             -1});
-  return logits;
-}
-
-std::vector<std::int64_t> positions_from(std::int64_t first, std::size_t n) {
-  std::vector<std::int64_t> p(n);
-  for (std::size_t i = 0; i < n; ++i) p[i] = first + static_cast<std::int64_t>(i);
-  return p;
-}
-
-// Row `row` of `logits` against the reference's logits after `context`.
-void check_row(const std::vector<float>& logits, std::size_t row, const sd::testing::ReferenceLlama& ref,
-               const std::vector<TokenId>& context, double tolerance) {
-  const auto want = ref.last_logits(context);
-  double worst = 0.0;
-  for (std::size_t i = 0; i < want.size(); ++i)
-    worst = std::max(worst, std::abs(static_cast<double>(logits[row * want.size() + i]) - want[i]));
-  INFO("context of " << context.size() << " tokens, row " << row);
-  CHECK(worst < tolerance);
 }
 
 }  // namespace

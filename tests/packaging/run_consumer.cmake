@@ -2,8 +2,8 @@
 # (relocatable), then configure, build and run the consumer project in
 # CONSUMER_SOURCE_DIR against that prefix alone, once per component set:
 #   - no COMPONENTS (every installed component);
-#   - core and io, with libtorch, oneDNN, OpenMP and CUDA made unfindable: a
-#     core-only consumer needs none of them;
+#   - core and io, and cpu, with libtorch, oneDNN, OpenMP and CUDA made
+#     unfindable: neither needs any of them;
 #   - torch, and cuda, when the installed build has them;
 #   - a component that does not exist, which must fail with its name;
 # and, when the build has the Python package, `import specdec` from there
@@ -53,6 +53,7 @@ endfunction()
 
 consumer(all "" core)
 consumer(core-io "core;io" io ${no_backends})
+consumer(cpu "cpu" cpu ${no_backends})
 if(HAS_TORCH)
   consumer(torch "torch" torch)
 endif()

@@ -8,15 +8,15 @@
 #include <cstdint>
 #include <thread>
 
-#include "specdec/torch/threads.hpp"
+#include "specdec/cpu/threads.hpp"
 #include "thread_team.hpp"
 
 namespace specdec::test {
 
 // Sets the calling thread's forward thread count for a scope.
 struct ForwardThreads {
-  explicit ForwardThreads(int n) { torch_backend::set_forward_threads(n); }
-  ~ForwardThreads() { torch_backend::set_forward_threads(0); }
+  explicit ForwardThreads(int n) { cpu::set_forward_threads(n); }
+  ~ForwardThreads() { cpu::set_forward_threads(0); }
 };
 
 inline void spin_for(std::chrono::microseconds d) {
@@ -33,7 +33,7 @@ inline bool helpers_take_items() {
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < give_up) {
     std::atomic<bool> off{false};
-    torch_backend::parallel_for(16, [&](std::int64_t) {
+    cpu::parallel_for(16, [&](std::int64_t) {
       spin_for(std::chrono::microseconds(50));
       if (std::this_thread::get_id() != caller) off = true;
     });

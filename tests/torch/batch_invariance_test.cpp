@@ -14,10 +14,10 @@
 
 #include "decoder_layer.hpp"
 #include "specdec/core/draft_tree.hpp"
+#include "specdec/cpu/threads.hpp"
 #include "specdec/torch/llama_model.hpp"
 #include "specdec/torch/packed_linear.hpp"
 #include "specdec/torch/tensor_interop.hpp"
-#include "specdec/torch/threads.hpp"
 #include "support/catch.hpp"
 
 namespace sd = specdec;
@@ -168,7 +168,7 @@ std::int64_t differing_rows(tb::LlamaModel& m, int scenarios, std::uint32_t seed
   restore_text(0);
   std::int64_t differ = 0;
   for (int s = 0; s < scenarios; ++s) {
-    tb::set_forward_threads(1 + static_cast<int>(rng() % 2));
+    sd::cpu::set_forward_threads(1 + static_cast<int>(rng() % 2));
     const auto parts = 1 + static_cast<int>(rng() % 3);
     std::vector<Part> ps(static_cast<std::size_t>(parts));
     std::vector<sd::SequenceInput> inputs;
@@ -218,7 +218,7 @@ std::int64_t differing_rows(tb::LlamaModel& m, int scenarios, std::uint32_t seed
       }
     }
   }
-  tb::set_forward_threads(0);
+  sd::cpu::set_forward_threads(0);
   m.close(kRef);
   return differ;
 }
@@ -247,9 +247,9 @@ TEST_CASE("The property test catches a path that changes a reduction's order (mu
   // 27: a tree node's ancestors then fall in other blocks of 16 keys than in
   // the one-token step, and its rows differ in the last bits.
   auto m = tb::LlamaModel::random(config(0), 40);
-  tb::set_attention_sum_by_slot_for_testing(true);
+  sd::cpu::set_attention_sum_by_slot_for_testing(true);
   const auto differ = differing_rows(m, 30, 1000);
-  tb::set_attention_sum_by_slot_for_testing(false);
+  sd::cpu::set_attention_sum_by_slot_for_testing(false);
   CHECK(differ > 0);
   CHECK(differing_rows(m, 30, 1000) == 0);  // the same scenarios, the fixed order
 }

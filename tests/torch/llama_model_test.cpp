@@ -10,8 +10,9 @@
 
 #include "specdec/core/draft_tree.hpp"
 #include "specdec/core/error.hpp"
+#include "specdec/cpu/llama_model.hpp"
+#include "specdec/cpu/threads.hpp"
 #include "specdec/torch/llama_model.hpp"
-#include "specdec/torch/threads.hpp"
 #include "specdec/torch/tensor_interop.hpp"
 #include "support/catch.hpp"
 
@@ -339,7 +340,7 @@ TEST_CASE("Every row of a forward is bit-identical to the same token decoded alo
   // two it splits the kv heads.
   const auto kv_heads = GENERATE(1, 2);
   INFO(sd::dtype_name(dtype) << ", " << kv_heads << " kv heads");
-  tb::set_forward_threads(2);
+  sd::cpu::set_forward_threads(2);
   auto cfg = tiny_config(true, kv_heads);
   cfg.hidden_size = 128;  // head_dim 16: the register-blocked attention path
   cfg.num_attention_heads = 8;
@@ -388,7 +389,7 @@ TEST_CASE("Every row of a forward is bit-identical to the same token decoded alo
     CHECK(rel_diff(all_alone, ref) > 1e-4);
     CHECK(rel_diff(all_alone, ref) < 5e-2);
   }
-  tb::set_forward_threads(0);
+  sd::cpu::set_forward_threads(0);
 }
 
 TEST_CASE("set_inference_dtype takes f32 and bf16 only, and switching repacks", "[torch][model][bf16]") {
@@ -440,4 +441,39 @@ TEST_CASE("A context that is no multiple of 16 fills to its last slot and matche
     CHECK(rel_diff(at::cat(rows, 0), ref) < (dtype == sd::DType::kF32 ? 1e-5 : 5e-2));
     CHECK_THROWS_AS(run(m, 0, {1}, {37}, nullptr), sd::ShapeError);  // full
   }
+}
+
+TEST_CASE("cpu::LlamaModel loaded from a checkpoint gives the libtorch model's logits bit for bit",
+          "[torch][model]") {
+  const auto dir = std::filesystem::temp_directory_path() / "specdec_llama_model_cpu_twin";
+  std::filesystem::remove_all(dir);
+  for (const bool tied : {false, true}) {
+    tb::LlamaModel::random(tiny_config(tied, 2), 23).save(dir, sd::DType::kF32);
+    auto torch_model = tb::LlamaModel::load(dir);
+    auto cpu_model = sd::cpu::LlamaModel::load(dir);
+    const std::vector<sd::TokenId> text{3, 1, 4, 1, 5, 9, 2, 6}, chain{5, 3, 5};
+    torch_model.open(0);
+    cpu_model.open(0);
+    const std::vector<std::int64_t> prompt_positions{0, 1, 2, 3, 4, 5, 6, 7}, chain_positions{8, 9, 10};
+    const sd::SequenceInput prompt{0, text, prompt_positions};
+    const auto want = forward_logits(torch_model, std::span(&prompt, 1));
+    auto got = at::empty_like(want);
+    sd::ForwardRequest request{std::span(&prompt, 1)};
+    request.logits = tb::view_of(got);
+    cpu_model.forward(request);
+    INFO("tied " << tied);
+    CHECK(at::equal(got, want));
+    // After accept, a verification of three tokens.
+    const std::vector<std::int32_t> all{0, 1, 2, 3, 4, 5, 6, 7};
+    torch_model.accept(0, all);
+    cpu_model.accept(0, all);
+    const sd::SequenceInput step{0, chain, chain_positions};
+    const auto want2 = forward_logits(torch_model, std::span(&step, 1));
+    auto got2 = at::empty_like(want2);
+    sd::ForwardRequest request2{std::span(&step, 1)};
+    request2.logits = tb::view_of(got2);
+    cpu_model.forward(request2);
+    CHECK(at::equal(got2, want2));
+  }
+  std::filesystem::remove_all(dir);
 }

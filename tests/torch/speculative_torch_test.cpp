@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "specdec/accept/greedy.hpp"
+#include "specdec/cpu/threads.hpp"
 #include "specdec/draft/eagle_head_drafter.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/engine/autoregressive_decoder.hpp"
@@ -28,7 +29,6 @@
 #include "specdec/torch/llama_model.hpp"
 #include "specdec/torch/methods.hpp"
 #include "specdec/torch/spire_draft.hpp"
-#include "specdec/torch/threads.hpp"
 #include "specdec/tree/chain_builder.hpp"
 #include "specdec/tree/dynamic_tree_builder.hpp"
 #include "specdec/verify/model_verifier.hpp"
@@ -147,7 +147,7 @@ TEST_CASE("Two host threads decode over one shared target and draft as greedy de
   };
   const auto length_of = [](std::int32_t id) { return std::int64_t{8} + id % 17; };
   const auto serve = [&](std::int32_t first, std::map<std::int32_t, std::vector<sd::TokenId>>& out) {
-    tb::set_forward_threads(1);  // the two threads share the cores
+    sd::cpu::set_forward_threads(1);  // the two threads share the cores
     auto chain = tb::make_method(tb::parse_method("chain:k=3"), target, &draft, sd::SamplingParams{0.0f});
     std::int32_t next = first;
     std::vector<std::int32_t> live;
@@ -604,5 +604,40 @@ TEST_CASE("Every method stops cleanly when the context is full, keeping every to
     CHECK(out.tokens == reference);
     CHECK(out.stop_reason == sd::StopReason::kContextLimit);
     CHECK(out.stats.stop_reason == sd::StopReason::kContextLimit);
+  }
+}
+
+TEST_CASE("duo:host_draft= drafts on cpu::LlamaModel: the tokens of duo with the libtorch draft",
+          "[torch][engine]") {
+  for (const auto dtype : inference_dtypes()) {
+    INFO(sd::dtype_name(dtype));
+    auto [target, draft] = random_target_and_draft(dtype);
+    const auto dir = std::filesystem::temp_directory_path() / "specdec_duo_host_draft";
+    draft.save(dir, sd::DType::kF32);
+    const std::vector<sd::TokenId> prompt{7, 3, 9, 3, 7, 3, 9};
+    const auto reference = greedy(target, prompt, 24);
+    for (const std::string options : {"", ":concurrent=0", ":seqs=2"}) {
+      const std::string plain = "duo:gamma=3" + options, hosted = plain + ":host_draft=" + dir.string();
+      INFO(hosted);
+      sd::GenerationOptions o;
+      o.max_new_tokens = 24;
+      CHECK(tb::make_method(tb::parse_method(hosted), target, &draft, sd::SamplingParams{0.0f})
+                .generate(prompt, o)
+                .tokens == reference);
+      // Sampled, seeded: the host draft's rows are the libtorch draft's bits,
+      // so the same draws come out.
+      o.sampling = sd::SamplingParams{1.0f};
+      o.sampling.seed = 17;
+      auto a = tb::make_method(tb::parse_method(plain), target, &draft, o.sampling);
+      auto b = tb::make_method(tb::parse_method(hosted), target, &draft, o.sampling);
+      CHECK(b.generate(prompt, o).tokens == a.generate(prompt, o).tokens);
+    }
+    // A draft of another vocabulary is refused by name.
+    auto other = st::tiny_decoding_config(1, 16);
+    other.vocab_size = 50;
+    tb::LlamaModel::random(other, 4).save(dir / "other", sd::DType::kF32);
+    CHECK_THROWS_WITH(tb::make_method(tb::parse_method("duo:host_draft=" + (dir / "other").string()), target,
+                                      &draft, sd::SamplingParams{0.0f}),
+                      Catch::Matchers::Contains("vocabulary"));
   }
 }

@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
+#include "specdec/cpu/threads.hpp"
 #include "specdec/torch/packed_linear.hpp"
-#include "specdec/torch/threads.hpp"
 #include "support/catch.hpp"
 #include "support/team_support.hpp"
 

@@ -4,11 +4,14 @@
 // measured at start-up unless given) and dynamic multi-sequence drafting
 // (MultiSequenceBuilder).
 //
-// The paper puts the target on a GPU and the draft on the CPU. On one CPU
-// both run here: the target on target_threads cores (a thread of its own and
-// the backend's team), the draft on the next draft_threads cores (a
-// DraftWorker), each pinned there. The backend's MethodHooks::thread_setup
-// runs first on each of the two threads.
+// The paper puts the target on a GPU and the draft on the CPU (§3.1). With
+// host_draft=DIR the draft is a host model of DIR (MethodHooks::host_draft_duo:
+// cpu::LlamaModel beside a CUDA or libtorch target), else a model of the
+// target's kind. On one CPU both run on cores of their own: the target on
+// target_threads cores (a thread of its own and the backend's team), the
+// draft on the next draft_threads cores (a DraftWorker), each pinned there.
+// The backend's MethodHooks::thread_setup runs first on each of the two
+// threads.
 #pragma once
 
 #include <cstdio>
@@ -62,26 +65,32 @@ struct DuoSplit {
 // first thing, by the backend's thread_setup. Every call into the engine
 // (begin, step, a whole generation) runs on the target's thread while the
 // caller waits, and so does the token callback.
-template <class M, class Rule>
+// The target is an M, the draft a D: a model of the target's kind, or a host
+// model beside a device target. `owned` keeps a draft the method loaded.
+template <class M, class D, class Rule>
 class DuoParts {
  public:
-  using Timed = TimedModel<M>;
-  using Drafter = ModelDrafter<Timed>;
-  using Engine = SpeculativeEngine<Drafter, MultiSequenceBuilder, ModelVerifier<Timed>, Rule, HardwareBudget,
+  using Target = TimedModel<M>;
+  using Draft = TimedModel<D>;
+  using Drafter = ModelDrafter<Draft>;
+  using Engine = SpeculativeEngine<Drafter, MultiSequenceBuilder, ModelVerifier<Target>, Rule, HardwareBudget,
                                    SelectAll, LaggedTail>;
   using Slot = RequestSlot<Engine, Drafter, HardwareBudget>;
 
-  DuoParts(const MethodContext<M>& c, DuoSplit s, Rule rule)
-      : split_(std::move(s)),
+  DuoParts(const MethodContext<M>& c, D& draft, std::shared_ptr<D> owned, DuoSplit s, Rule rule)
+      : owned_(std::move(owned)),
+        split_(std::move(s)),
         target_thread_(thread_on(c, split_.target_cpus, split_.target_threads)),
-        worker_(c.config.flag("concurrent") ? thread_on(c, split_.draft_cpus, split_.draft_threads) : nullptr),
+        worker_(c.config.flag("concurrent") ? thread_on(c, split_.draft_cpus, split_.draft_threads)
+                                            : nullptr),
         target_(c.target),
-        draft_(*c.draft),
+        draft_(draft),
         verifier_(target_),
-        policy_(budget_of(c)),
+        policy_(budget_of(c, draft)),
         // continuations drawn for a sampled request, top-1 for a greedy one
-        engine_(MultiSequenceBuilder(MultiSequenceOptions{c.config.int32("max_seqs"), c.config.int32("seqs")}),
-                verifier_, std::move(rule)) {
+        engine_(
+            MultiSequenceBuilder(MultiSequenceOptions{c.config.int32("max_seqs"), c.config.int32("seqs")}),
+            verifier_, std::move(rule)) {
     engine_.set_target_clock(&target_.clock());
     engine_.set_draft_worker(worker_.get());
   }
@@ -104,10 +113,10 @@ class DuoParts {
   }
 
   // gamma= or the cost coefficient measured now, on the split it will run on.
-  std::int32_t budget_of(const MethodContext<M>& c) {
+  std::int32_t budget_of(const MethodContext<M>& c, D& draft) {
     if (const auto gamma = c.config.int32("gamma"); gamma > 0) return gamma;
     CostCoefficient cost;
-    target_thread_->submit([&] { cost = measure_cost_coefficient(c.target, *c.draft, worker_.get()); });
+    target_thread_->submit([&] { cost = measure_cost_coefficient(c.target, draft, worker_.get()); });
     target_thread_->wait();
     fmt::print(stderr,
                "duo: cost coefficient c = target forward {:.3f} ms ({} tokens, {} thread{}) / draft forward {:.3f} ms "
@@ -119,35 +128,62 @@ class DuoParts {
     return cost.gamma();
   }
 
+  std::shared_ptr<D> owned_;
   DuoSplit split_;
   std::unique_ptr<DraftWorker> target_thread_;
   std::unique_ptr<DraftWorker> worker_;  // null: drafts on the target's thread (concurrent=0)
-  Timed target_, draft_;
-  ModelVerifier<Timed> verifier_;
+  Target target_;
+  Draft draft_;
+  ModelVerifier<Target> verifier_;
   HardwareBudget policy_;  // each request starts from a copy
   Engine engine_;
 };
 
+// DuoDecoding over c.target and `draft`, a model of any kind (a backend's
+// host_draft_duo hook passes a host model it loaded, and `owned` with it).
+template <class M, class D>
+AnyDecoder duo_decoder(const MethodContext<M>& c, D& draft, std::shared_ptr<D> owned = nullptr) {
+  if (draft.vocab_size() != c.target.vocab_size())
+    throw ShapeError(
+        fmt::format("method duo: the draft model's vocabulary ({}) differs from the target's ({})",
+                    draft.vocab_size(), c.target.vocab_size()));
+  auto split = DuoSplit::of(c.config);
+  return with_rule<false, true>(c.config, c.sampling, [&]<class Rule>(Rule rule) {
+    return AnyDecoder::make<DuoParts<M, D, Rule>>(c.config.spec(), c, draft, std::move(owned),
+                                                  std::move(split), std::move(rule));
+  });
+}
+
 template <class M>
 MethodInfo<M> duo_method() {
-  return {"duo", "DuoDecoding: the draft model drafts on its own cores while the target verifies the last tail",
-          "2503.00784", MethodModels::kDraftModel, false,
-          {{"gamma", ParamType::kInt, "0",
-            "draft budget per round; 0: the cost coefficient (target forward / draft forward), measured at start-up",
-            true},
-           {"seqs", ParamType::kInt, "0", "sequences per round; 0: dynamic (theta = q1(c1) * max q2)", true},
-           {"max_seqs", ParamType::kInt, "8", "the most sequences dynamic drafting may choose"},
-           {"target_threads", ParamType::kInt, "1", "cores (threads) of the target"},
-           {"draft_threads", ParamType::kInt, "1", "cores (threads) of the draft worker"},
-           {"pin", ParamType::kFlag, "1", "pin target and draft to cores of their own: 0 or 1"},
-           {"concurrent", ParamType::kFlag, "1", "draft on the worker while the target runs (0: one after the other)"},
-           rule_param()},
-          [](const MethodContext<M>& c) {
-            auto split = DuoSplit::of(c.config);
-            return with_rule<false, true>(c.config, c.sampling, [&]<class Rule>(Rule rule) {
-              return AnyDecoder::make<DuoParts<M, Rule>>(c.config.spec(), c, std::move(split), std::move(rule));
-            });
-          }};
+  return {
+      "duo",
+      "DuoDecoding: the draft model drafts on its own cores while the target verifies the last tail",
+      "2503.00784",
+      MethodModels::kDraftModel,
+      false,
+      {{"gamma", ParamType::kInt, "0",
+        "draft budget per round; 0: the cost coefficient (target forward / draft forward), measured at "
+        "start-up",
+        true},
+       {"seqs", ParamType::kInt, "0", "sequences per round; 0: dynamic (theta = q1(c1) * max q2)", true},
+       {"max_seqs", ParamType::kInt, "8", "the most sequences dynamic drafting may choose"},
+       {"target_threads", ParamType::kInt, "1", "cores (threads) of the target"},
+       {"draft_threads", ParamType::kInt, "1", "cores (threads) of the draft worker"},
+       {"pin", ParamType::kFlag, "1", "pin target and draft to cores of their own: 0 or 1"},
+       {"concurrent", ParamType::kFlag, "1",
+        "draft on the worker while the target runs (0: one after the other)"},
+       {"host_draft", ParamType::kText, "",
+        "a draft checkpoint to run on the host cores beside the target (the paper's GPU target + CPU draft); "
+        "empty: the draft model, on the target's device"},
+       rule_param()},
+      [](const MethodContext<M>& c) {
+        const auto& host = c.config.text("host_draft");
+        if (host.empty()) return duo_decoder(c, *c.draft);
+        if (!c.hooks.host_draft_duo)
+          throw UnsupportedError("method duo: this backend has no host model for host_draft=");
+        return c.hooks.host_draft_duo(c, host);
+      }};
 }
 
 }  // namespace specdec::methods

@@ -91,6 +91,11 @@ struct MethodHooks {
   // wraps nothing.
   std::vector<MethodParam> draft_params;
   std::function<std::function<void(const std::function<void()>&)>(const MethodContext<M>&)> around_draft;
+  // DuoDecoding with its draft on the host cores (duo:host_draft=DIR, the
+  // paper's GPU target + CPU draft, arXiv 2503.00784 §3.1): loads DIR as the
+  // backend's host model and returns methods::duo_decoder over the target
+  // and it. Without it duo:host_draft= is refused with a sentence.
+  std::function<AnyDecoder(const MethodContext<M>&, const std::filesystem::path&)> host_draft_duo;
 };
 
 // What a method's recipe is handed.

@@ -20,11 +20,12 @@
 
 #include "specdec/core/tensor_view.hpp"
 #include "specdec/core/types.hpp"
+#include "specdec/cpu/linear.hpp"
 #include "specdec/torch/packed_linear.hpp"
 
 namespace specdec::torch_backend {
 
-class HotLmHead {
+class HotLmHead final : public cpu::Linear {
  public:
   // The rows `tokens` of lm_head [vocab, hidden], packed in `storage`.
   // Throws InvalidArgumentError for an empty list, a repeated token or one
@@ -39,9 +40,15 @@ class HotLmHead {
   }
   std::int64_t vocab_size() const { return vocab_; }
 
-  // out [rows, vocab] = the hot tokens' logits of h [rows, hidden], -inf
-  // elsewhere. Safe to call from several threads.
-  void forward(const float* h, std::int64_t rows, float* out) const;
+  // As a cpu::Linear [vocab, hidden] (a model's LM head): out [rows, vocab]
+  // = the hot tokens' logits of h [rows, hidden], -inf elsewhere (forward_add
+  // adds those). Safe to call from several threads.
+  std::int64_t in_features() const override { return rows_.in_features(); }
+  std::int64_t out_features() const override { return vocab_; }
+  void forward(const float* h, std::int64_t rows, float* out) const override;
+  void forward_add(const float* h, std::int64_t rows, float* out) const override;
+  void forward(RowSource rows, std::int64_t m, float* out) const override;
+  void forward_add(RowSource rows, std::int64_t m, float* out) const override;
 
  private:
   std::vector<TokenId> tokens_;

@@ -1,18 +1,17 @@
 // A linear layer y = x W^T whose weights are reordered once, at construction,
 // into a blocked layout (specdec's row kernel's, or the one oneDNN's matmul
-// primitive prefers), so a forward over m rows (m new tokens: 1 for decoding, a handful for verification, ~100 for a
-// prompt) streams the weights once and never re-packs them (OpenBLAS small-M
-// GEMM re-packs the weights on every call; see bench/linear_bench.cpp and
-// docs/RESULTS.md for the measurements).
+// primitive prefers), so a forward over m rows (m new tokens: 1 for decoding, a handful for verification,
+// ~100 for a prompt) streams the weights once and never re-packs them (OpenBLAS small-M GEMM re-packs the
+// weights on every call; see bench/linear_bench.cpp and docs/RESULTS.md for the measurements).
 //
 // Inference only: the result carries no autograd history.
 //
 // Weights are stored in f32 or bf16. bf16 halves the bytes a decode step
-// streams. Products run on specdec's own row kernel (src/torch/row_gemm.hpp)
+// streams. Products run on specdec's own row kernel (cpu::RowLinear, src/cpu/row_gemm.hpp)
 // where the CPU has its instructions (AVX-512F for f32, AVX512_BF16 for bf16):
 // it reads the weights once for a few rows, sums each output in k order
 // whatever the row count, and runs on the calling thread's team
-// (specdec/torch/threads.hpp). Elsewhere they run on oneDNN. bf16 source rows are rounded to bf16 per call and
+// (specdec/cpu/threads.hpp). Elsewhere they run on oneDNN. bf16 source rows are rounded to bf16 per call and
 // products accumulate in f32 into an f32 destination. f16 weights have no
 // matmul in oneDNN 2.6 on CPUs without AVX512_FP16 and are refused.
 // docs/RESULTS.md, "Half precision", has the measurements.
@@ -28,13 +27,14 @@
 #include <string>
 
 #include "specdec/core/tensor_view.hpp"
+#include "specdec/cpu/linear.hpp"
 
 namespace specdec::torch_backend {
 
-class PackedLinear {
+class PackedLinear final : public cpu::Linear {
  public:
   // Which code multiplies: kAuto takes specdec's row kernel where the CPU
-  // has it (src/torch/row_gemm.hpp) and oneDNN elsewhere; kOneDnn always
+  // has it (cpu::RowLinear, src/cpu/row_gemm.hpp) and oneDNN elsewhere; kOneDnn always
   // takes oneDNN (for comparisons).
   enum class Kernel { kAuto, kOneDnn };
 
@@ -47,14 +47,14 @@ class PackedLinear {
   // than kF32 / kBF16, UnsupportedError when oneDNN has no matmul for it here.
   explicit PackedLinear(const at::Tensor& weight, DType storage = DType::kF32,
                         Kernel kernel = Kernel::kAuto);
-  ~PackedLinear();
+  ~PackedLinear() override;
   PackedLinear(PackedLinear&&) noexcept;
   PackedLinear& operator=(PackedLinear&&) noexcept;
   PackedLinear(const PackedLinear&) = delete;
   PackedLinear& operator=(const PackedLinear&) = delete;
 
-  std::int64_t in_features() const;
-  std::int64_t out_features() const;
+  std::int64_t in_features() const override;
+  std::int64_t out_features() const override;
   DType storage() const;
 
   // y[m, out] = x[m, in] W^T, both row-major and dense; x and y must not
@@ -70,26 +70,20 @@ class PackedLinear {
   // cached argument memory) and run on the calling thread's OpenMP team
   // (at::set_num_threads / OMP_NUM_THREADS threads); the row kernel's calls
   // share nothing, run concurrently, and each runs on the calling thread's
-  // team (forward_threads(), specdec/torch/threads.hpp).
-  void forward(const float* x, std::int64_t m, float* y) const;
+  // team (forward_threads(), specdec/cpu/threads.hpp).
+  void forward(const float* x, std::int64_t m, float* y) const override;
   // y[m, out] += x[m, in] W^T: the residual connection fused into the matmul
   // (oneDNN's sum post-op; an add at the row kernel's store), which saves a
   // pass over y. Same contract as forward.
-  void forward_add(const float* x, std::int64_t m, float* y) const;
+  void forward_add(const float* x, std::int64_t m, float* y) const override;
 
-  // Input rows made on the fly: fill(context, r, row) writes row r's
-  // in_features() values (a norm or an activation of the caller's data).
-  // Where the rows are many (a verification) and the product runs on the
-  // row kernel, the product's team fills them, a row an item, so the fill
-  // runs in parallel. Elsewhere the calling thread fills them first. fill
-  // must be safe to call concurrently for different rows.
-  struct RowSource {
-    void (*fill)(const void* context, std::int64_t row, float* out) = nullptr;
-    const void* context = nullptr;
-  };
+  // Rows made on the fly (cpu::Linear::RowSource). Where the rows are many
+  // (a verification) and the product runs on the row kernel, the product's
+  // team fills them, a row an item. Elsewhere the calling thread fills them
+  // first.
   // y[m, out] = rows W^T (or y += rows W^T); as forward / forward_add.
-  void forward(RowSource rows, std::int64_t m, float* y) const;
-  void forward_add(RowSource rows, std::int64_t m, float* y) const;
+  void forward(RowSource rows, std::int64_t m, float* y) const override;
+  void forward_add(RowSource rows, std::int64_t m, float* y) const override;
 
   // Convenience: x [m, in] float32 on the CPU (made contiguous if it is not)
   // -> a new [m, out] float32 tensor. Throws ShapeError when x is not 2-D or

@@ -7,8 +7,10 @@
 
 #if defined(CONSUMER_USES_IO)
 #include <specdec/io/float_convert.hpp>
+#elif defined(CONSUMER_USES_CPU)
+#include <specdec/cpu/llama_model.hpp>
 #elif defined(CONSUMER_USES_TORCH)
-#include <specdec/torch/threads.hpp>
+#include <specdec/cpu/threads.hpp>
 #elif defined(CONSUMER_USES_CUDA)
 #include <specdec/cuda/chain_speculative_sampling.hpp>
 #endif
@@ -29,8 +31,14 @@ int main() {
   specdec::io::from_f32(x, 2, specdec::DType::kBF16, b);
   for (int i = 0; i < 2; ++i) back[i] = specdec::io::bf16_to_f32(b[i]);
   if (back[0] != x[0] || back[1] != x[1]) return 2;
+#elif defined(CONSUMER_USES_CPU)
+  specdec::io::LlamaConfig c;
+  c.max_position_embeddings = 4;
+  c.head_dim = 2;
+  const auto rope = specdec::cpu::rope_tables(c);  // [positions, head_dim]; position 0 unrotated
+  if (rope.cos.size() != 8 || rope.cos[0] != 1.0f || rope.sin[0] != 0.0f) return 2;
 #elif defined(CONSUMER_USES_TORCH)
-  if (specdec::torch_backend::available_cores() < 1) return 2;
+  if (specdec::cpu::available_cores() < 1) return 2;
 #elif defined(CONSUMER_USES_CUDA)
   int devices = -1;
   (void)specdec::cuda::cuda_device_count(&devices);  // 0 without a device: linking is what is checked

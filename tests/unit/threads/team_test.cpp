@@ -1,4 +1,4 @@
-// The forwards' thread team (src/torch/thread_team.hpp, specdec/torch/threads.hpp):
+// The forwards' thread team (src/cpu/thread_team.hpp, specdec/cpu/threads.hpp):
 // every item runs once, helpers take work, and helpers preempted holding
 // items start a back-off. Built without libtorch, so the ThreadSanitizer
 // pass checks the team's protocol too.
@@ -13,38 +13,38 @@
 #include <vector>
 
 #include "specdec/core/error.hpp"
-#include "specdec/torch/threads.hpp"
+#include "specdec/cpu/threads.hpp"
 #include "support/catch.hpp"
 #include "support/team_support.hpp"
 
 namespace sd = specdec;
-namespace tb = specdec::torch_backend;
+namespace tb = specdec::cpu;
 using sd::test::ForwardThreads;
 using sd::test::helpers_take_items;
 using sd::test::spin_for;
 
 TEST_CASE("The thread count follows the settings and the available cores", "[threads]") {
-  const int cores = tb::available_cores();
+  const int cores = sd::cpu::available_cores();
   REQUIRE(cores >= 1);
-  CHECK(tb::forward_threads() == cores);  // the default: every available core
+  CHECK(sd::cpu::forward_threads() == cores);  // the default: every available core
   {
     const ForwardThreads one(1);
-    CHECK(tb::forward_threads() == 1);
+    CHECK(sd::cpu::forward_threads() == 1);
   }
   {
     const ForwardThreads many(cores + 7);  // never more threads than cores
-    CHECK(tb::forward_threads() == cores);
+    CHECK(sd::cpu::forward_threads() == cores);
   }
-  tb::set_default_forward_threads(1);
-  CHECK(tb::forward_threads() == 1);
+  sd::cpu::set_default_forward_threads(1);
+  CHECK(sd::cpu::forward_threads() == 1);
   {
     const ForwardThreads own(cores);  // a thread's own count wins over the default
-    CHECK(tb::forward_threads() == cores);
+    CHECK(sd::cpu::forward_threads() == cores);
   }
-  tb::set_default_forward_threads(0);
-  CHECK(tb::forward_threads() == cores);
-  REQUIRE_THROWS_AS(tb::set_forward_threads(-1), sd::InvalidArgumentError);
-  REQUIRE_THROWS_AS(tb::set_default_forward_threads(-2), sd::InvalidArgumentError);
+  sd::cpu::set_default_forward_threads(0);
+  CHECK(sd::cpu::forward_threads() == cores);
+  REQUIRE_THROWS_AS(sd::cpu::set_forward_threads(-1), sd::InvalidArgumentError);
+  REQUIRE_THROWS_AS(sd::cpu::set_default_forward_threads(-2), sd::InvalidArgumentError);
 }
 
 TEST_CASE("parallel_for runs every item exactly once, nested calls inline", "[threads]") {
@@ -74,7 +74,7 @@ TEST_CASE("parallel_for runs every item exactly once, nested calls inline", "[th
 }
 
 TEST_CASE("Helpers take items, and helpers that hold them far too long start a back-off", "[threads]") {
-  if (tb::available_cores() < 2) {
+  if (sd::cpu::available_cores() < 2) {
     WARN("one core: no helpers to test");
     return;
   }
@@ -90,7 +90,7 @@ TEST_CASE("Helpers take items, and helpers that hold them far too long start a b
   // on the calling thread alone. The caller's item spins long enough for a
   // helper to take the other. (Retried for a while: on a busy machine the
   // team may already run alone, and then no helper takes an item.)
-  const auto before = tb::contention_stats();
+  const auto before = sd::cpu::contention_stats();
   bool backed_off = false;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!backed_off && std::chrono::steady_clock::now() < give_up) {
@@ -100,10 +100,10 @@ TEST_CASE("Helpers take items, and helpers that hold them far too long start a b
       else
         std::this_thread::sleep_for(std::chrono::milliseconds(8));
     });
-    backed_off = tb::contention_stats().contended > before.contended;
+    backed_off = sd::cpu::contention_stats().contended > before.contended;
   }
   REQUIRE(backed_off);
-  const auto after = tb::contention_stats();
+  const auto after = sd::cpu::contention_stats();
   // The caller's own run-queue wait also counts: on a machine other work
   // keeps busy, that alone can start the back-off before a stall does.
   if (after.stalls == before.stalls) {
@@ -118,5 +118,5 @@ TEST_CASE("Helpers take items, and helpers that hold them far too long start a b
     ran_on.insert(std::this_thread::get_id());
   });
   CHECK(ran_on == std::set<std::thread::id>{caller});
-  CHECK(tb::contention_stats().solo_jobs == after.solo_jobs + 1);
+  CHECK(sd::cpu::contention_stats().solo_jobs == after.solo_jobs + 1);
 }

@@ -8,10 +8,10 @@
 // four registers of f32 sums. Op::step is VFMADD231PS for f32 weights and
 // VDPBF16PS for bf16 weight pairs.
 //
-// Internal to src/torch.
+// Internal to src/cpu.
 #pragma once
 
-namespace specdec::torch_backend::row_gemm::tile_loops {
+namespace specdec::cpu::row_gemm::tile_loops {
 namespace {
 
 constexpr std::int64_t kCols = 64;  // output columns per block: four registers
@@ -129,4 +129,4 @@ void run_block(const std::uint32_t* w, std::int64_t steps, const unsigned char* 
 }
 
 }  // namespace
-}  // namespace specdec::torch_backend::row_gemm::tile_loops
+}  // namespace specdec::cpu::row_gemm::tile_loops

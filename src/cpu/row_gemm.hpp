@@ -26,14 +26,14 @@
 // (row_gemm_f32_avx2.cpp): the same fused multiply-adds in the same order,
 // so it gives the AVX-512 kernel's bits.
 //
-// Internal to src/torch; used only where the CPU has the instructions
+// Internal to src/cpu; used only where the CPU has the instructions
 // (available()).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
-namespace specdec::torch_backend::row_gemm {
+namespace specdec::cpu::row_gemm {
 
 enum class Format { kF32, kBf16 };
 
@@ -83,4 +83,4 @@ class PackedWeights {
   std::unique_ptr<std::uint32_t[], Free> data_;
 };
 
-}  // namespace specdec::torch_backend::row_gemm
+}  // namespace specdec::cpu::row_gemm

@@ -15,15 +15,15 @@
 // exactly the logits it gets decoded alone (greedy speculative = greedy
 // autoregressive).
 //
-// Internal to src/torch.
+// Internal to src/cpu.
 #pragma once
 
 #include <cstdint>
 #include <span>
 
-#include "specdec/torch/packed_linear.hpp"
+#include "specdec/cpu/linear.hpp"
 
-namespace specdec::torch_backend {
+namespace specdec::cpu {
 
 // The longest head a layer takes (a key is rotated on the stack).
 inline constexpr std::int64_t kMaxHeadDim = 512;
@@ -48,10 +48,10 @@ struct DecoderShape {
 // A layer's weights as inference uses them (q|k|v and gate|up fused), owned
 // by the caller.
 struct DecoderLayerWeights {
-  const PackedLinear* qkv = nullptr;
-  const PackedLinear* o = nullptr;
-  const PackedLinear* gate_up = nullptr;
-  const PackedLinear* down = nullptr;
+  const Linear* qkv = nullptr;
+  const Linear* o = nullptr;
+  const Linear* gate_up = nullptr;
+  const Linear* down = nullptr;
   const float* attn_norm = nullptr;  // [hidden]
   const float* mlp_norm = nullptr;
 };
@@ -87,7 +87,18 @@ void decoder_layer_forward(const DecoderLayerWeights& layer, const DecoderShape&
 // property test turns it on to show that it catches such a path.
 void set_attention_sum_by_slot_for_testing(bool on);
 
+// Rotary embedding of one head vector (rotate_half convention):
+// out[j] = x[j] cos[j] - x[j + half] sin[j]; out[j + half] = x[j + half] cos + x[j] sin.
+inline void rope_head(const float* x, const float* cos, const float* sin, std::int64_t hd, float* out) {
+  const auto half = hd / 2;
+  for (std::int64_t j = 0; j < half; ++j) {
+    const float a = x[j], b = x[j + half];
+    out[j] = a * cos[j] - b * sin[j];
+    out[j + half] = b * cos[j + half] + a * sin[j + half];
+  }
+}
+
 // y = x * rsqrt(mean(x^2) + eps) * w over n rows of d (y may be x).
 void rms_norm(const float* x, std::int64_t n, std::int64_t d, const float* w, float eps, float* y);
 
-}  // namespace specdec::torch_backend
+}  // namespace specdec::cpu

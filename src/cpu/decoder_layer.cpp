@@ -10,10 +10,9 @@
 
 #include <fmt/format.h>
 
-#include "kernels.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/warp.hpp"
-#include "specdec/torch/threads.hpp"
+#include "specdec/cpu/threads.hpp"
 #include "thread_buffer.hpp"
 #include "thread_team.hpp"
 
@@ -29,7 +28,7 @@
 #define SPECDEC_CPU_CLONES
 #endif
 
-namespace specdec::torch_backend {
+namespace specdec::cpu {
 namespace {
 
 // silu(g) = g sigmoid(g) with e = exp(-|g|) <= 1 (exp_nonpositive, which
@@ -324,10 +323,10 @@ void rope_into_cache(const DecoderShape& s, const float* qkv, const AttentionSpa
     const float* cos = cos_table + pos * hd;
     const float* sin = sin_table + pos * hd;
     for (std::int64_t hh = kv * rep; hh < (kv + 1) * rep; ++hh)
-      kernels::rope_head(r + hh * hd, cos, sin, hd, q + row * q_dim + hh * hd);
+      rope_head(r + hh * hd, cos, sin, hd, q + row * q_dim + hh * hd);
     const auto slot = sp.prefix + i;
     float key[kMaxHeadDim];
-    kernels::rope_head(r + q_dim + kv * hd, cos, sin, hd, key);
+    rope_head(r + q_dim + kv * hd, cos, sin, hd, key);
     for (std::int64_t e = 0; e < hd; ++e) kt[key_offset(slot, e, hd)] = key[e];
     std::copy_n(r + q_dim + kv_dim + kv * hd, hd, sp.v + (kv * sp.capacity + slot) * hd);
   }
@@ -410,7 +409,7 @@ void attention(const DecoderShape& s, const float* qkv, std::span<const std::int
   });
 }
 
-// Row sources for the products (PackedLinear::RowSource): the norm before
+// Row sources for the products (Linear::RowSource): the norm before
 // q|k|v and gate|up, and SwiGLU before down, computed by the product's
 // threads for a verification's rows.
 struct NormRows {
@@ -452,15 +451,15 @@ void decoder_layer_forward(const DecoderLayerWeights& layer, const DecoderShape&
   float* attn = sized(ws.attn, n * q_dim);
 
   const NormRows attn_rows{x, d, layer.attn_norm, s.rms_eps};
-  layer.qkv->forward(PackedLinear::RowSource{&NormRows::fill, &attn_rows}, n, qkv);
+  layer.qkv->forward(Linear::RowSource{&NormRows::fill, &attn_rows}, n, qkv);
   attention(s, qkv, positions, cos_table, sin_table, q, spans, attn);
   layer.o->forward_add(attn, n, x);
 
   float* gu = sized(ws.gate_up, n * 2 * s.ffn);
   const NormRows mlp_rows{x, d, layer.mlp_norm, s.rms_eps};
-  layer.gate_up->forward(PackedLinear::RowSource{&NormRows::fill, &mlp_rows}, n, gu);
+  layer.gate_up->forward(Linear::RowSource{&NormRows::fill, &mlp_rows}, n, gu);
   const SwigluRows act{gu, s.ffn};
-  layer.down->forward_add(PackedLinear::RowSource{&SwigluRows::fill, &act}, n, x);
+  layer.down->forward_add(Linear::RowSource{&SwigluRows::fill, &act}, n, x);
 }
 
-}  // namespace specdec::torch_backend
+}  // namespace specdec::cpu

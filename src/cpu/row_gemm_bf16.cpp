@@ -12,7 +12,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
 #include "row_gemm_tile.hpp"
 
-namespace specdec::torch_backend::row_gemm {
+namespace specdec::cpu::row_gemm {
 namespace {
 
 struct Bf16PairStep {
@@ -45,5 +45,5 @@ void round_rows_bf16(const float* x, std::int64_t m, std::int64_t in, std::int64
   }
 }
 
-}  // namespace specdec::torch_backend::row_gemm
+}  // namespace specdec::cpu::row_gemm
 #pragma GCC pop_options

@@ -11,7 +11,7 @@
 #pragma GCC target("avx512f")
 #include "row_gemm_tile.hpp"
 
-namespace specdec::torch_backend::row_gemm {
+namespace specdec::cpu::row_gemm {
 namespace {
 
 struct F32Step {
@@ -27,5 +27,5 @@ void run_block_f32(const std::uint32_t* w, std::int64_t steps, const unsigned ch
   tile_loops::run_block<F32Step>(w, steps, x, x_stride, m, y, y_stride, cols, add);
 }
 
-}  // namespace specdec::torch_backend::row_gemm
+}  // namespace specdec::cpu::row_gemm
 #pragma GCC pop_options

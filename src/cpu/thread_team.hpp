@@ -1,4 +1,4 @@
-// parallel_for over the calling thread's team (specdec/torch/threads.hpp):
+// parallel_for over the calling thread's team (specdec/cpu/threads.hpp):
 // the threaded steps of a forward without OpenMP's barriers.
 //
 // Why not OpenMP: a `#pragma omp parallel for schedule(static)` hands each
@@ -15,12 +15,12 @@
 // Each item must write outputs of its own (no two items the same bytes):
 // which thread runs an item never changes what it computes.
 //
-// Internal to src/torch.
+// Internal to src/cpu.
 #pragma once
 
 #include <cstdint>
 
-namespace specdec::torch_backend {
+namespace specdec::cpu {
 
 using TeamItem = void (*)(const void* context, std::int64_t item);
 
@@ -36,4 +36,4 @@ void parallel_for(std::int64_t n, const F& f) {
       n, [](const void* c, std::int64_t i) { (*static_cast<const F*>(c))(i); }, &f);
 }
 
-}  // namespace specdec::torch_backend
+}  // namespace specdec::cpu

@@ -25,9 +25,9 @@
 #include <fmt/format.h>
 
 #include "specdec/core/error.hpp"
-#include "specdec/torch/threads.hpp"
+#include "specdec/cpu/threads.hpp"
 
-namespace specdec::torch_backend {
+namespace specdec::cpu {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -507,4 +507,4 @@ void team_run(std::int64_t n, TeamItem item, const void* context) {
   t_in_team = false;
 }
 
-}  // namespace specdec::torch_backend
+}  // namespace specdec::cpu

@@ -3,13 +3,13 @@
 // between threads that run forwards (or the threads of one forward)
 // concurrently. Tag keeps the buffers of different call sites apart.
 //
-// Internal to src/torch.
+// Internal to src/cpu.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-namespace specdec::torch_backend {
+namespace specdec::cpu {
 
 template <class Tag, class T = float>
 T* thread_buffer(std::int64_t n) {
@@ -18,4 +18,4 @@ T* thread_buffer(std::int64_t n) {
   return buffer.data();
 }
 
-}  // namespace specdec::torch_backend
+}  // namespace specdec::cpu

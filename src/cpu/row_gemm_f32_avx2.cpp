@@ -25,12 +25,12 @@
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 
-namespace specdec::torch_backend::row_gemm {
+namespace specdec::cpu::row_gemm {
 namespace {
 
-constexpr std::int64_t kCols = 64;   // output columns per block (row_gemm.cpp's layout)
-constexpr std::int64_t kHalf = 32;   // columns per tile: four registers of eight
-constexpr int kMaxRows = 3;          // rows per tile
+constexpr std::int64_t kCols = 64;        // output columns per block (row_gemm.cpp's layout)
+constexpr std::int64_t kHalf = 32;        // columns per tile: four registers of eight
+constexpr int kMaxRows = 3;               // rows per tile
 constexpr std::int64_t kChunkSteps = 32;  // 32 steps of 256 bytes: 8 KB of weights
 constexpr std::int64_t kRowsPerPass = 8 * kMaxRows;
 constexpr std::int64_t kPrefetchL1 = kChunkSteps;  // steps ahead
@@ -85,8 +85,8 @@ void tile_rows(std::int64_t rows, const float* w, std::int64_t steps, const floa
 }  // namespace
 
 void run_block_f32_avx2(const std::uint32_t* w_words, std::int64_t steps, const unsigned char* x_bytes,
-                        std::int64_t x_stride, std::int64_t m, float* y, std::int64_t y_stride, std::int64_t cols,
-                        bool add) {
+                        std::int64_t x_stride, std::int64_t m, float* y, std::int64_t y_stride,
+                        std::int64_t cols, bool add) {
   const auto* w = reinterpret_cast<const float*>(w_words);
   const auto* x = reinterpret_cast<const float*>(x_bytes);
   alignas(32) float acc[kRowsPerPass * kCols];
@@ -123,5 +123,5 @@ void run_block_f32_avx2(const std::uint32_t* w_words, std::int64_t steps, const 
   }
 }
 
-}  // namespace specdec::torch_backend::row_gemm
+}  // namespace specdec::cpu::row_gemm
 #pragma GCC pop_options

@@ -4,12 +4,12 @@
 // row_gemm_bf16.cpp for AVX512_BF16. Callers check the CPU first
 // (row_gemm.cpp).
 //
-// Internal to src/torch.
+// Internal to src/cpu.
 #pragma once
 
 #include <cstdint>
 
-namespace specdec::torch_backend::row_gemm {
+namespace specdec::cpu::row_gemm {
 
 // w: [steps][64] 32-bit words of the block; x: m rows of `steps` 32-bit
 // words, x_stride words apart; y: m rows of `cols` (<= 64) outputs,
@@ -28,4 +28,4 @@ void run_block_bf16(const std::uint32_t* w, std::int64_t steps, const unsigned c
 void round_rows_bf16(const float* x, std::int64_t m, std::int64_t in, std::int64_t stride,
                      std::uint16_t* out);
 
-}  // namespace specdec::torch_backend::row_gemm
+}  // namespace specdec::cpu::row_gemm

@@ -6,12 +6,12 @@
 #include <new>
 
 #include "row_gemm_kernels.hpp"
+#include "specdec/cpu/threads.hpp"
 #include "specdec/io/float_convert.hpp"
-#include "specdec/torch/threads.hpp"
 #include "thread_buffer.hpp"
 #include "thread_team.hpp"
 
-namespace specdec::torch_backend::row_gemm {
+namespace specdec::cpu::row_gemm {
 namespace {
 
 constexpr std::int64_t kCols = 64;  // output columns per block (row_gemm_tile.hpp)
@@ -119,4 +119,4 @@ void PackedWeights::multiply_rows(void (*fill)(const void*, std::int64_t, float*
   multiply(staged, m, y, add);
 }
 
-}  // namespace specdec::torch_backend::row_gemm
+}  // namespace specdec::cpu::row_gemm

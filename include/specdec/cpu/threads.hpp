@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-namespace specdec::torch_backend {
+namespace specdec::cpu {
 
 // Cores this process may run on: its CPU affinity (the main thread's), capped
 // by a cgroup v2 CPU quota (cpu.max) where one is set, rounded up. Read once.
@@ -56,7 +56,8 @@ struct ContentionStats {
   std::int64_t solo_jobs = 0;  // of those, run on the calling thread alone after contention
   std::int64_t stalls = 0;     // waits far longer than items take for a helper's item (it was preempted)
   double stall_seconds = 0.0;  // time the calling threads waited in those stalls
-  std::int64_t contended = 0;  // 50 ms windows that lost over 20% to stalls and run-queue waits: each sent a team alone
+  // 50 ms windows that lost over 20% to stalls and run-queue waits: each sent a team alone
+  std::int64_t contended = 0;
 
   // The counts of an interval: later - earlier, or a sum of intervals.
   ContentionStats operator-(const ContentionStats& earlier) const {
@@ -79,4 +80,4 @@ struct ContentionStats {
 ContentionStats contention_stats();
 void reset_contention_stats();
 
-}  // namespace specdec::torch_backend
+}  // namespace specdec::cpu
