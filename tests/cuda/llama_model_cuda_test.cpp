@@ -32,7 +32,6 @@
 
 namespace sd = specdec;
 using sd::TokenId;
-using sd::testing::check_row;
 using sd::testing::positions_from;
 using sd::testing::run;
 
@@ -63,76 +62,14 @@ TEST_CASE("cuda::LlamaModel's logits equal a plain forward's: prefill, steps, a 
     for (const auto dtype : {sd::DType::kF32, sd::DType::kBF16}) {
       INFO("tied " << tied << ", " << sd::dtype_name(dtype));
       auto [ref, m] = make_pair(tied, dtype, "specdec_cuda_llama_a");
-      const std::vector<TokenId> prompt = {3, 14, 15, 92, 65, 35, 89, 79};
-      m.open(0);
-      const auto pre = run(m, 0, prompt, positions_from(0, prompt.size()));
-      std::vector<TokenId> ctx;
-      for (std::size_t i = 0; i < prompt.size(); ++i) {
-        ctx.push_back(prompt[i]);
-        check_row(pre, i, ref, ctx, 2e-3);
-      }
-      m.accept(0, std::vector<std::int32_t>{0, 1, 2, 3, 4, 5, 6, 7});
-      CHECK(m.cached_length(0) == 8);
-      for (const TokenId t : {26, 53, 58}) {  // decode steps
-        const auto step = run(m, 0, {t}, {static_cast<std::int64_t>(ctx.size())});
-        ctx.push_back(t);
-        check_row(step, 0, ref, ctx, 2e-3);
-        m.accept(0, std::vector<std::int32_t>{0});
-      }
-      // A ragged batch: sequence 1 prefills 3 tokens while sequence 0 steps.
-      m.open(1);
-      const std::vector<TokenId> other = {9, 7, 9}, next = {32};
-      std::vector<float> logits(4 * static_cast<std::size_t>(m.vocab_size()));
-      const auto p1 = positions_from(0, 3), p0 = positions_from(static_cast<std::int64_t>(ctx.size()), 1);
-      const std::vector<sd::SequenceInput> seqs = {{1, other, p1, {}, false}, {0, next, p0, {}, false}};
-      m.forward({seqs, sd::TensorView(logits.data(), sd::DType::kF32, {4, m.vocab_size()}), {}, -1});
-      check_row(logits, 2, ref, other, 2e-3);
-      ctx.push_back(32);
-      check_row(logits, 3, ref, ctx, 2e-3);
+      sd::testing::check_prefill_steps_batch(ref, m, 2e-3);
     }
 }
 
 TEST_CASE("cuda::LlamaModel: a tree under its mask, accept(path), extend_staged and rollback", "[cuda]") {
   SPECDEC_SKIP_WITHOUT_DEVICE();
   auto [ref, m] = make_pair(false, sd::DType::kBF16, "specdec_cuda_llama_b");
-  const std::vector<TokenId> prompt = {5, 8, 13, 21, 34};
-  m.open(4);
-  run(m, 4, prompt, positions_from(0, prompt.size()));
-  m.accept(4, std::vector<std::int32_t>{0, 1, 2, 3, 4});
-  // The tree: root 40 -> {41 -> 43, 42}; nodes 0: 40, 1: 41, 2: 42, 3: 43.
-  const std::vector<TokenId> tree = {40, 41, 42, 43};
-  const std::vector<std::int32_t> parent = {-1, 0, 0, 1};
-  sd::BitMatrix mask(4);
-  for (std::int32_t i = 0; i < 4; ++i)
-    for (std::int32_t a = i; a >= 0; a = parent[static_cast<std::size_t>(a)]) mask.set(i, a);
-  const std::vector<std::int64_t> depth = {5, 6, 6, 7};
-  const auto logits = run(m, 4, tree, depth, sd::PackedMask::of(mask));
-  std::vector<TokenId> base = prompt;
-  const std::vector<std::vector<TokenId>> paths = {{40}, {40, 41}, {40, 42}, {40, 41, 43}};
-  for (std::size_t i = 0; i < 4; ++i) {
-    auto ctx = base;
-    ctx.insert(ctx.end(), paths[i].begin(), paths[i].end());
-    check_row(logits, i, ref, ctx, 2e-3);
-  }
-  // Grow the tree by one level (extend_staged): node 4 = 44 under node 2.
-  sd::BitMatrix grown(5);
-  for (std::int32_t i = 0; i < 4; ++i)
-    for (std::int32_t j = 0; j < 4; ++j)
-      if (mask.test(i, j)) grown.set(i, j);
-  grown.set(4, 4);
-  grown.set(4, 2);
-  grown.set(4, 0);
-  const auto more = run(m, 4, {44}, {7}, sd::PackedMask::of(grown), true);
-  check_row(more, 0, ref, {5, 8, 13, 21, 34, 40, 42, 44}, 2e-3);
-  // Accept 40 -> 42 -> 44: the next step sees exactly those.
-  m.accept(4, std::vector<std::int32_t>{0, 2, 4});
-  CHECK(m.cached_length(4) == 8);
-  const auto after = run(m, 4, {45}, {8});
-  check_row(after, 0, ref, {5, 8, 13, 21, 34, 40, 42, 44, 45}, 2e-3);
-  // Roll back to the prompt and go another way.
-  m.rollback(4, 5);
-  const auto other = run(m, 4, {46}, {5});
-  check_row(other, 0, ref, {5, 8, 13, 21, 34, 46}, 2e-3);
+  sd::testing::check_tree_accept_rollback(ref, m, 2e-3);
 }
 
 TEST_CASE(
@@ -197,14 +134,7 @@ TEST_CASE("cuda::LlamaModel refuses what the host model refuses, and loads only 
           "[cuda]") {
   SPECDEC_SKIP_WITHOUT_DEVICE();
   auto [ref, m] = make_pair(false, sd::DType::kF32, "specdec_cuda_llama_d");
-  CHECK_THROWS_AS(run(m, 3, {1}, {0}), sd::InvalidArgumentError);  // not open
-  m.open(3);
-  CHECK_THROWS_AS(run(m, 3, {97}, {0}), sd::ShapeError);
-  CHECK_THROWS_AS(run(m, 3, {1}, {128}), sd::ShapeError);
-  run(m, 3, {1, 2}, {0, 1});
-  CHECK_THROWS_AS(m.accept(3, std::vector<std::int32_t>{1, 0}), sd::InvalidArgumentError);
-  CHECK_THROWS_AS(m.rollback(3, 1), sd::InvalidArgumentError);  // nothing committed yet
-  CHECK_THROWS_AS(m.close(8), sd::InvalidArgumentError);
+  sd::testing::check_refusals(m);
   CHECK_THROWS_AS(sd::cuda::LlamaModel::load(std::filesystem::temp_directory_path() / "specdec_cuda_llama_d",
                                              sd::DType::kF16),
                   sd::InvalidArgumentError);
@@ -216,41 +146,22 @@ TEST_CASE("cuda::LlamaModel refuses what the host model refuses, and loads only 
   CHECK(r.num_parameters() == 97 * 64 * 2 + 2 * (2 * 64 + (64 + 2 * 32) * 64 + 64 * 64 + 3 * 96 * 64) + 64);
 }
 
-namespace {
-
-// Greedy speculation on the device (DeviceVerifier over the CUDA target,
-// drafts from `draft` on the host path) with builder B; its tokens.
-template <class Builder>
-std::vector<TokenId> speculate(sd::cuda::LlamaModel& target, sd::cuda::LlamaModel& draft, Builder builder,
-                               sd::DraftBudget budget, const std::vector<TokenId>& prompt,
-                               const sd::GenerationOptions& options) {
-  using Drafter = sd::ModelDrafter<sd::cuda::LlamaModel>;
-  using Verifier = sd::cuda::DeviceVerifier<sd::cuda::LlamaModel>;
-  Drafter drafter(draft, 7);
-  Verifier verifier(target, {}, target.stream(), target.device());
-  sd::SpeculativeDecoder<Drafter, Builder, Verifier, sd::GreedyAcceptance, sd::FixedLength> decoder(
-      drafter, std::move(builder), verifier, sd::GreedyAcceptance{}, sd::FixedLength(budget), 3);
-  return decoder.generate(prompt, options).tokens;
-}
-
-}  // namespace
-
 TEST_CASE("Greedy speculation with the CUDA model equals its greedy autoregressive decoding", "[cuda]") {
   SPECDEC_SKIP_WITHOUT_DEVICE();
   auto [ref, target] = make_pair(false, sd::DType::kBF16, "specdec_cuda_llama_e");
   auto other = sd::cuda::LlamaModel::random(tiny_config(false), 9);  // a draft that is often wrong
-  sd::GenerationOptions options;
-  options.max_new_tokens = 40;
-  options.sampling.temperature = 0.0f;
-  for (const std::vector<TokenId>& prompt :
-       {std::vector<TokenId>{4, 8, 15, 16, 23, 42}, std::vector<TokenId>{1}}) {
-    sd::AutoregressiveDecoder<sd::cuda::LlamaModel> ar(target, 0);
-    const auto want = ar.generate(prompt, options).tokens;
-    REQUIRE(want.size() == 40);
-    const sd::DraftBudget chain = sd::FixedLength::chain(4).budget(), tree{3, 8, 8, 0.0f};
-    // The target drafting for itself: every draft accepted, long paths compacted.
-    CHECK(speculate(target, target, sd::ChainBuilder{}, chain, prompt, options) == want);
-    CHECK(speculate(target, other, sd::ChainBuilder{}, chain, prompt, options) == want);
-    CHECK(speculate(target, other, sd::DynamicTreeBuilder{3, 3, 8}, tree, prompt, options) == want);
-  }
+  // Verified on the device (DeviceVerifier), drafts on the host path.
+  sd::testing::check_greedy_speculation(
+      target, other,
+      [&](sd::cuda::LlamaModel& draft, auto builder, sd::DraftBudget budget,
+          const std::vector<TokenId>& prompt, const sd::GenerationOptions& options) {
+        using Drafter = sd::ModelDrafter<sd::cuda::LlamaModel>;
+        using Verifier = sd::cuda::DeviceVerifier<sd::cuda::LlamaModel>;
+        Drafter drafter(draft, 7);
+        Verifier verifier(target, {}, target.stream(), target.device());
+        sd::SpeculativeDecoder<Drafter, decltype(builder), Verifier, sd::GreedyAcceptance, sd::FixedLength>
+            decoder(drafter, std::move(builder), verifier, sd::GreedyAcceptance{}, sd::FixedLength(budget),
+                    3);
+        return decoder.generate(prompt, options).tokens;
+      });
 }
