@@ -78,14 +78,14 @@ inline CudaGridTotals run_cuda_methods_grid(const CudaGridRun& a) {
   std::printf("%s, %s weights%s; %zu prompts, %lld new tokens, %d waves\n", prop.name, dtype,
               graphs ? ", CUDA graphs" : "", prompts.size(), static_cast<long long>(a.grid.max_new_tokens),
               a.grid.waves);
-  std::printf("%-36s %7s %5s %10s %10s %8s %6s %7s %6s\n", "method", "context", "batch", "tok/s", "decode/s",
-              "decode x", "tau", "occup.", "differ");
+  std::printf("%-36s %7s %5s %10s %10s %8s %6s %7s %8s %6s\n", "method", "context", "batch", "tok/s",
+              "decode/s", "decode x", "tau", "occup.", "ttft ms", "differ");
   nlohmann::json records = nlohmann::json::array();
   CudaGridTotals totals;
   run_methods_grid(cuda::method_registry(), target, &draft, prompts, fill, a.grid, [&](const GridCell& c) {
-    std::printf("%-36s %7lld %5d %10.1f %10.1f %8.2f %6.2f %7.1f %6lld\n", c.method.c_str(),
+    std::printf("%-36s %7lld %5d %10.1f %10.1f %8.2f %6.2f %7.1f %8.2f %6lld\n", c.method.c_str(),
                 static_cast<long long>(c.context), c.batch, c.tokens_per_second, c.decode_tokens_per_second,
-                c.decode_speedup, c.tau, c.occupancy, static_cast<long long>(c.differing));
+                c.decode_speedup, c.tau, c.occupancy, c.ttft_ms, static_cast<long long>(c.differing));
     std::fflush(stdout);
     records.push_back(to_json(c));
     if (c.method != "autoregressive") totals.outputs += c.requests;

@@ -47,6 +47,7 @@ struct GridCell {
   double tau = 0.0;                            // tokens per round (1 for autoregressive decoding)
   double occupancy = 0.0;                      // requests per step, on average
   std::int64_t differing = 0;                  // greedy outputs unlike autoregressive decoding's
+  double ttft_ms = 0.0;                        // median time to first token over the requests
 };
 
 inline nlohmann::json to_json(const GridCell& c) {
@@ -62,6 +63,7 @@ inline nlohmann::json to_json(const GridCell& c) {
           {"speedup", c.speedup},
           {"decode_speedup", c.decode_speedup},
           {"tau", c.tau},
+          {"median_time_to_first_token_ms", c.ttft_ms},
           {"occupancy", c.occupancy},
           {"differing", c.differing}};
 }
@@ -140,8 +142,10 @@ std::vector<GridCell> run_methods_grid(const MethodRegistry<M>& registry, M& tar
         c.decode_tokens_per_second = run.decode_tokens_per_second();
         c.occupancy = run.mean_batch;
         std::int64_t rounds = 0, emitted = 0;
+        std::vector<double> ttft;
         for (std::size_t i = 0; i < run.results.size(); ++i) {
           const auto& r = run.results[i];
+          ttft.push_back(1e3 * r.stats.time_to_first_token_seconds);
           rounds += r.stats.acceptance.num_rounds;
           emitted += r.stats.acceptance.num_emitted;
           if (m == 0)
@@ -150,6 +154,11 @@ std::vector<GridCell> run_methods_grid(const MethodRegistry<M>& registry, M& tar
             ++c.differing;
         }
         c.tau = rounds > 0 ? static_cast<double>(emitted) / static_cast<double>(rounds) : 0.0;
+        if (!ttft.empty()) {
+          const auto mid = ttft.begin() + static_cast<std::ptrdiff_t>(ttft.size() / 2);
+          std::nth_element(ttft.begin(), mid, ttft.end());
+          c.ttft_ms = *mid;
+        }
         if (m == 0) ar = c;
         c.speedup = ar.tokens_per_second > 0 ? c.tokens_per_second / ar.tokens_per_second : 0.0;
         c.decode_speedup =

@@ -43,9 +43,6 @@ RopeTables rope_tables(const io::LlamaConfig& config) {
 LlamaModel::LlamaModel(io::LlamaConfig config, RopeTables rope)
     : config_(std::move(config)), rope_(std::move(rope)) {
   const auto& c = config_;
-  if (c.head_dim % 2 != 0 || c.head_dim > kMaxHeadDim)
-    throw UnsupportedError(fmt::format("cpu::LlamaModel: head_dim {} (even and at most {} are supported)",
-                                       c.head_dim, kMaxHeadDim));
   const auto entries = static_cast<std::size_t>(c.max_position_embeddings * c.head_dim);
   if (rope_.cos.size() != entries || rope_.sin.size() != entries)
     throw ShapeError(
@@ -76,6 +73,9 @@ std::string layer_name(std::size_t i, const char* leaf) {
 
 void LlamaModel::set_weights(LlamaWeights w) {
   const auto& c = config_;
+  if (c.head_dim % 2 != 0 || c.head_dim > kMaxHeadDim)
+    throw UnsupportedError(fmt::format("cpu::LlamaModel: head_dim {} (even and at most {} are supported)",
+                                       c.head_dim, kMaxHeadDim));
   const auto d = c.hidden_size, q_dim = c.num_attention_heads * c.head_dim,
              kv_dim = c.num_key_value_heads * c.head_dim;
   if (static_cast<std::int64_t>(w.embedding.size()) != c.vocab_size * d)
@@ -313,7 +313,7 @@ void LlamaModel::shift_sink(Cache& cs) const {
 
 void LlamaModel::forward(const ForwardRequest& request) {
   if (!has_weights())
-    throw InvalidArgumentError("cpu::cpu::LlamaModel::forward: the model has no weights (set_weights)");
+    throw InvalidArgumentError("cpu::LlamaModel::forward: the model has no weights (set_weights)");
   const auto& c = config_;
   const auto d = c.hidden_size;
   // Gather every sequence's new tokens: projections and MLPs run as one GEMM,

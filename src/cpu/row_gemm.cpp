@@ -20,6 +20,7 @@ constexpr std::int64_t kCols = 64;  // output columns per block (row_gemm_tile.h
 
 namespace {
 
+#if defined(__x86_64__)
 bool has_avx512_f32() {
   static const bool yes = __builtin_cpu_supports("avx512f");
   return yes;
@@ -33,8 +34,39 @@ bool has_bf16() {
                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
   return yes;
 }
+#else  // the kernels are x86-64 code (row_gemm_*.cpp): none elsewhere
+bool has_avx512_f32() {
+  return false;
+}
+bool has_avx2_f32() {
+  return false;
+}
+bool has_bf16() {
+  return false;
+}
+#endif
 
 }  // namespace
+
+#if !defined(__x86_64__)
+// Never called: available() is false, and PackedWeights is built only where
+// it is true.
+void run_block_f32(const std::uint32_t*, std::int64_t, const unsigned char*, std::int64_t, std::int64_t,
+                   float*, std::int64_t, std::int64_t, bool) {
+  std::abort();
+}
+void run_block_f32_avx2(const std::uint32_t*, std::int64_t, const unsigned char*, std::int64_t, std::int64_t,
+                        float*, std::int64_t, std::int64_t, bool) {
+  std::abort();
+}
+void run_block_bf16(const std::uint32_t*, std::int64_t, const unsigned char*, std::int64_t, std::int64_t,
+                    float*, std::int64_t, std::int64_t, bool) {
+  std::abort();
+}
+void round_rows_bf16(const float*, std::int64_t, std::int64_t, std::int64_t, std::uint16_t*) {
+  std::abort();
+}
+#endif
 
 bool available(Format format) {
   return format == Format::kF32 ? has_avx512_f32() || has_avx2_f32() : has_bf16();

@@ -1,5 +1,6 @@
 // row_gemm's product for bf16 weights: VDPBF16PS, a pair of k a step, f32
 // sums; and the rounding of the input rows to bf16.
+#if defined(__x86_64__)  // elsewhere row_gemm.cpp reports no kernel
 #include <immintrin.h>
 
 #include <algorithm>
@@ -47,3 +48,4 @@ void round_rows_bf16(const float* x, std::int64_t m, std::int64_t in, std::int64
 
 }  // namespace specdec::cpu::row_gemm
 #pragma GCC pop_options
+#endif  // __x86_64__

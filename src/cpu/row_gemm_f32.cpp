@@ -1,4 +1,5 @@
 // row_gemm's product for f32 weights: VFMADD231PS, one k a step.
+#if defined(__x86_64__)  // elsewhere row_gemm.cpp reports no kernel
 #include <immintrin.h>
 
 #include <algorithm>
@@ -29,3 +30,4 @@ void run_block_f32(const std::uint32_t* w, std::int64_t steps, const unsigned ch
 
 }  // namespace specdec::cpu::row_gemm
 #pragma GCC pop_options
+#endif  // __x86_64__

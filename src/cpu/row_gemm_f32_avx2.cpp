@@ -15,6 +15,7 @@
 // EPYC without AVX-512 (bench/linear_bench.cpp, docs/RESULTS.md "An f32 row
 // kernel for AVX2"): 16 KB chunks and 12 rows a pass were slower, and
 // without the other tiles' L2 prefetch 5 rows cost 1.5x one row, not 1.1x.
+#if defined(__x86_64__)  // elsewhere row_gemm.cpp reports no kernel
 #include <immintrin.h>
 
 #include <algorithm>
@@ -125,3 +126,4 @@ void run_block_f32_avx2(const std::uint32_t* w_words, std::int64_t steps, const 
 
 }  // namespace specdec::cpu::row_gemm
 #pragma GCC pop_options
+#endif  // __x86_64__

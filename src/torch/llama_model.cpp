@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -26,11 +25,15 @@ std::string layer_name(std::size_t i, const char* leaf) { return fmt::format("mo
 
 }  // namespace
 
-// The training forward rotates with the inference tables' values.
+// The training forward rotates with the inference model's tables, read in
+// place (inference_ lives as long as the tensors).
 LlamaModel::LlamaModel(io::LlamaConfig config)
     : config_(std::move(config)),
       inference_(std::make_unique<cpu::LlamaModel>(config_, cpu::rope_tables(config_))) {
-  std::tie(rope_cos_, rope_sin_) = rope_tables(config_);
+  const auto& rope = inference_->rope();
+  const std::vector<std::int64_t> shape{config_.max_position_embeddings, config_.head_dim};
+  rope_cos_ = at::from_blob(const_cast<float*>(rope.cos.data()), shape);  // never written
+  rope_sin_ = at::from_blob(const_cast<float*>(rope.sin.data()), shape);
 }
 
 LlamaModel::~LlamaModel() = default;
@@ -145,9 +148,9 @@ void LlamaModel::set_hot_lm_head(std::shared_ptr<const HotLmHead> head) {
                                            "is {}",
                                            head->vocab_size(), config_.vocab_size));
   const std::lock_guard lock(*pack_mutex_);
+  if (inference_->has_weights())  // checked and swapped in first: nothing changes if it throws
+    inference_->set_lm_head(head ? std::shared_ptr<const cpu::Linear>(head) : full_lm_head_);
   hot_lm_head_ = std::move(head);
-  if (inference_->has_weights())
-    inference_->set_lm_head(hot_lm_head_ ? std::shared_ptr<const cpu::Linear>(hot_lm_head_) : full_lm_head_);
 }
 
 std::int64_t LlamaModel::num_parameters() const {

@@ -3,7 +3,8 @@
 // decode steps, ragged batches and trees under their masks, through accept,
 // extend_staged and rollback, with f32 and bf16 weights, tied and untied
 // heads; a verification's rows equal to the autoregressive steps' bit for
-// bit; greedy speculation equal to greedy decoding; the errors it names.
+// bit; greedy speculation equal to greedy decoding; a sink + window cache
+// under the StreamingLLM mask; the errors it names.
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include "support/catch.hpp"
 #include "support/llama_checks.hpp"
 #include "support/reference_llama.hpp"
+#include "support/sink_window_schedule.hpp"
 
 namespace sd = specdec;
 using sd::TokenId;
@@ -33,6 +35,13 @@ namespace {
 
 sd::io::LlamaConfig tiny_config(bool tied) {
   return sd::testing::tiny_llama_config(64, 96, 2, tied);
+}
+
+// cpu::LlamaModel::load needs the row kernel (AVX-512F, or AVX2 and FMA).
+bool row_kernel_here() {
+  if (sd::cpu::RowLinear::available(sd::DType::kF32)) return true;
+  WARN("this CPU has no f32 row kernel (AVX-512F, or AVX2 and FMA): cpu::LlamaModel not exercised");
+  return false;
 }
 
 // The weight precisions this CPU runs (bf16 needs AVX512_BF16).
@@ -58,6 +67,7 @@ Pair make_pair(bool tied, sd::DType weights, const char* dir_name, std::uint32_t
 }  // namespace
 
 TEST_CASE("cpu::LlamaModel's logits equal a plain forward's: prefill, steps, a ragged batch") {
+  if (!row_kernel_here()) return;
   for (const bool tied : {false, true})
     for (const auto dtype : precisions()) {
       INFO("tied " << tied << ", " << sd::dtype_name(dtype));
@@ -67,16 +77,19 @@ TEST_CASE("cpu::LlamaModel's logits equal a plain forward's: prefill, steps, a r
 }
 
 TEST_CASE("cpu::LlamaModel: a tree under its mask, accept(path), extend_staged and rollback") {
+  if (!row_kernel_here()) return;
   auto [ref, m] = make_pair(false, sd::DType::kF32, "specdec_cpu_llama_b");
   sd::testing::check_tree_accept_rollback(ref, m, 2e-3);
 }
 
 TEST_CASE("cpu::LlamaModel: a verification's rows equal the steps' bit for bit, alone or among sequences") {
+  if (!row_kernel_here()) return;
   for (const auto dtype : precisions()) {
     INFO(sd::dtype_name(dtype));
     auto [ref, m] = make_pair(true, dtype, "specdec_cpu_llama_c");
     const std::vector<TokenId> prompt = {1, 2, 3, 4, 5, 6};
-    // 14 tokens: past the row kernel's team-filled rows (kFillInTeam).
+    // 14 tokens: from PackedWeights::kFillInTeam rows on, a team of two or
+    // more threads fills the rows (the calling thread alone otherwise).
     const std::vector<TokenId> chain = {60, 61, 62, 63, 64, 65, 66, 67, 68, 69, 70, 71, 72, 73};
     for (const std::int32_t seq : {0, 1, 2, 3}) {
       m.open(seq);
@@ -111,6 +124,7 @@ TEST_CASE("cpu::LlamaModel: a verification's rows equal the steps' bit for bit, 
 }
 
 TEST_CASE("cpu::LlamaModel names what it refuses") {
+  if (!row_kernel_here()) return;
   auto [ref, m] = make_pair(false, sd::DType::kF32, "specdec_cpu_llama_d");
   sd::testing::check_refusals(m);
   const auto dir = std::filesystem::temp_directory_path() / "specdec_cpu_llama_d";
@@ -133,6 +147,7 @@ TEST_CASE("cpu::LlamaModel names what it refuses") {
 }
 
 TEST_CASE("Greedy speculation with the CPU model equals its greedy autoregressive decoding") {
+  if (!row_kernel_here()) return;
   auto [ref, target] = make_pair(false, sd::DType::kF32, "specdec_cpu_llama_e");
   auto [ref2, other] = make_pair(false, sd::DType::kF32, "specdec_cpu_llama_f", 9);
   sd::testing::check_greedy_speculation(
@@ -148,4 +163,33 @@ TEST_CASE("Greedy speculation with the CPU model equals its greedy autoregressiv
                     3);
         return decoder.generate(prompt, options).tokens;
       });
+}
+
+TEST_CASE("cpu::LlamaModel: a sink + window cache equals a dense forward under the StreamingLLM mask") {
+  if (!row_kernel_here()) return;
+  using Positions = sd::CachePolicy::Positions;
+  const auto positions = GENERATE(Positions::kText, Positions::kCache);
+  // A sink of 3 and a window of 10: 77 slots of room. Either the 79-token
+  // prompt grows the empty cache for its forward, or a forward of 70 tokens
+  // grows it once its window has wrapped.
+  const std::int64_t late = GENERATE(0, 70);
+  CAPTURE(positions == Positions::kCache, late);
+  sd::testing::ReferenceLlama ref(sd::testing::tiny_llama_config(32, 48, 2), 5, false);
+  const auto dir = std::filesystem::temp_directory_path() / "specdec_cpu_sink";
+  std::filesystem::remove_all(dir);
+  ref.save(dir);
+  auto m = sd::cpu::LlamaModel::load(dir);
+  const std::int64_t sink = 3, window = 10, prompt = late > 0 ? 20 : 79;
+  m.open(0, sd::CachePolicy::sink_window(sink, window, positions));
+  const auto room = m.cache_slots(0);
+  std::int64_t after_prompt = 0;
+  const auto run = sd::testing::run_sink_window_schedule(
+      m, prompt, [&] { after_prompt = m.cache_slots(0); }, late);
+  CHECK(after_prompt == room);  // shrunk back once the prompt was accepted
+  REQUIRE(m.cached_length(0) == static_cast<std::int64_t>(run.context.size()));
+  CHECK(m.cache_slots(0) == room);  // constant as the sequence grows
+  const auto e = sd::testing::sink_window_errors(run, ref, sink, window, positions == Positions::kCache);
+  CHECK(e.streaming < 1e-4);
+  CHECK(e.dense_last > 1e-3);  // the mask matters: a dense reference differs once tokens are evicted
+  if (positions == Positions::kCache) CHECK(e.text_last > 1e-3);  // and so do the positions
 }

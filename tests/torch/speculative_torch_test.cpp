@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "specdec/accept/greedy.hpp"
+#include "specdec/cpu/row_linear.hpp"
 #include "specdec/cpu/threads.hpp"
 #include "specdec/draft/eagle_head_drafter.hpp"
 #include "specdec/draft/model_drafter.hpp"
@@ -609,6 +610,10 @@ TEST_CASE("Every method stops cleanly when the context is full, keeping every to
 
 TEST_CASE("duo:host_draft= drafts on cpu::LlamaModel: the tokens of duo with the libtorch draft",
           "[torch][engine]") {
+  if (!sd::cpu::RowLinear::available(sd::DType::kF32)) {
+    WARN("this CPU has no f32 row kernel: cpu::LlamaModel not exercised");
+    return;
+  }
   for (const auto dtype : inference_dtypes()) {
     INFO(sd::dtype_name(dtype));
     auto [target, draft] = random_target_and_draft(dtype);

@@ -90,14 +90,14 @@ class LlamaModel {
   // A model without weights yet (set_weights gives them): what a backend
   // that keeps its own parameters (libtorch's) builds its inference on.
   // `rope` is [max_position_embeddings, head_dim] each. Throws ShapeError
-  // for tables of another size, UnsupportedError for an odd head_dim or one
-  // above 512.
+  // for tables of another size.
   LlamaModel(io::LlamaConfig config, RopeTables rope);
   LlamaModel(LlamaModel&&) noexcept = default;
   LlamaModel& operator=(LlamaModel&&) noexcept = default;
 
   // Replaces the weights (the caches stay). Throws ShapeError for weights of
-  // other shapes than the config's. Not concurrently with forward().
+  // other shapes than the config's, UnsupportedError for an odd head_dim or
+  // one above 512 (the forward's limits). Not concurrently with forward().
   void set_weights(LlamaWeights weights);
   bool has_weights() const { return weights_.lm_head != nullptr; }
   void drop_weights() { weights_ = {}; }
@@ -110,6 +110,8 @@ class LlamaModel {
   std::int64_t vocab_size() const { return config_.vocab_size; }
   std::int64_t hidden_size() const { return config_.hidden_size; }
   std::int64_t max_context() const { return config_.max_position_embeddings; }
+  // The tables the forward rotates with (the libtorch model's training
+  // forward reads them too).
   const RopeTables& rope() const { return rope_; }
 
   // ---- the Model concept -----------------------------------------------------

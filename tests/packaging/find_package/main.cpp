@@ -9,6 +9,7 @@
 #include <specdec/io/float_convert.hpp>
 #elif defined(CONSUMER_USES_CPU)
 #include <specdec/cpu/llama_model.hpp>
+#include <specdec/cpu/row_linear.hpp>
 #elif defined(CONSUMER_USES_TORCH)
 #include <specdec/cpu/threads.hpp>
 #elif defined(CONSUMER_USES_CUDA)
@@ -37,6 +38,12 @@ int main() {
   c.head_dim = 2;
   const auto rope = specdec::cpu::rope_tables(c);  // [positions, head_dim]; position 0 unrotated
   if (rope.cos.size() != 8 || rope.cos[0] != 1.0f || rope.sin[0] != 0.0f) return 2;
+  if (specdec::cpu::RowLinear::available(specdec::DType::kF32)) {  // the row kernel and the thread team link
+    const float w[2] = {1.0f, 2.0f}, x[2] = {3.0f, 4.0f};
+    float y = 0.0f;
+    specdec::cpu::RowLinear(w, 1, 2, specdec::DType::kF32).forward(x, 1, &y);
+    if (y != 11.0f) return 2;
+  }
 #elif defined(CONSUMER_USES_TORCH)
   if (specdec::cpu::available_cores() < 1) return 2;
 #elif defined(CONSUMER_USES_CUDA)

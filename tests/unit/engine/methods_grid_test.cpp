@@ -107,6 +107,7 @@ TEST_CASE("The methods grid runs every method against autoregressive decoding in
     CHECK(c.differing == 0);  // greedy: every output equals autoregressive decoding's
     CHECK(c.occupancy <= c.batch);
     CHECK(c.occupancy > 0.0);
+    CHECK(c.ttft_ms > 0.0);  // each request's first token came after its prefill
     if (c.method == "autoregressive") {
       CHECK(c.tau == 1.0);
       CHECK(c.speedup == 1.0);
