@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -408,15 +407,7 @@ LlamaModel LlamaModel::load(const std::filesystem::path& dir, DType weights, int
   const io::SafetensorsCheckpoint ckpt(dir);
   auto impl = start(config, weights, device);
   const auto& c = impl->config;
-  std::set<std::string, std::less<>> used;
-  // Each tensor as f32 on the host, checked as weights (io::weight_view).
-  const auto fetch = [&](const std::string& name, std::vector<std::int64_t> shape) {
-    const TensorView v = io::weight_view(ckpt, name, shape, dir.string(), "config.json");
-    used.insert(name);
-    std::vector<float> out(static_cast<std::size_t>(v.numel()));
-    io::to_f32(v, out.data());
-    return out;
-  };
+  io::WeightReader fetch(ckpt, dir.string(), "config.json");  // each tensor as f32 on the host
   // Uploads rows (f32) to `offset`, as the weights' dtype (norms: f32).
   const auto put = [&](std::size_t offset, const std::vector<float>& host, bool keep_f32 = false) {
     void* dst = static_cast<char*>(impl->weights) + offset;
@@ -450,12 +441,7 @@ LlamaModel LlamaModel::load(const std::filesystem::path& dir, DType weights, int
   }
   put(impl->final_norm, fetch("model.norm.weight", {d}), true);
   if (!c.tie_word_embeddings) put(impl->lm_head, fetch("lm_head.weight", {c.vocab_size, d}));
-  // Anything else belongs to another architecture (old exports' rotary
-  // inv_freq buffers are recomputed, not weights).
-  for (const auto& name : ckpt.names())
-    if (!used.contains(name) && !name.ends_with("rotary_emb.inv_freq"))
-      throw ModelLoadError(
-          fmt::format("{}: tensor {} is not part of a Llama model with this config", dir.string(), name));
+  fetch.refuse_unread();
   return LlamaModel(std::move(impl));
 }
 

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
-#include <set>
 #include <string>
 #include <utility>
 
@@ -115,15 +114,7 @@ LlamaModel LlamaModel::load(const std::filesystem::path& dir, DType weights) {
   const io::LlamaConfig config = io::load_llama_config(dir / "config.json");
   LlamaModel m(config, rope_tables(config));
   const io::SafetensorsCheckpoint ckpt(dir);
-  std::set<std::string, std::less<>> used;
-  // Each tensor as f32, checked as weights (io::weight_view).
-  const auto fetch = [&](const std::string& name, std::vector<std::int64_t> shape) {
-    const TensorView v = io::weight_view(ckpt, name, shape, dir.string(), "config.json");
-    used.insert(name);
-    std::vector<float> out(static_cast<std::size_t>(v.numel()));
-    io::to_f32(v, out.data());
-    return out;
-  };
+  io::WeightReader fetch(ckpt, dir.string(), "config.json");
   const auto linear = [&](std::initializer_list<std::pair<std::string, std::vector<std::int64_t>>> parts) {
     std::vector<float> rows;
     std::int64_t out = 0, in = 0;
@@ -161,12 +152,7 @@ LlamaModel LlamaModel::load(const std::filesystem::path& dir, DType weights) {
   w.lm_head = c.tie_word_embeddings
                   ? std::make_shared<RowLinear>(embedding->data(), c.vocab_size, d, weights)
                   : std::shared_ptr<RowLinear>(linear({{"lm_head.weight", {c.vocab_size, d}}}));
-  // Anything else belongs to another architecture (old exports' rotary
-  // inv_freq buffers are recomputed, not weights).
-  for (const auto& name : ckpt.names())
-    if (!used.contains(name) && !name.ends_with("rotary_emb.inv_freq"))
-      throw ModelLoadError(
-          fmt::format("{}: tensor {} is not part of a Llama model with this config", dir.string(), name));
+  fetch.refuse_unread();
   m.set_weights(std::move(w));
   return m;
 }

@@ -18,6 +18,7 @@
 #include "specdec/cpu/row_linear.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/engine/speculative_decoder.hpp"
+#include "specdec/io/safetensors.hpp"
 #include "specdec/verify/target_verifier.hpp"
 #include "support/catch.hpp"
 #include "support/llama_checks.hpp"
@@ -132,6 +133,21 @@ TEST_CASE("cpu::LlamaModel names what it refuses") {
   CHECK_THROWS_AS(
       sd::cpu::LlamaModel::load(std::filesystem::temp_directory_path() / "specdec_cpu_llama_none"),
       sd::Error);
+  // A tensor no Llama layer has: a checkpoint of another architecture.
+  {
+    const sd::io::SafetensorsFile file(dir / "model.safetensors");
+    std::vector<sd::io::NamedTensor> tensors;
+    for (const auto& name : file.names()) tensors.emplace_back(name, file.view(name));
+    float extra[2] = {1.0f, 2.0f};
+    tensors.emplace_back("model.layers.0.self_attn.rotary_bias", sd::TensorView(extra, sd::DType::kF32, {2}));
+    const auto other = std::filesystem::temp_directory_path() / "specdec_cpu_llama_extra";
+    std::filesystem::remove_all(other);
+    std::filesystem::create_directories(other);
+    std::filesystem::copy_file(dir / "config.json", other / "config.json");
+    sd::io::save_safetensors(other / "model.safetensors", tensors);
+    CHECK_THROWS_WITH(sd::cpu::LlamaModel::load(other),
+                      Catch::Matchers::Contains("rotary_bias is not part of a Llama model"));
+  }
   // Without weights: the caches work, a forward says what is missing.
   sd::cpu::LlamaModel bare(tiny_config(false), sd::cpu::rope_tables(tiny_config(false)));
   bare.open(0);

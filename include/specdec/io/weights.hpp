@@ -6,14 +6,19 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <set>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "specdec/core/error.hpp"
 #include "specdec/core/tensor_view.hpp"
+#include "specdec/io/float_convert.hpp"
 
 namespace specdec::io {
 
@@ -56,5 +61,41 @@ TensorView weight_view(const Checkpoint& ckpt, std::string_view name, std::span<
   }
   return v;
 }
+
+// A loader's reading of a checkpoint: each tensor as f32, checked as
+// weight_view checks it against the shape `implied_by` implies, and the
+// names read, so that what was not read can be refused.
+template <class Checkpoint>
+class WeightReader {
+ public:
+  WeightReader(const Checkpoint& ckpt, std::string where, std::string implied_by)
+      : ckpt_(ckpt), where_(std::move(where)), implied_by_(std::move(implied_by)) {}
+
+  std::vector<float> operator()(const std::string& name, std::span<const std::int64_t> shape) {
+    const TensorView v = weight_view(ckpt_, name, shape, where_, implied_by_);
+    read_.insert(name);
+    std::vector<float> out(static_cast<std::size_t>(v.numel()));
+    to_f32(v, out.data());
+    return out;
+  }
+  std::vector<float> operator()(const std::string& name, std::initializer_list<std::int64_t> shape) {
+    return (*this)(name, std::span<const std::int64_t>(shape.begin(), shape.size()));
+  }
+
+  // Throws ModelLoadError naming a tensor that was not read: the checkpoint
+  // is of another architecture (old exports' rotary inv_freq buffers are
+  // recomputed, not weights, and pass).
+  void refuse_unread() const {
+    for (const auto& name : ckpt_.names())
+      if (!read_.contains(name) && !name.ends_with("rotary_emb.inv_freq"))
+        throw ModelLoadError(
+            fmt::format("{}: tensor {} is not part of a Llama model with this config", where_, name));
+  }
+
+ private:
+  const Checkpoint& ckpt_;
+  std::string where_, implied_by_;
+  std::set<std::string, std::less<>> read_;
+};
 
 }  // namespace specdec::io
